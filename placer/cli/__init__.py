@@ -1,0 +1,1 @@
+"""The `placer` command line; each command lives in its own module here."""

@@ -1,0 +1,71 @@
+"""Entry point of the `placer` command: parse, dispatch, turn errors into one line.
+
+Each command is a module of this package with ``add_parser(subparsers)`` and
+``run(args) -> int``. Modules import only the standard library at top level,
+so ``placer --help`` stays fast; a command imports what it needs (numba,
+TensorFlow) when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+# Order here is the order of `placer --help`.
+COMMANDS = [
+    "validate",
+    "simulate",
+    "clusters",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="placer",
+        description="Learned device placement: which device should run each op of a TensorFlow graph.",
+    )
+    parser.add_argument("--version", action="version", version=f"placer {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in COMMANDS:
+        module = importlib.import_module(f"placer.cli.{name.replace('-', '_')}")
+        module.add_parser(sub)
+    return parser
+
+
+def _version() -> str:
+    from placer import __version__
+
+    return __version__
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (0 success, 1 error, 130 interrupted)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from placer.errors import PlacerError
+
+    try:
+        code = args.run(args)
+    except PlacerError as e:
+        print(f"placer {args.command}: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"placer {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 1
+    except Exception as e:  # a bug, but still one line unless asked for more
+        if os.environ.get("PLACER_DEBUG"):
+            raise
+        print(f"placer {args.command}: internal error: {type(e).__name__}: {e} "
+              "(set PLACER_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 1
+    return int(code or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""`placer simulate GRAPH --cluster C --placement P`: the step time of a placement."""
+
+from __future__ import annotations
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("simulate", help="simulate one training step of a placed graph",
+                       description="Simulate one step of GRAPH placed by PLACEMENT on CLUSTER: step time, "
+                                   "per-device busy time and peak memory, bytes moved, out-of-memory.")
+    p.add_argument("graph", help="graph file (.json or .json.gz)")
+    p.add_argument("--cluster", required=True, help="preset name (see `placer clusters`) or cluster JSON file")
+    p.add_argument("--placement", required=True, help="placement JSON file ({'devices': {op: device}})")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from placer.cli.common import human_bytes, human_seconds, print_json, print_table
+    from placer.cluster import load_cluster
+    from placer.graph_io import load_graph
+    from placer.placement import load_placement
+    from placer.simulator import Simulator
+
+    graph = load_graph(args.graph)
+    cluster = load_cluster(args.cluster)
+    placement = load_placement(args.placement)
+    sim = Simulator(graph, cluster)
+    assignment = placement.assignment(graph, cluster)
+    res = sim.run(assignment)
+    devices = [
+        {"device": d.name, "busy": float(b), "peak_memory": float(p), "memory_bytes": d.memory_bytes,
+         "ops": int((assignment == k).sum())}
+        for k, (d, b, p) in enumerate(zip(cluster.devices, res.busy, res.peak_memory))
+    ]
+    out = {
+        "graph": graph.name, "cluster": cluster.name, "method": placement.method,
+        "step_time": res.step_time, "lower_bound": res.lower_bound, "oom": res.oom,
+        "bytes_moved": res.bytes_moved,
+        "peak_memory": {d["device"]: d["peak_memory"] for d in devices},
+        "devices": devices,
+    }
+    if args.json:
+        print_json(out)
+        return 0
+    print(f"{graph.name} on {cluster.name}: step time {human_seconds(res.step_time)} "
+          f"(lower bound {human_seconds(res.lower_bound)}), moved {human_bytes(res.bytes_moved)}"
+          + ("  OUT OF MEMORY" if res.oom else ""))
+    print_table(["device", "ops", "busy", "peak memory", "capacity"],
+                [(d["device"], d["ops"], human_seconds(d["busy"]), human_bytes(d["peak_memory"]),
+                  human_bytes(d["memory_bytes"])) for d in devices])
+    return 0

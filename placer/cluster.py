@@ -1,0 +1,232 @@
+"""Cluster: the devices a graph can be placed on and the links between them.
+
+A cluster comes from a JSON spec or a named preset (`placer.presets`). Every
+pair of devices is joined by a link: one given for the pair, or the cluster's
+default link. A link is full duplex: each direction has the given bandwidth
+and latency and carries one transfer at a time.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from placer.errors import ClusterError, PlacerError
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """One device.
+
+    Attributes
+    ----------
+    name : TensorFlow-style device name, e.g. ``"/device:GPU:0"``.
+    kind : ``"gpu"`` or ``"cpu"`` (any string; ops' ``cost`` is keyed by it).
+    peak_flops : peak floating-point operations per second (FP32).
+    memory_bandwidth : bytes per second between the device and its memory.
+    memory_bytes : memory available for weights and activations.
+    op_overhead : fixed seconds per op (kernel launch, executor dispatch).
+    """
+
+    name: str
+    kind: str
+    peak_flops: float
+    memory_bandwidth: float
+    memory_bytes: float
+    op_overhead: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "kind": self.kind, "peak_flops": self.peak_flops,
+            "memory_bandwidth": self.memory_bandwidth, "memory_bytes": self.memory_bytes,
+            "op_overhead": self.op_overhead,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """A full-duplex link: each direction moves `bandwidth` bytes/s after `latency` s."""
+
+    bandwidth: float
+    latency: float
+
+    def transfer_time(self, nbytes: float) -> float:
+        return self.latency + nbytes / self.bandwidth
+
+
+@dataclass
+class Cluster:
+    """Devices plus a link for every pair of them.
+
+    Parameters
+    ----------
+    name : the cluster's name.
+    devices : the devices, in the order placements index them.
+    links : explicit links keyed by a pair of device names (either order).
+    default_link : the link for every pair not in `links`.
+    meta : sources and notes (presets say what hardware they model).
+    """
+
+    name: str
+    devices: list[Device]
+    links: dict[frozenset, Link] = field(default_factory=dict)
+    default_link: Link | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.devices:
+            raise ClusterError(f"cluster {self.name!r}: has no devices")
+        self.index = {}
+        for i, d in enumerate(self.devices):
+            if d.name in self.index:
+                raise ClusterError(f"cluster {self.name!r}: duplicate device name {d.name!r}")
+            self.index[d.name] = i
+        for pair in self.links:
+            for dev in pair:
+                if dev not in self.index:
+                    raise ClusterError(f"cluster {self.name!r}: link names unknown device {dev!r}")
+        for i, a in enumerate(self.devices):
+            for b in self.devices[i + 1:]:
+                if frozenset((a.name, b.name)) not in self.links and self.default_link is None:
+                    raise ClusterError(
+                        f"cluster {self.name!r}: no link between {a.name!r} and {b.name!r} and no default_link"
+                    )
+
+    def __len__(self) -> int:
+        return len(self.devices)
+
+    @property
+    def device_names(self) -> list[str]:
+        return [d.name for d in self.devices]
+
+    def link(self, a: str, b: str) -> Link:
+        """The link between two distinct devices."""
+        if a == b:
+            raise ClusterError(f"no link from device {a!r} to itself")
+        return self.links.get(frozenset((a, b))) or self.default_link  # type: ignore[return-value]
+
+    def link_matrices(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(bandwidth, latency)`` as D x D arrays (diagonal: inf bandwidth, 0 latency)."""
+        n = len(self.devices)
+        bw = np.full((n, n), np.inf)
+        lat = np.zeros((n, n))
+        for i, a in enumerate(self.devices):
+            for j, b in enumerate(self.devices):
+                if i != j:
+                    link = self.link(a.name, b.name)
+                    bw[i, j], lat[i, j] = link.bandwidth, link.latency
+        return bw, lat
+
+    def to_dict(self) -> dict[str, Any]:
+        """The cluster in the JSON spec format."""
+        d: dict[str, Any] = {
+            "name": self.name,
+            "devices": [dev.to_dict() for dev in self.devices],
+            "links": [
+                {"between": sorted(pair), "bandwidth": l.bandwidth, "latency": l.latency}
+                for pair, l in self.links.items()
+            ],
+        }
+        if self.default_link is not None:
+            d["default_link"] = {"bandwidth": self.default_link.bandwidth, "latency": self.default_link.latency}
+        if self.meta:
+            d["meta"] = self.meta
+        return d
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Cluster":
+        """Parse and check a cluster spec; errors name the device or link."""
+        if not isinstance(data, dict):
+            raise ClusterError("cluster: expected a JSON object with 'name' and 'devices'")
+        name = data.get("name")
+        if not isinstance(name, str) or not name:
+            raise ClusterError("cluster: 'name' must be a non-empty string")
+        devs = data.get("devices")
+        if not isinstance(devs, list) or not devs:
+            raise ClusterError(f"cluster {name!r}: 'devices' must be a non-empty list")
+        devices = [_device_from_dict(d, k, name) for k, d in enumerate(devs)]
+        links: dict[frozenset, Link] = {}
+        raw_links = data.get("links", [])
+        if not isinstance(raw_links, list):
+            raise ClusterError(f"cluster {name!r}: 'links' must be a list")
+        for k, l in enumerate(raw_links):
+            where = f"cluster {name!r}: link #{k}"
+            if not isinstance(l, dict):
+                raise ClusterError(f"{where}: expected an object")
+            between = l.get("between")
+            if not (isinstance(between, list) and len(between) == 2 and all(isinstance(x, str) for x in between)):
+                raise ClusterError(f"{where}: 'between' must be a list of two device names")
+            if between[0] == between[1]:
+                raise ClusterError(f"{where}: joins device {between[0]!r} to itself")
+            links[frozenset(between)] = _link_from_dict(l, where)
+        default = data.get("default_link")
+        default_link = None if default is None else _link_from_dict(default, f"cluster {name!r}: default_link")
+        meta = data.get("meta", {})
+        return cls(name, devices, links, default_link, meta if isinstance(meta, dict) else {})
+
+
+def _positive(value: Any, what: str, where: str, allow_zero: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ClusterError(f"{where}: {what} must be a finite number, got {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ClusterError(f"{where}: {what} must be {'non-negative' if allow_zero else 'positive'}, got {value}")
+    return float(value)
+
+
+def _device_from_dict(d: Any, k: int, cluster: str) -> Device:
+    if not isinstance(d, dict):
+        raise ClusterError(f"cluster {cluster!r}: device #{k}: expected an object")
+    name = d.get("name")
+    if not isinstance(name, str) or not name:
+        raise ClusterError(f"cluster {cluster!r}: device #{k}: 'name' must be a non-empty string")
+    where = f"cluster {cluster!r}: device {name!r}"
+    kind = d.get("kind")
+    if not isinstance(kind, str) or not kind:
+        raise ClusterError(f"{where}: 'kind' must be a non-empty string such as 'gpu' or 'cpu'")
+    return Device(
+        name=name,
+        kind=kind.lower(),
+        peak_flops=_positive(d.get("peak_flops"), "'peak_flops'", where),
+        memory_bandwidth=_positive(d.get("memory_bandwidth"), "'memory_bandwidth'", where),
+        memory_bytes=_positive(d.get("memory_bytes"), "'memory_bytes'", where),
+        op_overhead=_positive(d.get("op_overhead", 0.0), "'op_overhead'", where, allow_zero=True),
+    )
+
+
+def _link_from_dict(l: Any, where: str) -> Link:
+    if not isinstance(l, dict):
+        raise ClusterError(f"{where}: expected an object with 'bandwidth' and 'latency'")
+    return Link(
+        bandwidth=_positive(l.get("bandwidth"), "'bandwidth'", where),
+        latency=_positive(l.get("latency", 0.0), "'latency'", where, allow_zero=True),
+    )
+
+
+def load_cluster(spec: str) -> Cluster:
+    """A cluster from a preset name (``2gpu``, ``local:4``...) or a JSON file path.
+
+    Raises
+    ------
+    ClusterError
+        If `spec` is neither a known preset nor a readable cluster file.
+    """
+    from placer import presets
+    from placer.graph_io import read_json_file
+
+    if presets.is_preset(spec):
+        return presets.get(spec)
+    if os.path.exists(spec):
+        try:
+            return Cluster.from_dict(read_json_file(spec, "cluster"))
+        except ClusterError as e:
+            raise ClusterError(f"cluster file {spec!r}: {e}") from None
+    raise ClusterError(
+        f"unknown cluster {spec!r}: not a preset ({', '.join(presets.names())}) and no such file"
+    )
+
+
+__all__ = ["Cluster", "Device", "Link", "load_cluster", "PlacerError"]

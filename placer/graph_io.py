@@ -1,0 +1,85 @@
+"""Read and write graphs in the JSON file format, plain or gzip-compressed.
+
+Gzip is detected from the file's first bytes, not its name, so a `.json`
+that is really compressed still loads.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from placer.errors import GraphError, PlacerError
+from placer.graph import OpGraph
+
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def read_json_file(path: str | os.PathLike, what: str = "file") -> Any:
+    """Parse a JSON (or gzip JSON) file, with errors that name the file.
+
+    Raises
+    ------
+    PlacerError
+        If the file is missing, unreadable, not gzip when it claims to be, or not JSON.
+    """
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise PlacerError(f"{what} {str(path)!r}: no such file") from None
+    except IsADirectoryError:
+        raise PlacerError(f"{what} {str(path)!r}: is a directory") from None
+    except OSError as e:
+        raise PlacerError(f"{what} {str(path)!r}: cannot read ({e.strerror})") from None
+    return parse_json_bytes(raw, f"{what} {str(path)!r}")
+
+
+def parse_json_bytes(raw: bytes, where: str = "input") -> Any:
+    """Parse JSON bytes, gunzipping first when they are gzip-compressed."""
+    if raw[:2] == _GZIP_MAGIC:
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as e:
+            raise PlacerError(f"{where}: corrupt gzip data ({e})") from None
+    try:
+        return json.loads(raw)
+    except UnicodeDecodeError:
+        raise PlacerError(f"{where}: not JSON (binary data)") from None
+    except json.JSONDecodeError as e:
+        raise PlacerError(f"{where}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+
+
+def load_graph(path: str | os.PathLike) -> OpGraph:
+    """Load and validate a graph file (`.json` or `.json.gz`)."""
+    data = read_json_file(path, "graph")
+    try:
+        return OpGraph.from_dict(data)
+    except GraphError as e:
+        raise GraphError(f"graph {str(path)!r}: {e}") from None
+
+
+def save_graph(graph: OpGraph, path: str | os.PathLike) -> None:
+    """Write a graph; gzip-compressed when the name ends in `.gz`.
+
+    The file is written to a temporary name and renamed, so a crash never
+    leaves half a graph behind.
+    """
+    path = Path(path)
+    text = json.dumps(graph.to_dict(), separators=(",", ":")).encode()
+    data = gzip.compress(text, compresslevel=6, mtime=0) if path.suffix == ".gz" else text
+    write_atomic(path, data)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write bytes to `path` via a temporary file in the same folder and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

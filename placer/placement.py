@@ -1,0 +1,141 @@
+"""Placement: which device runs each op, and what the simulator said of it.
+
+The JSON form is a contract shared by the CLI, the service and every placer:
+``{"graph", "cluster", "method", "devices": {op: device}, "step_time",
+"peak_memory": {device: bytes}, "oom"}``, plus optional ``lower_bound``,
+``objective`` and ``meta``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from placer.cluster import Cluster
+from placer.errors import PlacementError
+from placer.graph import OpGraph
+
+
+@dataclass
+class Placement:
+    """A device for every op of a graph, with its simulated cost.
+
+    `step_time`, `peak_memory` and `oom` are filled by the simulator
+    (`placer.simulator.evaluate`); a placement read from a user's file may
+    lack them until it is simulated.
+    """
+
+    graph: str
+    cluster: str
+    method: str
+    devices: dict[str, str]
+    step_time: float | None = None
+    peak_memory: dict[str, float] = field(default_factory=dict)
+    oom: bool = False
+    lower_bound: float | None = None
+    objective: str = "step_time"
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "graph": self.graph,
+            "cluster": self.cluster,
+            "method": self.method,
+            "devices": dict(self.devices),
+            "step_time": self.step_time,
+            "peak_memory": dict(self.peak_memory),
+            "oom": self.oom,
+            "objective": self.objective,
+        }
+        if self.lower_bound is not None:
+            d["lower_bound"] = self.lower_bound
+        if self.meta:
+            d["meta"] = self.meta
+        return d
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Placement":
+        """Parse the contract form; only ``devices`` is required."""
+        if not isinstance(data, dict):
+            raise PlacementError("placement: expected a JSON object with 'devices'")
+        devices = data.get("devices")
+        if not isinstance(devices, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in devices.items()
+        ):
+            raise PlacementError("placement: 'devices' must be an object mapping op names to device names")
+        step = data.get("step_time")
+        if step is not None and (not isinstance(step, (int, float)) or not math.isfinite(step)):
+            raise PlacementError("placement: 'step_time' must be a number or null")
+        return cls(
+            graph=str(data.get("graph", "")),
+            cluster=str(data.get("cluster", "")),
+            method=str(data.get("method", "user")),
+            devices=dict(devices),
+            step_time=step,
+            peak_memory=dict(data.get("peak_memory") or {}),
+            oom=bool(data.get("oom", False)),
+            lower_bound=data.get("lower_bound"),
+            objective=str(data.get("objective", "step_time")),
+            meta=dict(data.get("meta") or {}),
+        )
+
+    @classmethod
+    def from_assignment(
+        cls, graph: OpGraph, cluster: Cluster, assignment: np.ndarray, method: str, **extra: Any
+    ) -> "Placement":
+        """A placement from an array of device indices, one per op (graph order)."""
+        names = cluster.device_names
+        devices = {op.name: names[int(d)] for op, d in zip(graph.ops, assignment)}
+        return cls(graph=graph.name, cluster=cluster.name, method=method, devices=devices, **extra)
+
+    def assignment(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
+        """Device index per op of `graph`, checked against graph and cluster.
+
+        Raises
+        ------
+        PlacementError
+            If an op of the graph is not placed, an op is not in the graph, or a
+            device is not in the cluster.
+        """
+        unknown_ops = [name for name in self.devices if name not in graph.index]
+        if unknown_ops:
+            raise PlacementError(
+                f"placement names op {unknown_ops[0]!r} which graph {graph.name!r} does not have"
+                + (f" (and {len(unknown_ops) - 1} more)" if len(unknown_ops) > 1 else "")
+            )
+        out = np.empty(len(graph), dtype=np.int64)
+        for i, op in enumerate(graph.ops):
+            dev = self.devices.get(op.name)
+            if dev is None:
+                raise PlacementError(f"placement has no device for op {op.name!r}")
+            k = cluster.index.get(dev)
+            if k is None:
+                raise PlacementError(
+                    f"op {op.name!r} is placed on {dev!r}, which cluster {cluster.name!r} does not have "
+                    f"(devices: {', '.join(cluster.device_names)})"
+                )
+            out[i] = k
+        return out
+
+
+def load_placement(path: str | os.PathLike) -> Placement:
+    """Read a placement file (the contract form)."""
+    from placer.graph_io import read_json_file
+
+    data = read_json_file(path, "placement")
+    try:
+        return Placement.from_dict(data)
+    except PlacementError as e:
+        raise PlacementError(f"placement file {str(path)!r}: {e}") from None
+
+
+def save_placement(placement: Placement, path: str | os.PathLike) -> None:
+    from placer.graph_io import write_atomic
+
+    write_atomic(Path(path), json.dumps(placement.to_dict(), indent=1).encode())

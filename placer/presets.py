@@ -1,0 +1,124 @@
+"""Named clusters modelled on real hardware, with the sources of their numbers.
+
+- GPUs: NVIDIA Tesla V100 16 GB. PCIe card: 14 TFLOP/s FP32, 900 GB/s HBM2
+  (NVIDIA V100 datasheet); SXM2 module: 15.7 TFLOP/s FP32, 900 GB/s.
+  16 GiB, of which TensorFlow's allocator can use about 15 GiB after the
+  CUDA context; we give the devices 15 GiB.
+- Host CPU: two Intel Xeon E5-2698 v4 (20 cores each, 2.2 GHz, AVX2 with two
+  FMA units: 32 FP32 FLOP/cycle/core, so 2.8 TFLOP/s; four DDR4-2400 channels
+  per socket, 153.6 GB/s), 256 GiB, the host of NVIDIA's DGX-1.
+- PCIe 3.0 x16: 15.75 GB/s per direction on paper; `cudaMemcpy` of pinned
+  memory reaches about 12 GB/s (CUDA samples' bandwidthTest on such hosts),
+  with about 10 us of latency including the copy's launch.
+- NVLink 2.0: one link is 25 GB/s per direction. In DGX-1 (V100) each GPU
+  has NVLink to the three others of its quad and to one GPU of the other quad
+  (the hybrid cube-mesh); other pairs go over PCIe and the CPUs' QPI.
+- Per-op overhead: about 5 us of kernel launch and executor dispatch on a GPU,
+  2 us on the CPU.
+- `local`: this machine (2-core Intel Xeon of the Sapphire/Emerald Rapids
+  family at 2.3 GHz, AVX-512 with two FMA units: 64 FP32 FLOP/cycle, so
+  about 147 GFLOP/s per core; about 12 GB/s of memory bandwidth per core;
+  24 GiB) as N logical CPU devices, each one core and an equal share of
+  memory, as TensorFlow makes them with ``device_count={"CPU": N}``. A tensor
+  moved between two logical CPU devices is a copy in host memory.
+"""
+
+from __future__ import annotations
+
+import re
+
+from placer.cluster import Cluster, Device, Link
+from placer.errors import ClusterError
+
+GIB = 2**30
+
+V100_PCIE = dict(kind="gpu", peak_flops=14.0e12, memory_bandwidth=900e9, memory_bytes=15 * GIB, op_overhead=5e-6)
+V100_SXM2 = dict(kind="gpu", peak_flops=15.7e12, memory_bandwidth=900e9, memory_bytes=15 * GIB, op_overhead=5e-6)
+HOST_CPU = dict(kind="cpu", peak_flops=2.8e12, memory_bandwidth=153.6e9, memory_bytes=256 * GIB, op_overhead=2e-6)
+PCIE3_X16 = Link(bandwidth=12e9, latency=10e-6)
+NVLINK2 = Link(bandwidth=25e9, latency=5e-6)
+
+LOCAL_CORE = dict(kind="cpu", peak_flops=147e9, memory_bandwidth=12e9, op_overhead=5e-6)
+LOCAL_MEMORY = 24 * GIB
+LOCAL_COPY = Link(bandwidth=6e9, latency=20e-6)
+
+
+def _pcie(n_gpus: int) -> Cluster:
+    devices = [Device("/device:CPU:0", **HOST_CPU)]
+    devices += [Device(f"/device:GPU:{i}", **V100_PCIE) for i in range(n_gpus)]
+    return Cluster(
+        f"{n_gpus}gpu", devices, default_link=PCIE3_X16,
+        meta={"description": f"host CPU + {n_gpus} x NVIDIA V100 PCIe 16 GB over PCIe 3.0 x16",
+              "sources": "see placer/presets.py"},
+    )
+
+
+def _nvlink(n_gpus: int) -> Cluster:
+    devices = [Device("/device:CPU:0", **HOST_CPU)]
+    devices += [Device(f"/device:GPU:{i}", **V100_SXM2) for i in range(n_gpus)]
+    links = {}
+    for i in range(n_gpus):
+        for j in range(i + 1, n_gpus):
+            same_quad = i // 4 == j // 4
+            if same_quad or j == i + 4:
+                links[frozenset((f"/device:GPU:{i}", f"/device:GPU:{j}"))] = NVLINK2
+    return Cluster(
+        f"{n_gpus}gpu-nvlink", devices, links, default_link=PCIE3_X16,
+        meta={"description": f"host CPU + {n_gpus} x NVIDIA V100 SXM2 16 GB, NVLink 2.0 as in DGX-1 "
+                             "(hybrid cube-mesh), PCIe 3.0 x16 elsewhere",
+              "sources": "see placer/presets.py"},
+    )
+
+
+def _local(n: int) -> Cluster:
+    devices = [
+        Device(f"/device:CPU:{i}", memory_bytes=LOCAL_MEMORY / n, **LOCAL_CORE) for i in range(n)
+    ]
+    return Cluster(
+        "local" if n == 2 else f"local:{n}", devices, default_link=LOCAL_COPY,
+        meta={"description": f"this machine's CPU as {n} logical TensorFlow CPU devices",
+              "sources": "see placer/presets.py"},
+    )
+
+
+_FIXED = {
+    "2gpu": lambda: _pcie(2),
+    "4gpu": lambda: _pcie(4),
+    "8gpu": lambda: _pcie(8),
+    "4gpu-nvlink": lambda: _nvlink(4),
+    "8gpu-nvlink": lambda: _nvlink(8),
+    "local": lambda: _local(2),
+}
+_LOCAL_N = re.compile(r"^local:(\d+)$")
+
+
+def names() -> list[str]:
+    """Preset names (``local:N`` stands for any N from 1 to 64)."""
+    return list(_FIXED) + ["local:N"]
+
+
+def is_preset(name: str) -> bool:
+    return name in _FIXED or bool(_LOCAL_N.match(name))
+
+
+def get(name: str) -> Cluster:
+    """The preset cluster called `name`.
+
+    Raises
+    ------
+    ClusterError
+        If no preset has that name.
+    """
+    if name in _FIXED:
+        return _FIXED[name]()
+    m = _LOCAL_N.match(name)
+    if m:
+        n = int(m.group(1))
+        if not 1 <= n <= 64:
+            raise ClusterError(f"preset {name!r}: the number of devices must be 1 to 64")
+        return _local(n)
+    raise ClusterError(f"unknown cluster preset {name!r}; presets: {', '.join(names())}")
+
+
+def all_presets() -> list[Cluster]:
+    return [f() for f in _FIXED.values()]
