@@ -1,0 +1,9 @@
+"""Placement methods. Importing this package registers every placer.
+
+Use `placer.placers.registry.place(name, graph, cluster)`; each module below
+registers its placers with `@register`.
+"""
+
+from placer.placers import registry  # noqa: F401
+
+# Each placer module is imported here so that it registers itself.
