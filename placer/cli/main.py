@@ -18,6 +18,7 @@ COMMANDS = [
     "validate",
     "simulate",
     "clusters",
+    "place",
 ]
 
 

@@ -1,0 +1,146 @@
+"""`heft`: Heterogeneous Earliest Finish Time (Topcuoglu, Hariri and Wu, IEEE TPDS 2002).
+
+Two phases, as in the paper:
+
+1. *Task prioritising*: the upward rank of op i is
+   ``rank_u(i) = w̄_i + max_{j in succ(i)} (c̄_ij + rank_u(j))``, with w̄_i the
+   mean compute time of i over the devices and c̄_ij the mean cost of
+   sending i's output (mean latency + bytes / mean bandwidth). Ops are taken
+   in decreasing rank (ties: topological order, which keeps the list a valid
+   topological order).
+2. *Processor selection*: each op goes to the device that gives it the
+   earliest finish time, with the *insertion* policy: it may run in an idle
+   gap between two ops already scheduled there, if the gap is long enough
+   and its data has arrived.
+
+HEFT is for heterogeneous devices, so it uses every device of the cluster,
+CPU included. Additions for this project: a colocation unit is pinned to the
+device of its first placed op, and a device whose memory estimate is full is
+not offered (see `placer.placers.common`). Communication, as in the paper,
+is contention-free; the simulator serialises each link, so its step time can
+be longer than HEFT's own schedule length (``meta["schedule_length"]``).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass
+
+import numpy as np
+
+from placer.placers.common import MemoryLedger, Problem, reject_options
+from placer.placers.registry import register
+
+
+@dataclass
+class Schedule:
+    """A placer's own schedule: device, start and finish of each op (graph order)."""
+
+    assignment: np.ndarray
+    start: np.ndarray
+    finish: np.ndarray
+
+    @property
+    def length(self) -> float:
+        return float(self.finish.max())
+
+
+def upward_ranks(problem: Problem, mean_compute: np.ndarray, mean_comm: np.ndarray) -> np.ndarray:
+    """HEFT's ``rank_u`` of every op (graph order)."""
+    s_off, s_idx = problem.graph.successors
+    s_off_l, s_idx_l = s_off.tolist(), s_idx.tolist()
+    w, c = mean_compute.tolist(), mean_comm.tolist()
+    rank = [0.0] * problem.num_ops
+    for i in problem.graph.topo_order[::-1].tolist():
+        best = 0.0
+        for j in s_idx_l[s_off_l[i]:s_off_l[i + 1]]:
+            if c[i] + rank[j] > best:
+                best = c[i] + rank[j]
+        rank[i] = w[i] + best
+    return np.asarray(rank)
+
+
+def priority_order(problem: Problem, rank: np.ndarray) -> np.ndarray:
+    """Ops by decreasing rank; near-equal ranks (1e-9 relative) in topological order.
+
+    Sums of float means differ in the last bits for ranks that are equal on
+    paper (n3 and n4 of the paper's example both have rank 80), so ranks are
+    compared after rounding.
+    """
+    scale = float(rank.max()) if rank.size and rank.max() > 0 else 1.0
+    quantised = np.round(rank / scale * 1e9)
+    return np.lexsort((problem.graph.topo_rank, -quantised))
+
+
+def _earliest_slot(starts: list[float], ends: list[float], ready: float, duration: float) -> tuple[float, int]:
+    """Earliest start >= `ready` of an idle gap of `duration` (insertion policy), and its index."""
+    k = bisect_right(ends, ready)
+    t = ready
+    while k < len(starts):
+        if t + duration <= starts[k]:
+            return t, k
+        if ends[k] > t:
+            t = ends[k]
+        k += 1
+    return t, k
+
+
+def heft(problem: Problem, devices: np.ndarray | None = None,
+         ledger: MemoryLedger | None = None) -> Schedule:
+    """Run HEFT on a compiled problem.
+
+    Parameters
+    ----------
+    problem : the graph and cluster as arrays.
+    devices : devices HEFT may use (all of the cluster's by default).
+    ledger : memory ledger; devices without room for an op's unit are skipped
+        (a fresh ledger of device capacities by default).
+
+    Returns
+    -------
+    Schedule
+        Device, start and finish per op; ``length`` is HEFT's makespan.
+    """
+    devs = np.arange(problem.num_devices) if devices is None else np.asarray(devices)
+    ledger = MemoryLedger(problem) if ledger is None else ledger
+    times = problem.times
+    rank = upward_ranks(problem, times[:, devs].mean(axis=1), problem.mean_comm_time(devs))
+    p_off, p_idx = problem.graph.predecessors
+    n, D = problem.num_ops, problem.num_devices
+    assignment = np.full(n, -1, dtype=np.int64)
+    start = np.zeros(n)
+    finish = np.zeros(n)
+    pinned = np.full(problem.num_units, -1, dtype=np.int64)
+    starts: list[list[float]] = [[] for _ in range(D)]
+    ends: list[list[float]] = [[] for _ in range(D)]
+    for i in priority_order(problem, rank).tolist():
+        ready = np.zeros(D)
+        for m in p_idx[p_off[i]:p_off[i + 1]].tolist():
+            np.maximum(ready, finish[m] + problem.comm_times(m, int(assignment[m])), out=ready)
+        u = int(problem.unit[i])
+        choices = [int(pinned[u])] if pinned[u] >= 0 else ledger.choose(u, devs).tolist()
+        best = None
+        for d in choices:
+            dur = float(times[i, d])
+            t, k = _earliest_slot(starts[d], ends[d], float(ready[d]), dur)
+            if best is None or t + dur < best[0] + best[1]:
+                best = (t, dur, d, k)
+        t, dur, d, k = best
+        if dur > 0:  # a zero-length op occupies no time, so it never blocks a gap
+            starts[d].insert(k, t)
+            ends[d].insert(k, t + dur)
+        assignment[i], start[i], finish[i] = d, t, t + dur
+        if pinned[u] < 0:
+            pinned[u] = d
+            ledger.charge(u, d)
+    return Schedule(assignment, start, finish)
+
+
+@register("heft", description="Heterogeneous Earliest Finish Time (Topcuoglu et al. 2002), insertion-based")
+def place_heft(graph, cluster, **options):
+    """HEFT over every device of the cluster; see the module docstring."""
+    reject_options("heft", options)
+    problem = Problem.build(graph, cluster)
+    ledger = MemoryLedger(problem)
+    schedule = heft(problem, ledger=ledger)
+    return problem.placement(schedule.assignment, "heft", ledger, schedule_length=schedule.length)
