@@ -229,14 +229,21 @@ def _peak_memory(place, s_off, s_idx, out_bytes, start, finish, x_start, x_end, 
                 a_t[k], f_t[k], dev[k], size[k] = x_start[i, d], max(last[d], x_end[i, d]), d, out_bytes[i]
                 k += 1
     ao = np.argsort(a_t, kind="mergesort")
-    fo = np.argsort(f_t, kind="mergesort")
+    # frees by time; at one instant, tensors that lived no time go last
+    zero = np.empty(m, dtype=np.int64)
+    for q in range(m):
+        zero[q] = 1 if f_t[q] == a_t[q] else 0
+    by_zero = np.argsort(zero, kind="mergesort")
+    fo = by_zero[np.argsort(f_t[by_zero], kind="mergesort")]
     cur = np.zeros(D)
     peak = np.zeros(D)
     i = 0
     j = 0
     while i < m:
-        if f_t[fo[j]] <= a_t[ao[i]]:
-            q = fo[j]
+        # frees at an instant go before allocations, except a zero-length
+        # tensor's own free, which must follow its allocation
+        q = fo[j]
+        if f_t[q] < a_t[ao[i]] or (f_t[q] == a_t[ao[i]] and f_t[q] > a_t[q]):
             cur[dev[q]] -= size[q]
             j += 1
         else:

@@ -80,9 +80,10 @@ def simulate_reference(sim, assignment) -> tuple[float, np.ndarray, np.ndarray, 
         for (op, e), (s, end) in sends.items():
             if op == i:
                 intervals.append((s, max(last.get(e, -1.0), end), e, sim.out_bytes[i]))
+    # at one instant: frees (0), then allocations (1), then frees of tensors that lived no time (2)
     points = sorted(
-        [(f, 0, d, -b) for (_, f, d, b) in intervals] + [(a, 1, d, b) for (a, _, d, b) in intervals]
-    )  # frees (0) before allocations (1) at the same instant
+        [(f, 0 if f > a else 2, d, -b) for (a, f, d, b) in intervals] + [(a, 1, d, b) for (a, _, d, b) in intervals]
+    )
     cur, peak = np.zeros(D), np.zeros(D)
     for _, _, d, delta in points:
         cur[d] += delta

@@ -1,0 +1,175 @@
+"""Hand-computed step times, transfers, memory and bounds."""
+
+import numpy as np
+import pytest
+
+from placer.errors import PlacementError
+from placer.placement import Placement
+from placer.simulator import Simulator
+from tests.placer.helpers import graph, op, two_device_cluster
+
+A, B = 0, 1
+
+
+class TestChain:
+    def test_chain_on_one_device_is_the_sum_of_costs(self):
+        """a -> b -> c on one device runs back to back."""
+        g = graph(op("a", cost=1), op("b", ["a"], cost=2), op("c", ["b"], cost=3))
+        res = Simulator(g, two_device_cluster()).run(np.array([A, A, A]))
+        assert res.step_time == 6.0
+        assert list(res.start) == [0.0, 1.0, 3.0]
+        assert list(res.busy) == [6.0, 0.0]
+        assert res.bytes_moved == 0.0
+
+    def test_chain_split_pays_each_crossing(self):
+        """Each crossing costs latency + bytes / bandwidth."""
+        g = graph(op("a", cost=1, out=2e9), op("b", ["a"], cost=2, out=1e9), op("c", ["b"], cost=3))
+        res = Simulator(g, two_device_cluster(bandwidth=1e9, latency=0.25)).run(np.array([A, B, A]))
+        # a 0-1, send 1-3.25, b 3.25-5.25, send 5.25-6.5, c 6.5-9.5
+        assert res.step_time == pytest.approx(9.5)
+        assert res.bytes_moved == 3e9
+
+
+class TestForkJoin:
+    def _g(self):
+        return graph(op("s", cost=1, out=1e9), op("x", ["s"], cost=4, out=1e9),
+                     op("y", ["s"], cost=4, out=1e9), op("j", ["x", "y"], cost=1))
+
+    def test_all_on_one_device(self):
+        res = Simulator(self._g(), two_device_cluster()).run(np.array([A, A, A, A]))
+        assert res.step_time == 10.0
+
+    def test_split_runs_the_branches_in_parallel(self):
+        # s 0-1; x on A 1-5; send s->B 1-2; y on B 2-6; send y->A 6-7; j 7-8
+        res = Simulator(self._g(), two_device_cluster(bandwidth=1e9)).run(np.array([A, A, B, A]))
+        assert res.step_time == pytest.approx(8.0)
+        assert res.transfer_start[0, B] == pytest.approx(1.0)
+        assert res.transfer_end[2, A] == pytest.approx(7.0)
+
+    @pytest.mark.parametrize("latency, bandwidth, expected", [
+        (0.0, 1e9, 8.0),     # 1 s per crossing: split wins (8 < 10)
+        (1.0, 1e9, 10.0),    # 2 s per crossing: 1 + 2 + 4 + 2 + 1 = 10, a tie
+        (0.0, 2.5e8, 14.0),  # 4 s per crossing: split loses
+    ])
+    def test_latency_and_bandwidth_decide(self, latency, bandwidth, expected):
+        res = Simulator(self._g(), two_device_cluster(bandwidth, latency)).run(np.array([A, A, B, A]))
+        assert res.step_time == pytest.approx(expected)
+
+
+class TestTransfers:
+    def test_sent_once_per_consumer_device(self):
+        """Two consumers on B of one tensor: one transfer."""
+        g = graph(op("p", cost=1, out=1e9), op("c1", ["p"]), op("c2", ["p"]))
+        res = Simulator(g, two_device_cluster(bandwidth=1e9)).run(np.array([A, B, B]))
+        assert res.bytes_moved == 1e9
+        # p 0-1, send 1-2, c1 2-3, c2 3-4
+        assert res.step_time == pytest.approx(4.0)
+
+    def test_a_link_carries_one_transfer_at_a_time(self):
+        """Two tensors ready together on A queue on the A->B link."""
+        g = graph(op("p", cost=1), op("q1", ["p"], cost=1, out=1e9), op("q2", ["p"], cost=1, out=1e9),
+                  op("r1", ["q1"], cost=0.5), op("r2", ["q2"], cost=0.5))
+        # q1 1-2 send 2-3, q2 2-3 send 3-4: r1 3-3.5, r2 4-4.5
+        res = Simulator(g, two_device_cluster(bandwidth=1e9)).run(np.array([A, A, A, B, B]))
+        assert res.step_time == pytest.approx(4.5)
+
+    def test_link_directions_are_independent(self):
+        """Full duplex: A->B and B->A transfers overlap."""
+        g = graph(op("a", cost=1, out=1e9), op("b", cost=1, out=1e9),
+                  op("ca", ["b"], cost=1), op("cb", ["a"], cost=1))
+        res = Simulator(g, two_device_cluster(bandwidth=1e9)).run(np.array([A, B, A, B]))
+        assert res.step_time == pytest.approx(3.0)
+
+    def test_given_transfer_time_replaces_the_link_model(self):
+        g = graph(op("a", cost=1, out=1e9, transfer_time=0.125), op("b", ["a"], cost=1))
+        res = Simulator(g, two_device_cluster(bandwidth=1.0, latency=5.0)).run(np.array([A, B]))
+        assert res.step_time == pytest.approx(2.125)
+
+
+class TestReadyOrder:
+    def test_earliest_ready_runs_first(self):
+        """While A is busy, z becomes ready (at 1) before w (at 2): A runs z first, despite w's lower rank."""
+        g = graph(op("L", cost=5), op("x", cost=1), op("y", ["x"], cost=1),
+                  op("w", ["y"], cost=1), op("z", ["x"], cost=1))
+        res = Simulator(g, two_device_cluster(bandwidth=1e9)).run(np.array([A, B, B, A, A]))
+        assert g.topo_rank[3] < g.topo_rank[4]
+        assert res.start[4] == 5.0  # z
+        assert res.start[3] == 6.0  # w
+        assert res.step_time == 7.0
+
+    def test_ties_go_to_topological_order(self):
+        """Two sources ready at 0: file order decides."""
+        g = graph(op("second", cost=1), op("first", cost=1), name="ties")
+        res = Simulator(g, two_device_cluster()).run(np.array([A, A]))
+        assert list(res.start) == [0.0, 1.0]
+
+
+class TestMemory:
+    def test_live_tensors_and_weights(self):
+        """a(10 B) -> b(20 B) -> c(5 B): peak is a and b both live, plus weights."""
+        g = graph(op("a", out=10, params=100), op("b", ["a"], out=20), op("c", ["b"], out=5))
+        res = Simulator(g, two_device_cluster()).run(np.array([A, A, A]))
+        assert res.peak_memory[A] == 130.0
+        assert res.peak_memory[B] == 0.0
+
+    def test_received_copy_counts_on_the_receiver(self):
+        g = graph(op("a", out=64), op("b", ["a"], out=8))
+        res = Simulator(g, two_device_cluster()).run(np.array([A, B]))
+        assert res.peak_memory[A] == 64.0
+        assert res.peak_memory[B] == 72.0
+
+    def test_over_memory_is_oom_and_still_timed(self):
+        g = graph(op("a", params=600, cost=1), op("b", ["a"], params=600, cost=1))
+        sim = Simulator(g, two_device_cluster(memory=1000))
+        whole = sim.run(np.array([A, A]))
+        split = sim.run(np.array([A, B]))
+        assert whole.oom and whole.step_time == 2.0
+        assert not split.oom
+
+
+class TestLowerBound:
+    def test_critical_path_dominates_a_chain(self):
+        g = graph(op("a", cost=1), op("b", ["a"], cost=2), op("c", ["b"], cost=3))
+        assert Simulator(g, two_device_cluster()).lower_bound == 6.0
+
+    def test_work_over_devices_dominates_wide_graphs(self):
+        g = graph(*[op(f"o{i}", cost=1) for i in range(6)])
+        assert Simulator(g, two_device_cluster()).lower_bound == 3.0
+
+    def test_uses_each_ops_fastest_device(self):
+        from placer.graph import Op, OpGraph
+
+        g = OpGraph("k", [Op("a", "T", cost={"gpu": 1, "cpu": 5}), Op("b", "T", ["a"], cost={"gpu": 4, "cpu": 2})])
+        sim = Simulator(g, two_device_cluster(kinds=("gpu", "cpu")))
+        assert sim.lower_bound == 3.0
+
+
+class TestPlacements:
+    def test_evaluate_fills_the_contract(self):
+        g = graph(op("a", out=8), op("b", ["a"]))
+        cluster = two_device_cluster()
+        p = Simulator(g, cluster).evaluate(Placement("g", "pair", "user", {"a": "A", "b": "B"}))
+        assert p.step_time == pytest.approx(2.0 + 8 / 1e9)
+        assert set(p.peak_memory) == {"A", "B"} and p.oom is False and p.lower_bound == 2.0
+
+    def test_unknown_device_is_an_error(self):
+        g = graph(op("a"))
+        with pytest.raises(PlacementError, match="'/device:GPU:7'"):
+            Placement("g", "pair", "user", {"a": "/device:GPU:7"}).assignment(g, two_device_cluster())
+
+    def test_missing_op_is_an_error(self):
+        g = graph(op("a"), op("b"))
+        with pytest.raises(PlacementError, match="no device for op 'b'"):
+            Placement("g", "pair", "user", {"a": "A"}).assignment(g, two_device_cluster())
+
+    def test_foreign_op_is_an_error(self):
+        g = graph(op("a"))
+        with pytest.raises(PlacementError, match="'zz'"):
+            Placement("g", "pair", "user", {"a": "A", "zz": "A"}).assignment(g, two_device_cluster())
+
+    def test_assignment_out_of_range(self):
+        g = graph(op("a"))
+        with pytest.raises(PlacementError):
+            Simulator(g, two_device_cluster()).run(np.array([2]))
+        with pytest.raises(PlacementError):
+            Simulator(g, two_device_cluster()).run(np.array([0, 0]))

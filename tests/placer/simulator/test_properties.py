@@ -1,0 +1,95 @@
+"""Properties that hold for every graph and placement (hypothesis)."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from placer import presets
+from placer.graph import Op, OpGraph
+from placer.simulator import Simulator
+from placer.simulator.reference import simulate_reference
+from placer.synthetic import layered_graph
+
+
+@st.composite
+def graphs_and_placements(draw, max_ops=25):
+    """A random DAG (inputs only from earlier ops) with random sizes and costs, and a placement on 4gpu."""
+    n = draw(st.integers(1, max_ops))
+    ops = []
+    for i in range(n):
+        inputs = draw(st.lists(st.integers(0, i - 1), max_size=3, unique=True)) if i else []
+        cost_gpu = draw(st.sampled_from([0.0, 1e-4, 2.5e-4, 1e-3, 3e-3]))
+        ops.append(Op(
+            f"op{i}", "T", [f"op{j}" for j in inputs],
+            output_bytes=draw(st.sampled_from([0.0, 1e3, 1e6, 4e7])),
+            param_bytes=draw(st.sampled_from([0.0, 1e6])),
+            cost={"gpu": cost_gpu, "cpu": 4 * cost_gpu},
+        ))
+    g = OpGraph("h", ops)
+    placement = np.array(draw(st.lists(st.integers(0, 4), min_size=n, max_size=n)))
+    return g, placement
+
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(graphs_and_placements())
+def test_step_time_is_at_least_the_lower_bound(case):
+    g, a = case
+    sim = Simulator(g, presets.get("4gpu"))
+    assert sim.run(a).step_time >= sim.lower_bound * (1 - 1e-12)
+
+
+@SETTINGS
+@given(graphs_and_placements(), st.integers(0, 4))
+def test_one_device_equals_the_sum_of_costs(case, device):
+    g, _ = case
+    sim = Simulator(g, presets.get("4gpu"))
+    res = sim.run(np.full(len(g), device))
+    assert res.step_time == pytest.approx(sim.times[:, device].sum(), rel=1e-12, abs=1e-15)
+    assert res.bytes_moved == 0.0
+
+
+@SETTINGS
+@given(graphs_and_placements())
+def test_compiled_kernel_matches_the_reference(case):
+    g, a = case
+    sim = Simulator(g, presets.get("4gpu"))
+    res = sim.run(a)
+    step, busy, peak, moved = simulate_reference(sim, a)
+    assert res.step_time == pytest.approx(step, rel=1e-12, abs=1e-15)
+    np.testing.assert_allclose(res.busy, busy, rtol=1e-12)
+    np.testing.assert_allclose(res.peak_memory, peak, rtol=1e-12)
+    assert res.bytes_moved == pytest.approx(moved)
+
+
+@SETTINGS
+@given(st.lists(graphs_and_placements(max_ops=12), min_size=1, max_size=1), st.integers(1, 6), st.integers(0, 99))
+def test_batch_equals_one_by_one(cases, k, seed):
+    g, _ = cases[0]
+    sim = Simulator(g, presets.get("4gpu"))
+    batch = np.random.default_rng(seed).integers(0, 5, size=(k, len(g)))
+    out = sim.run_batch(batch)
+    for i in range(k):
+        one = sim.run(batch[i])
+        assert out.step_time[i] == one.step_time
+        np.testing.assert_array_equal(out.peak_memory[i], one.peak_memory)
+        assert out.oom[i] == one.oom
+
+
+def test_deterministic_on_a_larger_graph():
+    g = layered_graph(3000, seed=3)
+    sim = Simulator(g, presets.get("8gpu"))
+    a = np.random.default_rng(0).integers(0, 9, len(g))
+    first, second = sim.run(a), sim.run(a)
+    assert first.step_time == second.step_time
+    np.testing.assert_array_equal(first.start, second.start)
+
+
+def test_reference_agrees_on_a_layered_graph():
+    g = layered_graph(400, seed=5)
+    sim = Simulator(g, presets.get("4gpu"))
+    a = np.random.default_rng(1).integers(0, 5, len(g))
+    assert sim.run(a).step_time == pytest.approx(simulate_reference(sim, a)[0], rel=1e-12)

@@ -1,0 +1,95 @@
+"""Clusters: the JSON spec, its errors, and the presets."""
+
+import json
+
+import pytest
+
+from placer import presets
+from placer.cluster import Cluster, load_cluster
+from placer.errors import ClusterError
+
+SPEC = {
+    "name": "mine",
+    "devices": [
+        {"name": "c", "kind": "CPU", "peak_flops": 1e12, "memory_bandwidth": 1e11, "memory_bytes": 1e11},
+        {"name": "g0", "kind": "gpu", "peak_flops": 1e13, "memory_bandwidth": 9e11, "memory_bytes": 1.6e10},
+        {"name": "g1", "kind": "gpu", "peak_flops": 1e13, "memory_bandwidth": 9e11, "memory_bytes": 1.6e10},
+    ],
+    "links": [{"between": ["g0", "g1"], "bandwidth": 5e10, "latency": 2e-6}],
+    "default_link": {"bandwidth": 1e10, "latency": 1e-5},
+}
+
+
+def test_spec_round_trip():
+    c = Cluster.from_dict(SPEC)
+    assert c.devices[0].kind == "cpu"
+    assert c.link("g1", "g0").bandwidth == 5e10
+    assert c.link("c", "g0").latency == 1e-5
+    again = Cluster.from_dict(c.to_dict())
+    assert again.to_dict() == c.to_dict()
+
+
+def test_link_matrices():
+    bw, lat = Cluster.from_dict(SPEC).link_matrices()
+    assert bw[1, 2] == bw[2, 1] == 5e10 and bw[0, 1] == 1e10 and lat[0, 0] == 0
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda s: s.update(devices=[]), "'devices' must be a non-empty list"),
+    (lambda s: s["devices"][1].update(peak_flops=0), "device 'g0': 'peak_flops' must be positive"),
+    (lambda s: s["devices"][1].update(memory_bytes=-1), "device 'g0': 'memory_bytes'"),
+    (lambda s: s["devices"][1].update(kind=""), "device 'g0': 'kind'"),
+    (lambda s: s["devices"][2].update(name="g0"), "duplicate device name 'g0'"),
+    (lambda s: s["links"].append({"between": ["g0", "zz"], "bandwidth": 1}), "unknown device 'zz'"),
+    (lambda s: s["links"].append({"between": ["g0", "g0"], "bandwidth": 1}), "to itself"),
+    (lambda s: s["links"].append({"between": ["g0"], "bandwidth": 1}), "two device names"),
+    (lambda s: s.pop("default_link"), "no link between 'c' and 'g0'"),
+    (lambda s: s["default_link"].update(latency=-1), "default_link: 'latency'"),
+])
+def test_errors_name_the_problem(change, message):
+    spec = json.loads(json.dumps(SPEC))
+    change(spec)
+    with pytest.raises(ClusterError, match=message):
+        Cluster.from_dict(spec)
+
+
+class TestPresets:
+    @pytest.mark.parametrize("name, gpus", [("2gpu", 2), ("4gpu", 4), ("8gpu", 8), ("4gpu-nvlink", 4), ("8gpu-nvlink", 8)])
+    def test_gpu_presets(self, name, gpus):
+        c = presets.get(name)
+        kinds = [d.kind for d in c.devices]
+        assert kinds.count("gpu") == gpus and kinds.count("cpu") == 1
+
+    def test_nvlink_is_faster_than_pcie_between_linked_gpus(self):
+        c = presets.get("8gpu-nvlink")
+        assert c.link("/device:GPU:0", "/device:GPU:1").bandwidth > c.link("/device:GPU:0", "/device:CPU:0").bandwidth
+        assert c.link("/device:GPU:0", "/device:GPU:4").bandwidth > c.link("/device:GPU:0", "/device:GPU:5").bandwidth
+
+    def test_local_n(self):
+        c = presets.get("local:3")
+        assert [d.name for d in c.devices] == ["/device:CPU:0", "/device:CPU:1", "/device:CPU:2"]
+        assert len(presets.get("local")) == 2
+
+    def test_unknown_preset(self):
+        with pytest.raises(ClusterError, match="unknown cluster preset"):
+            presets.get("3gpu")
+        with pytest.raises(ClusterError, match="1 to 64"):
+            presets.get("local:0")
+
+
+class TestLoad:
+    def test_preset_or_file(self, tmp_path):
+        assert load_cluster("4gpu").name == "4gpu"
+        path = tmp_path / "c.json"
+        path.write_text(json.dumps(SPEC))
+        assert load_cluster(str(path)).name == "mine"
+
+    def test_neither(self):
+        with pytest.raises(ClusterError, match="not a preset .* and no such file"):
+            load_cluster("nowhere.json")
+
+    def test_bad_file_names_the_file(self, tmp_path):
+        path = tmp_path / "c.json"
+        path.write_text(json.dumps({"name": "x", "devices": []}))
+        with pytest.raises(ClusterError, match="c.json"):
+            load_cluster(str(path))

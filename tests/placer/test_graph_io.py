@@ -1,0 +1,90 @@
+"""Graph files: JSON and gzip JSON, errors naming the file, agreement with the JSON Schema."""
+
+import gzip
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from placer.errors import GraphError, PlacerError
+from placer.graph import OpGraph
+from placer.graph_io import load_graph, save_graph
+from placer.synthetic import layered_graph
+
+SCHEMA = json.loads((Path(__file__).parents[2] / "placer" / "schemas" / "graph.schema.json").read_text())
+
+
+@pytest.mark.parametrize("suffix", [".json", ".json.gz"])
+def test_round_trip(tmp_path, suffix):
+    g = layered_graph(50, seed=2)
+    path = tmp_path / f"g{suffix}"
+    save_graph(g, path)
+    assert (path.read_bytes()[:2] == b"\x1f\x8b") == suffix.endswith(".gz")
+    again = load_graph(path)
+    assert again.to_dict() == g.to_dict()
+
+
+def test_gzip_detected_by_content_not_name(tmp_path):
+    path = tmp_path / "g.json"
+    path.write_bytes(gzip.compress(json.dumps(layered_graph(5).to_dict()).encode()))
+    assert len(load_graph(path)) == 5
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(PlacerError, match="no such file"):
+        load_graph(tmp_path / "nope.json")
+
+
+def test_not_json(tmp_path):
+    path = tmp_path / "g.json"
+    path.write_text("{not json")
+    with pytest.raises(PlacerError, match=r"g.json.*not valid JSON \(.* line 1"):
+        load_graph(path)
+
+
+def test_binary_file(tmp_path):
+    path = tmp_path / "g.pb"
+    path.write_bytes(b"\x08\x96\x01\xff\xfe")
+    with pytest.raises(PlacerError, match="not JSON"):
+        load_graph(path)
+
+
+def test_truncated_gzip(tmp_path):
+    path = tmp_path / "g.json.gz"
+    path.write_bytes(gzip.compress(b'{"name": "x", "nodes": []}' * 50)[:20])
+    with pytest.raises(PlacerError, match="corrupt gzip"):
+        load_graph(path)
+
+
+def test_invalid_graph_names_file_and_op(tmp_path):
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps({"name": "g", "nodes": [{"name": "a", "op": "T", "inputs": ["b"]}]}))
+    with pytest.raises(GraphError, match=r"g.json.*op 'a': input 'b'"):
+        load_graph(path)
+
+
+class TestSchema:
+    def test_saved_graphs_validate_against_the_schema(self):
+        jsonschema.validate(layered_graph(30).to_dict(), SCHEMA)
+
+    def test_readme_example_validates_and_loads(self):
+        readme = (Path(__file__).parents[2] / "README.md").read_text()
+        start = readme.index('{"name": "tiny"')
+        example = json.loads(readme[start:readme.index("```", start)])
+        jsonschema.validate(example, SCHEMA)
+        assert len(OpGraph.from_dict(example)) == 2
+
+    @pytest.mark.parametrize("bad", [
+        {"name": "g", "nodes": []},
+        {"name": "g", "nodes": [{"name": "a", "op": "T", "flops": -1}]},
+        {"name": "g", "nodes": [{"name": "a", "op": "T", "cost": {"gpu": -1}}]},
+        {"name": "g", "nodes": [{"name": "a", "op": "T", "output_shapes": [[-1]]}]},
+        {"name": "g", "nodes": [{"name": "a", "op": "T", "extra": 1}]},
+        {"name": "g", "nodes": [{"name": "a"}]},
+    ])
+    def test_schema_and_validator_reject_the_same_files(self, bad):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, SCHEMA)
+        with pytest.raises(GraphError):
+            OpGraph.from_dict(bad)
