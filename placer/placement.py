@@ -3,7 +3,8 @@
 The JSON form is a contract shared by the CLI, the service and every placer:
 ``{"graph", "cluster", "method", "devices": {op: device}, "step_time",
 "peak_memory": {device: bytes}, "oom"}``, plus optional ``lower_bound``,
-``objective`` and ``meta``.
+``objective``, ``max_load`` (the throughput objective, when asked for) and
+``meta``.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class Placement:
     lower_bound: float | None = None
     objective: str = "step_time"
     meta: dict[str, Any] = field(default_factory=dict)
+    max_load: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -55,6 +57,8 @@ class Placement:
         }
         if self.lower_bound is not None:
             d["lower_bound"] = self.lower_bound
+        if self.max_load is not None:
+            d["max_load"] = self.max_load
         if self.meta:
             d["meta"] = self.meta
         return d
@@ -72,6 +76,9 @@ class Placement:
         step = data.get("step_time")
         if step is not None and (not isinstance(step, (int, float)) or not math.isfinite(step)):
             raise PlacementError("placement: 'step_time' must be a number or null")
+        max_load = data.get("max_load")
+        if max_load is not None and (isinstance(max_load, bool) or not isinstance(max_load, (int, float))):
+            raise PlacementError("placement: 'max_load' must be a number or null")
         return cls(
             graph=str(data.get("graph", "")),
             cluster=str(data.get("cluster", "")),
@@ -83,6 +90,7 @@ class Placement:
             lower_bound=data.get("lower_bound"),
             objective=str(data.get("objective", "step_time")),
             meta=dict(data.get("meta") or {}),
+            max_load=max_load,
         )
 
     @classmethod

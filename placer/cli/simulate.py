@@ -10,6 +10,9 @@ def add_parser(sub) -> None:
     p.add_argument("graph", help="graph file (.json or .json.gz)")
     p.add_argument("--cluster", required=True, help="preset name (see `placer clusters`) or cluster JSON file")
     p.add_argument("--placement", required=True, help="placement JSON file ({'devices': {op: device}})")
+    p.add_argument("--objective", choices=("step_time", "throughput"), default="step_time",
+                   help="step_time (default): one step's time; throughput: also the pipelined max per-device "
+                        "load (`max_load`, the MSR paper's model: compute + communication per device)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(run=run)
 
@@ -27,24 +30,43 @@ def run(args) -> int:
     sim = Simulator(graph, cluster)
     assignment = placement.assignment(graph, cluster)
     res = sim.run(assignment)
+    loads = None
+    if args.objective == "throughput":
+        from placer.objectives import ThroughputModel
+
+        loads = ThroughputModel(graph, cluster).loads(assignment)
     devices = [
         {"device": d.name, "busy": float(b), "peak_memory": float(p), "memory_bytes": d.memory_bytes,
          "ops": int((assignment == k).sum())}
         for k, (d, b, p) in enumerate(zip(cluster.devices, res.busy, res.peak_memory))
     ]
+    if loads is not None:
+        for k, d in enumerate(devices):
+            d.update(load=float(loads.load[k]), compute=float(loads.compute[k]),
+                     communication=float(loads.communication[k]), held_bytes=float(loads.held_bytes[k]))
     out = {
         "graph": graph.name, "cluster": cluster.name, "method": placement.method,
         "step_time": res.step_time, "lower_bound": res.lower_bound, "oom": res.oom,
         "bytes_moved": res.bytes_moved,
         "peak_memory": {d["device"]: d["peak_memory"] for d in devices},
         "devices": devices,
+        "objective": args.objective,
     }
+    if loads is not None:
+        out.update(max_load=loads.max_load, memory_ok=loads.memory_ok, colocation_ok=loads.colocation_ok)
     if args.json:
         print_json(out)
         return 0
     print(f"{graph.name} on {cluster.name}: step time {human_seconds(res.step_time)} "
           f"(lower bound {human_seconds(res.lower_bound)}), moved {human_bytes(res.bytes_moved)}"
           + ("  OUT OF MEMORY" if res.oom else ""))
+    if loads is not None:
+        print(f"throughput: max load {loads.max_load:.6g} (a new micro-batch every max load)"
+              + ("" if loads.memory_ok else "  OVER MEMORY") + ("" if loads.colocation_ok else "  COLOCATION BROKEN"))
+        print_table(["device", "ops", "load", "compute", "communication", "held"],
+                    [(d["device"], d["ops"], d["load"], d["compute"], d["communication"],
+                      human_bytes(d["held_bytes"])) for d in devices])
+        return 0
     print_table(["device", "ops", "busy", "peak memory", "capacity"],
                 [(d["device"], d["ops"], human_seconds(d["busy"]), human_bytes(d["peak_memory"]),
                   human_bytes(d["memory_bytes"])) for d in devices])

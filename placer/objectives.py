@@ -1,0 +1,228 @@
+"""What a placement is judged by: one step's time, or pipelined throughput.
+
+- ``step_time`` (the default): seconds of one training step, as the
+  simulator (`placer.simulator`) computes it.
+- ``throughput``: micro-batches stream through the devices (GPipe, PipeDream),
+  so a new one can start every *max load* seconds, the load of the busiest
+  device. We use the model of Tarnawski et al. (NeurIPS 2020), which their
+  published optima are computed with:
+
+  * a device's load = the compute time of its ops + its communication;
+  * an op whose output goes to other devices charges its transfer time once
+    to its own device (the send) and once to each distinct other device its
+    consumers are on (the receive);
+  * CPU devices pay no communication (in that model transfers go through host
+    memory); in a cluster made only of CPUs every device pays;
+  * the objective is the largest load; accelerators must hold their ops'
+    ``param_bytes`` and ops of one colocation key share a device.
+
+  An op's transfer time is its ``transfer_time`` when given (profiled
+  datasets); otherwise latency + output_bytes / bandwidth of the link used,
+  and the send is charged the slowest of its links.
+
+`ThroughputModel` compiles a graph and cluster once and scores placements,
+singly (`loads`) or in batches (`max_load_batch`, for training loops and
+local search).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from placer.cluster import Cluster
+from placer.cost_model import op_time_matrix
+from placer.errors import PlacementError, PlacerError
+from placer.graph import OpGraph
+
+OBJECTIVES = ("step_time", "throughput")
+
+
+def check_objective(name: str) -> str:
+    """`name` if it is an objective, else a PlacerError listing them."""
+    if name not in OBJECTIVES:
+        raise PlacerError(f"unknown objective {name!r}; objectives: {', '.join(OBJECTIVES)}")
+    return name
+
+
+@dataclass
+class Loads:
+    """Per-device loads of one placement under the throughput model.
+
+    Attributes
+    ----------
+    max_load : the objective: the largest entry of `load` (inf if an op is on
+        a device it cannot run on).
+    load : compute + communication, per device.
+    compute : seconds of compute, per device.
+    communication : seconds of sends and receives charged, per device.
+    held_bytes : ``param_bytes`` held, per device.
+    memory_ok : every device holds at most its ``memory_bytes``.
+    colocation_ok : every colocation key is on one device.
+    """
+
+    max_load: float
+    load: np.ndarray
+    compute: np.ndarray
+    communication: np.ndarray
+    held_bytes: np.ndarray
+    memory_ok: bool
+    colocation_ok: bool
+
+    @property
+    def feasible(self) -> bool:
+        return self.memory_ok and self.colocation_ok and bool(np.isfinite(self.max_load))
+
+
+class ThroughputModel:
+    """Scores placements of one graph on one cluster by their max load.
+
+    Parameters
+    ----------
+    graph, cluster : what is placed where.
+    times : optional ``[num_ops, num_devices]`` compute seconds; by default
+        `placer.cost_model.op_time_matrix`. Ops the graph lists in
+        ``meta["cpu_only_ops"]`` get infinite time on non-CPU devices.
+
+    Examples
+    --------
+    >>> from placer.graph import Op, OpGraph
+    >>> from placer.cluster import Cluster, Device, Link
+    >>> dev = dict(peak_flops=1.0, memory_bandwidth=1.0, memory_bytes=1.0)
+    >>> c = Cluster("c", [Device("a", "gpu", **dev), Device("b", "gpu", **dev)], default_link=Link(1.0, 0.0))
+    >>> g = OpGraph("g", [Op("x", "X", cost={"gpu": 2.0}, transfer_time=0.5),
+    ...                   Op("y", "X", ["x"], cost={"gpu": 3.0})])
+    >>> ThroughputModel(g, c).loads(np.array([0, 1])).load.tolist()
+    [2.5, 3.5]
+    """
+
+    def __init__(self, graph: OpGraph, cluster: Cluster, times: np.ndarray | None = None):
+        self.graph = graph
+        self.cluster = cluster
+        t = op_time_matrix(graph, cluster) if times is None else np.array(times, dtype=np.float64)
+        kinds = np.array([d.kind for d in cluster.devices])
+        cpu_only = graph.meta.get("cpu_only_ops") or []
+        if cpu_only:
+            rows = [graph.index[n] for n in cpu_only if n in graph.index]
+            t[np.ix_(rows, np.flatnonzero(kinds != "cpu"))] = np.inf
+        self.times = np.ascontiguousarray(t)
+        all_cpu = bool((kinds == "cpu").all())
+        self.pays = np.ascontiguousarray((kinds != "cpu") | all_cpu)
+        self.s_off, self.s_idx = graph.successors
+        self.xfer_time = np.array(
+            [-1.0 if op.transfer_time is None else op.transfer_time for op in graph.ops], dtype=np.float64
+        )
+        self.out_bytes = np.array([op.output_bytes for op in graph.ops], dtype=np.float64)
+        self.bandwidth, self.latency = cluster.link_matrices()
+        self.params = np.array([op.param_bytes for op in graph.ops], dtype=np.float64)
+        self.memory_bytes = np.array([d.memory_bytes for d in cluster.devices], dtype=np.float64)
+        groups = graph.colocation_groups()
+        self.coloc = [np.asarray(ix, dtype=np.int64) for ix in groups.values() if len(ix) > 1]
+
+    @property
+    def num_devices(self) -> int:
+        return len(self.cluster)
+
+    def _check(self, assignment: np.ndarray) -> np.ndarray:
+        a = np.ascontiguousarray(assignment, dtype=np.int64)
+        if a.shape[-1] != len(self.graph):
+            raise PlacementError(f"assignment has {a.shape[-1]} entries; graph {self.graph.name!r} has {len(self.graph)} ops")
+        if a.size and (a.min() < 0 or a.max() >= self.num_devices):
+            raise PlacementError(f"assignment names a device outside 0..{self.num_devices - 1}")
+        return a
+
+    def loads(self, assignment: np.ndarray) -> Loads:
+        """Loads of one placement (a device index per op, graph order)."""
+        a = self._check(assignment)
+        compute = np.zeros(self.num_devices)
+        comm = np.zeros(self.num_devices)
+        _loads(a, self.times, self.s_off, self.s_idx, self.xfer_time, self.out_bytes,
+               self.bandwidth, self.latency, self.pays, compute, comm)
+        load = compute + comm
+        held = np.bincount(a, weights=self.params, minlength=self.num_devices).astype(np.float64)
+        return Loads(
+            max_load=float(load.max()), load=load, compute=compute, communication=comm, held_bytes=held,
+            memory_ok=bool((held <= self.memory_bytes).all()),
+            colocation_ok=all(bool((a[ix] == a[ix[0]]).all()) for ix in self.coloc),
+        )
+
+    def max_load(self, assignment: np.ndarray) -> float:
+        """The objective of one placement."""
+        return self.loads(assignment).max_load
+
+    def max_load_batch(self, assignments: np.ndarray) -> np.ndarray:
+        """Objective of K placements (``[K, num_ops]`` -> ``[K]``)."""
+        a = self._check(np.atleast_2d(assignments))
+        out = np.empty(a.shape[0])
+        _max_load_batch(a, self.times, self.s_off, self.s_idx, self.xfer_time, self.out_bytes,
+                        self.bandwidth, self.latency, self.pays, out)
+        return out
+
+
+@numba.njit(cache=True)
+def _loads(a, times, s_off, s_idx, xfer_time, out_bytes, bandwidth, latency, pays, compute, comm):
+    """Fill per-device compute and communication (see the module docstring)."""
+    n = a.shape[0]
+    D = compute.shape[0]
+    seen = np.full(D, -1, dtype=np.int64)
+    for u in range(n):
+        du = a[u]
+        compute[du] += times[u, du]
+        send = 0.0
+        sends = False
+        for k in range(s_off[u], s_off[u + 1]):
+            dv = a[s_idx[k]]
+            if dv == du or seen[dv] == u:
+                continue
+            seen[dv] = u
+            if xfer_time[u] >= 0.0:
+                c = xfer_time[u]
+            else:
+                c = latency[du, dv] + out_bytes[u] / bandwidth[du, dv]
+            sends = True
+            if c > send:
+                send = c
+            if pays[dv]:
+                comm[dv] += c
+        if sends and pays[du]:
+            comm[du] += send
+
+
+@numba.njit(cache=True)
+def _max_load_batch(a, times, s_off, s_idx, xfer_time, out_bytes, bandwidth, latency, pays, out):
+    D = times.shape[1]
+    compute = np.empty(D)
+    comm = np.empty(D)
+    for k in range(a.shape[0]):
+        compute[:] = 0.0
+        comm[:] = 0.0
+        _loads(a[k], times, s_off, s_idx, xfer_time, out_bytes, bandwidth, latency, pays, compute, comm)
+        best = 0.0
+        for d in range(D):
+            if compute[d] + comm[d] > best:
+                best = compute[d] + comm[d]
+        out[k] = best
+
+
+def max_load(graph: OpGraph, cluster: Cluster, placement) -> float:
+    """One-shot throughput objective of a `Placement`."""
+    model = ThroughputModel(graph, cluster)
+    return model.max_load(placement.assignment(graph, cluster))
+
+
+def evaluate(graph: OpGraph, cluster: Cluster, placement, objective: str = "step_time"):
+    """Fill a placement's simulated fields and, for ``throughput``, its ``max_load``.
+
+    ``step_time`` always stays the simulator's; the objective decides which
+    number the placer was asked to make small.
+    """
+    from placer.simulator import Simulator
+
+    check_objective(objective)
+    Simulator(graph, cluster).evaluate(placement)
+    placement.objective = objective
+    if objective == "throughput":
+        placement.max_load = max_load(graph, cluster, placement)
+    return placement
