@@ -1,0 +1,429 @@
+"""TensorFlow `GraphDef` -> `OpGraph`: shapes, bytes, FLOPs, weights, colocation.
+
+Shapes come from TensorFlow's own shape inference: the GraphDef is imported
+into a fresh `tf.Graph` (with the batch filled into its placeholders), and
+each op's output shapes are read back. Two things help inference along:
+
+- variables captured by a `tf.function` appear as ``Placeholder`` nodes of
+  dtype ``resource`` whose shape TensorFlow does not know after a round trip
+  through a GraphDef; for inference only, each is stood in for by a
+  ``VarHandleOp`` of the variable's shape (given, or read from the
+  ``_output_shapes`` attribute of the ops that read it, which TF writes with
+  ``as_graph_def(add_shapes=True)``);
+- where inference leaves a dimension unknown, the node's ``_output_shapes``
+  attribute is used if it is fully defined.
+
+What is still unknown is an error naming the op (``allow_unknown_shapes``
+sets unknown dimensions to 1 instead and lists those ops in ``meta``).
+
+Folding (default ``Const`` and ``NoOp``): a folded node is removed; its bytes
+become weight bytes (`param_bytes`) of each consumer (a constant lives where
+it is used), and the node's own inputs (control dependencies) pass on to its
+consumers as inputs, so no ordering is lost. ``meta["folded"]`` counts them
+and ``meta["tf_node_count"]`` is the number of nodes TensorFlow had, so
+``tf_node_count - sum(folded.values()) == op_count``.
+
+Control dependencies become inputs (the OpGraph has one kind of edge);
+``meta["control_edges"]`` counts those that add a producer.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Iterable, Mapping
+
+from placer.errors import ModelImportError
+from placer.graph import Op, OpGraph
+from placer.importers.colocation import colocation_keys
+from placer.importers.flops import CONTRACTIONS, OpInfo, op_flops
+
+DEFAULT_FOLD = ("Const", "NoOp")
+FLOP_UNIT = "FLOP (one multiply-add counts 2)"
+_VARIABLE_TYPES = {"VarHandleOp", "VariableV2", "Variable"}
+_RULE_ATTRS = ("transpose_a", "transpose_b", "adj_x", "adj_y", "equation", "ksize", "data_format",
+               "is_training")
+
+
+# -- entry points -------------------------------------------------------------
+def from_graphdef_bytes(data: bytes, name: str, **options: Any) -> OpGraph:
+    """Import a serialized (binary) `GraphDef`.
+
+    Parameters
+    ----------
+    data : the bytes of a ``.pb`` file (``GraphDef.SerializeToString()``).
+    name : the graph's name.
+    **options : passed to `from_graphdef` (``batch_size``, ``input_shapes``...).
+
+    Raises
+    ------
+    ModelImportError
+        If the bytes are not a GraphDef (corrupt or truncated protobuf, another file type).
+    """
+    from google.protobuf.message import DecodeError
+    from tensorflow.core.framework import graph_pb2
+
+    graph_def = graph_pb2.GraphDef()
+    try:
+        graph_def.ParseFromString(bytes(data))
+    except (DecodeError, RuntimeError, ValueError) as e:
+        raise ModelImportError(f"not a valid binary GraphDef (corrupt or truncated protobuf: {e})") from None
+    return from_graphdef(graph_def, name, **options)
+
+
+def from_graphdef_text(data: bytes | str, name: str, **options: Any) -> OpGraph:
+    """Import a `GraphDef` in protobuf text format (``.pbtxt``)."""
+    from google.protobuf import text_format
+    from tensorflow.core.framework import graph_pb2
+
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ModelImportError("not a text GraphDef (binary data)") from None
+    graph_def = graph_pb2.GraphDef()
+    try:
+        text_format.Parse(data, graph_def)
+    except text_format.ParseError as e:
+        raise ModelImportError(f"not a valid text GraphDef ({str(e).splitlines()[0]})") from None
+    return from_graphdef(graph_def, name, **options)
+
+
+def from_graphdef(
+    graph_def,
+    name: str,
+    *,
+    batch_size: int | None = None,
+    input_shapes: Mapping[str, Iterable[int]] | None = None,
+    variable_shapes: Mapping[str, tuple[Iterable[int], Any]] | None = None,
+    fold: Iterable[str] = DEFAULT_FOLD,
+    allow_unknown_shapes: bool = False,
+    meta: Mapping[str, Any] | None = None,
+) -> OpGraph:
+    """Turn a TensorFlow `GraphDef` into an `OpGraph`, keeping TF's node names.
+
+    Parameters
+    ----------
+    graph_def : a ``tensorflow.core.framework.graph_pb2.GraphDef``.
+    name : the graph's name.
+    batch_size : fills an unknown first dimension of every placeholder.
+    input_shapes : full shapes of placeholders by node name (win over `batch_size`).
+    variable_shapes : ``{placeholder name: (shape, dtype)}`` for resource placeholders
+        standing for variables; by default read from the graph's ``_output_shapes``.
+    fold : op types folded into their consumers (see the module docstring).
+    allow_unknown_shapes : set dimensions shape inference cannot fix to 1
+        (listed in ``meta["unknown_shape_ops"]``) instead of raising.
+    meta : extra facts for the graph's ``meta`` (source model...).
+
+    Returns
+    -------
+    OpGraph
+        Ops carry type, inputs, output shapes and bytes, FLOPs, weight bytes and
+        colocation keys; ``cost`` is left empty so the simulator's roofline applies.
+
+    Raises
+    ------
+    ModelImportError
+        If the graph is empty, a placeholder's shape is unknown and not given,
+        TensorFlow cannot import it (unknown op type, dangling input...), or an
+        output shape stays unknown.
+    """
+    import tensorflow as tf
+
+    nodes = list(graph_def.node)
+    if not nodes:
+        raise ModelImportError("GraphDef has no nodes")
+    fold = set(fold)
+    input_shapes = {k: [int(d) for d in v] for k, v in (input_shapes or {}).items()}
+    known_names = {n.name for n in nodes}
+    for missing in sorted(set(input_shapes) - known_names):
+        raise ModelImportError(f"input shape given for {missing!r}, which is no node of the graph")
+
+    var_shapes = _variable_shapes(nodes, variable_shapes)
+    inference_def, inputs_meta = _inference_copy(graph_def, batch_size, input_shapes, var_shapes,
+                                                 allow_unknown_shapes)
+    tf_graph = _import(inference_def, tf)
+
+    # -- per-node facts from the imported graph
+    unknown_ops: list[str] = []
+    node_by_name = {n.name: n for n in nodes}
+    shapes: dict[str, list[list[int]]] = {}
+    dtypes: dict[str, list[Any]] = {}
+    for tf_op in tf_graph.get_operations():
+        outs = []
+        for k, t in enumerate(tf_op.outputs):
+            outs.append(_static_shape(t, node_by_name[tf_op.name], k, allow_unknown_shapes, unknown_ops))
+        shapes[tf_op.name] = outs
+        dtypes[tf_op.name] = [t.dtype for t in tf_op.outputs]
+
+    def out_bytes(node_name: str) -> float:
+        return float(sum(_n(s) * _dtype_size(dt) for s, dt in zip(shapes[node_name], dtypes[node_name])))
+
+    # -- folding: which producer(s) stand for each node
+    folded = {n.name for n in nodes if n.op in fold}
+    parsed = {n.name: _parse_inputs(n.input) for n in nodes}
+    stand_in: dict[str, list[str]] = {}
+
+    def resolve(src: str) -> list[str]:
+        if src not in folded:
+            return [src]
+        if src not in stand_in:
+            stand_in[src] = []  # guards against cycles through folded nodes
+            data, control = parsed[src]
+            stand_in[src] = list(dict.fromkeys(p for s, _ in data for p in resolve(s)))
+            stand_in[src] += [p for s in control for p in resolve(s) if p not in stand_in[src]]
+        return stand_in[src]
+
+    # -- build the ops
+    ops: list[Op] = []
+    fallbacks: Counter[str] = Counter()
+    control_edges = 0
+    folded_bytes = 0.0
+    variable_bytes = 0.0
+    contraction_flops = 0.0
+    for node in nodes:
+        if node.name in folded:
+            continue
+        data, control = parsed[node.name]
+        inputs: list[str] = []
+        param_bytes = 0.0
+        for src, _ in data:
+            if src in folded and node_by_name[src].op == "Const":
+                b = out_bytes(src)
+                param_bytes += b
+                folded_bytes += b
+            inputs.extend(resolve(src))
+        inputs = list(dict.fromkeys(inputs))
+        for src in control:
+            for p in resolve(src):
+                if p not in inputs:
+                    inputs.append(p)
+                    control_edges += 1
+        inputs = [p for p in inputs if p != node.name]
+        if node.op in _VARIABLE_TYPES or node.name in var_shapes:
+            vb = _variable_bytes(node, var_shapes, shapes[node.name], tf)
+            param_bytes += vb
+            variable_bytes += vb
+        info = OpInfo(
+            type=node.op,
+            attrs=_rule_attrs(node),
+            inputs=[shapes[src][k] if k < len(shapes[src]) else [] for src, k in data],
+            outputs=shapes[node.name],
+        )
+        flops, fell_back = op_flops(info)
+        if fell_back:
+            fallbacks[node.op] += 1
+        if node.op in CONTRACTIONS:
+            contraction_flops += flops
+        ops.append(Op(
+            name=node.name, op=node.op, inputs=inputs, output_shapes=shapes[node.name],
+            output_bytes=out_bytes(node.name), flops=flops, param_bytes=param_bytes,
+        ))
+
+    keys = colocation_keys(nodes, folded, parsed, dtypes, var_shapes)
+    for op in ops:
+        op.colocation = keys.get(op.name)
+
+    info_meta: dict[str, Any] = {
+        "source": "TensorFlow GraphDef",
+        "tf_node_count": len(nodes),
+        "op_count": len(ops),
+        "folded": dict(sorted(Counter(node_by_name[n].op for n in folded).items())),
+        "folded_const_bytes": folded_bytes,
+        "control_edges": control_edges,
+        "flop_unit": FLOP_UNIT,
+        "total_flops": float(sum(op.flops for op in ops)),
+        "contraction_flops": contraction_flops,
+        "flops_fallback": dict(sorted(fallbacks.items())),
+        "flops_fallback_ops": int(sum(fallbacks.values())),
+        "param_bytes": float(sum(op.param_bytes for op in ops)),
+        "variable_bytes": variable_bytes,
+        "variables": len([n for n in nodes if n.op in _VARIABLE_TYPES or n.name in var_shapes]),
+        "colocation_groups": len(set(keys.values())),
+        "inputs": inputs_meta,
+        "batch_size": batch_size,
+    }
+    if unknown_ops:
+        info_meta["unknown_shape_ops"] = unknown_ops
+    calls = sum(1 for n in nodes if n.op in ("PartitionedCall", "StatefulPartitionedCall", "While",
+                                             "StatelessWhile", "If", "StatelessIf"))
+    if calls:
+        info_meta["function_call_ops"] = calls  # their bodies are not expanded; FLOPs fall back
+    info_meta.update(meta or {})
+    return OpGraph(name, ops, info_meta)
+
+
+# -- helpers ----------------------------------------------------------------------
+def _parse_inputs(inputs: Iterable[str]) -> tuple[list[tuple[str, int]], list[str]]:
+    """NodeDef inputs -> ([(producer, output index)], [control producers])."""
+    data, control = [], []
+    for s in inputs:
+        if s.startswith("^"):
+            control.append(s[1:])
+        else:
+            src, _, k = s.partition(":")
+            data.append((src, int(k) if k else 0))
+    return data, control
+
+
+def _n(shape: list[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _dtype_size(dtype) -> int:
+    """Bytes per element; resource handles, variants and strings count 0."""
+    base = dtype.base_dtype
+    if base.name in ("resource", "variant", "string"):
+        return 0
+    return base.size
+
+
+def _shape_list(shape_proto) -> list[int] | None:
+    """A TensorShapeProto as a list, or None when the rank or any dim is unknown."""
+    if shape_proto.unknown_rank:
+        return None
+    dims = [int(d.size) for d in shape_proto.dim]
+    return None if any(d < 0 for d in dims) else dims
+
+
+def _variable_shapes(nodes, given) -> dict[str, tuple[list[int], Any]]:
+    """Shapes and dtypes of the resource placeholders that stand for variables."""
+    from tensorflow.python.framework import dtypes
+
+    out: dict[str, tuple[list[int], Any]] = {}
+    for k, (shape, dt) in (given or {}).items():
+        out[k] = ([int(d) for d in shape], dtypes.as_dtype(dt))
+    resource_placeholders = {
+        n.name for n in nodes
+        if n.op == "Placeholder" and n.attr["dtype"].type == dtypes.resource.as_datatype_enum
+    }
+    for n in nodes:
+        if n.op != "ReadVariableOp" or "_output_shapes" not in n.attr:
+            continue
+        src = n.input[0].partition(":")[0] if n.input else ""
+        if src in resource_placeholders and src not in out:
+            shape = _shape_list(n.attr["_output_shapes"].list.shape[0])
+            if shape is not None:
+                out[src] = (shape, dtypes.as_dtype(n.attr["dtype"].type))
+    return out
+
+
+def _inference_copy(graph_def, batch_size, input_shapes, var_shapes, allow_unknown):
+    """A copy of the GraphDef ready for shape inference, and a summary of its inputs."""
+    from tensorflow.core.framework import graph_pb2, tensor_shape_pb2
+    from tensorflow.python.framework import dtypes
+
+    gd = graph_pb2.GraphDef()
+    gd.CopyFrom(graph_def)
+    inputs_meta = []
+    for node in gd.node:
+        if "_output_shapes" in node.attr:
+            del node.attr["_output_shapes"]
+        if node.op not in ("Placeholder", "PlaceholderV2"):
+            continue
+        dt = dtypes.as_dtype(node.attr["dtype"].type)
+        if node.name in var_shapes:
+            shape, vdt = var_shapes[node.name]
+            node.op = "VarHandleOp"
+            node.ClearField("attr")
+            node.attr["dtype"].type = vdt.as_datatype_enum
+            node.attr["shape"].shape.CopyFrom(_shape_proto(shape, tensor_shape_pb2))
+            node.attr["shared_name"].s = node.name.encode()
+            node.attr["container"].s = b""
+            continue
+        if dt == dtypes.resource:
+            continue  # a resource that is not a variable we know (a table, an iterator)
+        proto = node.attr["shape"].shape
+        if node.name in input_shapes:
+            shape = input_shapes[node.name]
+        elif proto.unknown_rank:
+            if not allow_unknown:
+                raise ModelImportError(
+                    f"placeholder {node.name!r} has unknown rank; give its shape (input_shapes / --input-shape)")
+            shape = None
+        else:
+            shape = [int(d.size) for d in proto.dim]
+            if shape and shape[0] < 0 and batch_size:
+                shape[0] = int(batch_size)
+            if any(d < 0 for d in shape):
+                if not allow_unknown:
+                    shown = "[" + ", ".join("?" if d < 0 else str(d) for d in shape) + "]"
+                    hint = "give its shape (input_shapes / --input-shape)" if batch_size or (
+                        shape and shape[0] >= 0) else "give batch_size (--batch) or its shape"
+                    raise ModelImportError(f"placeholder {node.name!r} has unknown shape {shown}; {hint}")
+                shape = [1 if d < 0 else d for d in shape]
+        if shape is not None:
+            node.attr["shape"].shape.CopyFrom(_shape_proto(shape, tensor_shape_pb2))
+        inputs_meta.append({"name": node.name, "shape": shape, "dtype": dt.name})
+    return gd, inputs_meta
+
+
+def _shape_proto(shape, tensor_shape_pb2):
+    proto = tensor_shape_pb2.TensorShapeProto()
+    for d in shape:
+        proto.dim.add().size = int(d)
+    return proto
+
+
+def _import(graph_def, tf):
+    """Import into a fresh tf.Graph (runs TF's shape inference); errors in one line."""
+    graph = tf.Graph()
+    try:
+        with graph.as_default():
+            tf.graph_util.import_graph_def(graph_def, name="")
+    except (ValueError, TypeError, KeyError, tf.errors.OpError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ModelImportError(f"TensorFlow cannot import the GraphDef: {first}") from None
+    return graph
+
+
+def _static_shape(tensor, node, k: int, allow_unknown: bool, unknown_ops: list[str]) -> list[int]:
+    """The tensor's inferred shape, else the node's ``_output_shapes``, else an error (or 1s)."""
+    shape = tensor.shape
+    if shape.is_fully_defined():
+        return [int(d) for d in shape.as_list()]
+    if "_output_shapes" in node.attr and k < len(node.attr["_output_shapes"].list.shape):
+        recorded = _shape_list(node.attr["_output_shapes"].list.shape[k])
+        if recorded is not None:
+            return recorded
+    if not allow_unknown:
+        shown = "unknown rank" if shape.rank is None else str([d if d is not None else "?" for d in shape.as_list()])
+        raise ModelImportError(
+            f"op {node.name!r} ({node.op}): output {k} has shape {shown} after shape inference; "
+            "give the placeholders' shapes (--batch / --input-shape) or allow unknown shapes")
+    if node.name not in unknown_ops:
+        unknown_ops.append(node.name)
+    return [1 if d is None else int(d) for d in (shape.as_list() if shape.rank is not None else [])]
+
+
+def _variable_bytes(node, var_shapes, out_shapes, tf) -> float:
+    """Weight bytes a variable op owns: its full shape times its dtype's size."""
+    if node.name in var_shapes:
+        shape, dt = var_shapes[node.name]
+        return float(_n(shape) * _dtype_size(dt))
+    if node.op == "VarHandleOp":
+        shape = _shape_list(node.attr["shape"].shape)
+        dt = tf.dtypes.as_dtype(node.attr["dtype"].type)
+        return float(_n(shape) * _dtype_size(dt)) if shape is not None else 0.0
+    # VariableV2 / Variable: the output is the variable itself
+    dt = tf.dtypes.as_dtype(node.attr["dtype"].type)
+    return float(_n(out_shapes[0]) * _dtype_size(dt)) if out_shapes else 0.0
+
+
+def _rule_attrs(node) -> dict[str, Any]:
+    """The few attributes FLOP rules read, as plain Python values."""
+    out: dict[str, Any] = {}
+    for key in _RULE_ATTRS:
+        if key not in node.attr:
+            continue
+        v = node.attr[key]
+        kind = v.WhichOneof("value")
+        if kind == "b":
+            out[key] = v.b
+        elif kind == "s":
+            out[key] = v.s.decode("utf-8", "replace")
+        elif kind == "list":
+            out[key] = list(v.list.i)
+    return out
