@@ -20,6 +20,7 @@ COMMANDS = [
     "clusters",
     "place",
     "import-split",
+    "serve",
 ]
 
 

@@ -1,0 +1,61 @@
+"""`placer serve`: run the REST service (FastAPI under uvicorn) and print its URL."""
+
+from __future__ import annotations
+
+import os
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "serve", help="run the REST service",
+        description="Serve the REST API (OpenAPI docs at /docs). Without PLACER_API_KEYS it listens on "
+                    "127.0.0.1 only; set keys (comma-separated) to require 'Authorization: Bearer <key>'.",
+    )
+    p.add_argument("--host", help="interface to bind (default: PLACER_HOST, else 127.0.0.1)")
+    p.add_argument("--port", type=int, help="TCP port (default: PLACER_PORT, else 8000)")
+    p.add_argument("--data-dir", help="database and job folders (default: PLACER_DATA_DIR, else ./data)")
+    p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from pydantic import ValidationError
+
+    from placer.errors import PlacerError
+    from service.core.config import Settings
+    from service.storage import StorageError
+
+    overrides = {k: v for k, v in (("host", args.host), ("port", args.port), ("data_dir", args.data_dir))
+                 if v is not None}
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as e:
+        first = e.errors()[0]
+        raise PlacerError(f"bad setting {'.'.join(map(str, first['loc'])) or ''}: {first['msg']}") from None
+    try:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise PlacerError(f"data dir {str(settings.data_dir)!r}: cannot create ({e.strerror})") from None
+
+    import uvicorn
+
+    from service.main import create_app
+    from service.storage import open_storage
+
+    try:
+        open_storage(settings.database_url).close()  # fail here, in one line, not inside uvicorn's start-up
+    except StorageError as e:
+        raise PlacerError(str(e)) from None
+
+    app = create_app(settings)
+    shown_host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    print(f"placer serve: http://{shown_host}:{settings.port}  (API docs at /docs; data in "
+          f"{os.path.abspath(settings.data_dir)})", flush=True)
+    if not settings.auth_enabled:
+        if settings.loopback_only:
+            print("placer serve: no PLACER_API_KEYS set: listening on loopback only, no authentication", flush=True)
+        else:
+            print(f"placer serve: WARNING: no PLACER_API_KEYS set and listening on {settings.host}: "
+                  "anyone who can reach this port can use the service", flush=True)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level)
+    return 0

@@ -1,0 +1,1 @@
+"""HTTP layer: routers, dependencies and error mapping."""

@@ -1,0 +1,12 @@
+"""The ``/v1`` router: every resource, behind the API-key check."""
+
+from fastapi import APIRouter, Depends
+
+from service.api.deps import require_api_key
+from service.api.routes import catalog, graphs, jobs, placements
+
+api_router = APIRouter(prefix="/v1", dependencies=[Depends(require_api_key)])
+api_router.include_router(graphs.router)
+api_router.include_router(placements.router)
+api_router.include_router(jobs.router)
+api_router.include_router(catalog.router)

@@ -1,0 +1,122 @@
+"""``/v1/graphs``: upload (JSON, gzip JSON, TensorFlow GraphDef), list, fetch, delete."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query, Request, Response, status
+from fastapi.concurrency import run_in_threadpool
+
+from placer.graph import OpGraph
+from service.api.deps import GraphsDep, SettingsDep, StorageDep
+from service.core.config import Settings
+from service.graph_store import GraphStore
+from service.models import ErrorPublic, GraphPublic, GraphSpec, GraphsPublic
+from service.storage import GraphRecord
+from service.uploads import UploadFormat, check_op_count, graph_from_upload
+
+router = APIRouter(prefix="/graphs", tags=["graphs"])
+
+_BINARY = {"schema": {"type": "string", "format": "binary"}}
+UPLOAD_BODY = {
+    "requestBody": {
+        "required": True,
+        "description": "A graph in the JSON graph format (plain or gzip-compressed), or a TensorFlow "
+                       "GraphDef (binary protobuf or text format).",
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/GraphSpec"}},
+            "application/gzip": _BINARY,
+            "application/octet-stream": _BINARY,
+            "text/plain": {"schema": {"type": "string"}},
+        },
+    }
+}
+ERRORS = {
+    404: {"model": ErrorPublic, "description": "No such id."},
+    413: {"model": ErrorPublic, "description": "Over max_upload_bytes, max_inflated_bytes or max_ops."},
+    422: {"model": ErrorPublic, "description": "Malformed input, naming the problem."},
+}
+
+
+def to_public(record: GraphRecord, graph: dict | None = None) -> GraphPublic:
+    return GraphPublic(
+        id=record.id, name=record.name, num_ops=record.num_ops, num_edges=record.num_edges,
+        source=record.source, size_bytes=record.size_bytes, created_at=record.created_at, graph=graph,
+    )
+
+
+def graph_for_request(graphs: GraphStore, settings: Settings, *, graph_id: str | None,
+                      graph: GraphSpec | None) -> OpGraph:
+    """The graph a placement or job request names: a stored one (404 if unknown) or an inline one.
+
+    Raises
+    ------
+    HTTPException
+        404 when `graph_id` names no graph.
+    GraphError, PayloadTooLarge
+        When an inline graph is malformed or over ``max_ops``.
+    """
+    if graph_id is not None:
+        found = graphs.load(graph_id)
+        if found is None:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, f"no graph with id {graph_id!r}")
+        return found
+    assert graph is not None  # the request model requires one of the two
+    check_op_count({"nodes": graph.nodes}, settings.max_ops)
+    return OpGraph.from_dict(graph.to_library())
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=GraphPublic,
+             openapi_extra=UPLOAD_BODY, responses=ERRORS)
+async def upload_graph(
+    request: Request,
+    settings: SettingsDep,
+    graphs: GraphsDep,
+    name: Annotated[str | None, Query(min_length=1, max_length=200, description="Name for the graph.")] = None,
+    format: Annotated[UploadFormat, Query(description="Body format; auto tells JSON from GraphDef.")] = "auto",
+) -> GraphPublic:
+    """Upload a graph; answers its id, name and size."""
+    body = await request.body()
+    graph, source = await run_in_threadpool(
+        graph_from_upload, body, fmt=format, name=name,
+        content_type=request.headers.get("content-type", ""),
+        max_inflated=settings.max_inflated_bytes, max_ops=settings.max_ops,
+    )
+    record = await run_in_threadpool(graphs.add, graph, source=source)
+    return to_public(record)
+
+
+@router.get("", response_model=GraphsPublic)
+def list_graphs(
+    storage: StorageDep,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0, le=2**62)] = 0,
+) -> GraphsPublic:
+    """Stored graphs, oldest first."""
+    records = storage.list_graphs(limit=limit, offset=offset)
+    return GraphsPublic(data=[to_public(r) for r in records], count=len(records))
+
+
+@router.get("/{graph_id}", response_model=GraphPublic, responses=ERRORS)
+def get_graph(
+    graph_id: str,
+    storage: StorageDep,
+    include_graph: Annotated[bool, Query(description="Also answer the graph itself.")] = False,
+) -> GraphPublic:
+    """One stored graph's summary (and the graph, when asked)."""
+    record = storage.get_graph(graph_id=graph_id, with_data=include_graph)
+    if record is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no graph with id {graph_id!r}")
+    graph = json.loads(gzip.decompress(record.data)) if include_graph and record.data else None
+    return to_public(record, graph)
+
+
+@router.delete("/{graph_id}", status_code=status.HTTP_204_NO_CONTENT, response_class=Response,
+               responses=ERRORS)
+def delete_graph(graph_id: str, graphs: GraphsDep) -> Response:
+    """Delete a stored graph (placements and jobs made from it keep their copies)."""
+    if not graphs.delete(graph_id):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no graph with id {graph_id!r}")
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,83 @@
+"""``/v1/jobs``: start, follow and cancel training jobs (each a `placer train` process)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query, Response, status
+from fastapi.concurrency import run_in_threadpool
+
+from service import placing
+from service.api.deps import GraphsDep, JobsDep, SettingsDep, StorageDep
+from service.api.routes.graphs import ERRORS, graph_for_request
+from service.jobs import JobRunner
+from service.models import JobCreate, JobProgress, JobPublic, JobsPublic, JobState
+from service.storage import JobRecord
+
+router = APIRouter(prefix="/jobs", tags=["jobs"])
+
+
+def to_public(record: JobRecord) -> JobPublic:
+    """A job as answered: its record plus what its process last wrote."""
+    progress = JobRunner.progress(record)
+    known = JobProgress.model_fields
+    return JobPublic(
+        id=record.id, graph_id=record.graph_id, graph_name=record.graph_name, cluster=record.cluster,
+        budget_seconds=record.budget_seconds, seed=record.seed, state=record.state, error=record.error,
+        attempts=record.attempts, created_at=record.created_at, updated_at=record.updated_at,
+        progress=_progress({k: v for k, v in progress.items() if k in known}) if progress else None,
+        result=JobRunner.result(record),
+    )
+
+
+def _progress(values: dict) -> JobProgress | None:
+    """Progress as the process wrote it; fields of the wrong type are dropped, not fatal."""
+    try:
+        return JobProgress.model_validate(values)
+    except ValueError:
+        return None
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=JobPublic, responses=ERRORS)
+async def create_job(body: JobCreate, settings: SettingsDep, graphs: GraphsDep, jobs: JobsDep) -> JobPublic:
+    """Start training a placement policy for a graph and cluster, within a time budget."""
+    graph = await run_in_threadpool(graph_for_request, graphs, settings, graph_id=body.graph_id, graph=body.graph)
+    cluster = placing.resolve_cluster(body.cluster if isinstance(body.cluster, str) else body.cluster.to_library())
+    record = await run_in_threadpool(jobs.submit, graph=graph, cluster=cluster, graph_id=body.graph_id,
+                                     budget_seconds=body.budget_seconds, seed=body.seed)
+    return to_public(record)
+
+
+@router.get("", response_model=JobsPublic)
+def list_jobs(
+    storage: StorageDep,
+    state: Annotated[JobState | None, Query(description="Only jobs in this state.")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0, le=2**62)] = 0,
+) -> JobsPublic:
+    """Jobs, oldest first."""
+    records = storage.list_jobs(limit=limit, offset=offset, states=(state,) if state else ())
+    return JobsPublic(data=[to_public(r) for r in records], count=len(records))
+
+
+@router.get("/{job_id}", response_model=JobPublic, responses=ERRORS)
+def get_job(job_id: str, storage: StorageDep) -> JobPublic:
+    """A job's state, progress (step, best step time, elapsed) and best placement so far."""
+    record = storage.get_job(job_id=job_id)
+    if record is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no job with id {job_id!r}")
+    return to_public(record)
+
+
+@router.delete("/{job_id}", response_model=JobPublic, responses=ERRORS)
+def cancel_job(job_id: str, jobs: JobsDep, response: Response) -> JobPublic:
+    """Cancel a job: a queued one at once, a running one after it checkpoints (state ``cancelling``).
+
+    A finished job is answered unchanged.
+    """
+    record = jobs.cancel(job_id)
+    if record is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no job with id {job_id!r}")
+    if record.state == "cancelling":
+        response.status_code = status.HTTP_202_ACCEPTED
+    return to_public(record)

@@ -1,0 +1,107 @@
+"""``/v1/placements``: place a graph with a heuristic, the best of them, or a training job."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Response, status
+from fastapi.concurrency import run_in_threadpool
+
+from placer.errors import PlacerError
+from placer.placement import Placement
+from service import placing
+from service.api.deps import GraphsDep, JobsDep, SettingsDep, StorageDep
+from service.api.routes.graphs import ERRORS, graph_for_request
+from service.graph_store import new_id
+from service.jobs import FINISHED, JobRunner
+from service.models import PlacementCreate, PlacementPublic
+from service.storage import JobRecord, PlacementRecord, Storage
+
+router = APIRouter(prefix="/placements", tags=["placements"])
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=PlacementPublic,
+             responses={**ERRORS, 202: {"model": PlacementPublic,
+                                        "description": "method rl: the job has no placement yet; follow job_id."}})
+async def create_placement(body: PlacementCreate, response: Response, settings: SettingsDep,
+                           storage: StorageDep, graphs: GraphsDep, jobs: JobsDep) -> PlacementPublic:
+    """Place a graph on a cluster; heuristics answer at once, ``rl`` after at most ``wait_seconds``."""
+    graph = await run_in_threadpool(graph_for_request, graphs, settings, graph_id=body.graph_id, graph=body.graph)
+    cluster_spec = body.cluster if isinstance(body.cluster, str) else body.cluster.to_library()
+    cluster = placing.resolve_cluster(cluster_spec)
+    steps: dict[str, float | None] | None = None
+    job: JobRecord | None = None
+    if body.method == placing.RL:
+        if body.options:
+            raise PlacerError("method 'rl' takes no options; give budget_seconds, seed and wait_seconds")
+        if body.objective != "step_time":
+            raise PlacerError(f"method 'rl' optimises step_time only, not {body.objective!r}")
+        job = await run_in_threadpool(jobs.submit, graph=graph, cluster=cluster, graph_id=body.graph_id,
+                                      budget_seconds=body.budget_seconds, seed=body.seed)
+        job = await _wait_for(storage, job, min(body.wait_seconds, settings.max_wait_seconds))
+        contract = JobRunner.result(job) or _empty(graph.name, cluster.name)
+    elif body.method == placing.BEST:
+        if body.options:
+            raise PlacerError("method 'best' runs every heuristic with its defaults and takes no options")
+        best, steps = await run_in_threadpool(placing.place_best, graph, cluster, objective=body.objective)
+        contract = best.to_dict()
+        contract["method"] = f"best:{best.method}"
+    else:
+        placement = await run_in_threadpool(placing.place_one, body.method, graph, cluster,
+                                            objective=body.objective, options=body.options)
+        if body.baselines:
+            steps = await run_in_threadpool(placing.baselines, graph, cluster, objective=body.objective,
+                                            skip=body.method, known=placement)
+        contract = placement.to_dict()
+    record = PlacementRecord(
+        id=new_id("p"), graph_id=body.graph_id, method=body.method, cluster=cluster.name,
+        step_time=contract.get("step_time"), created_at=time.time(),
+        body={**contract, "baselines": steps if body.baselines or body.method == placing.BEST else None},
+        job_id=job.id if job else None,
+    )
+    await run_in_threadpool(storage.add_placement, record=record)
+    if job is not None and not contract["devices"]:
+        response.status_code = status.HTTP_202_ACCEPTED
+    return _public(record, job)
+
+
+@router.get("/{placement_id}", response_model=PlacementPublic, responses=ERRORS)
+def get_placement(placement_id: str, storage: StorageDep) -> PlacementPublic:
+    """A placement made earlier; an ``rl`` placement shows its job's best placement so far."""
+    record = storage.get_placement(placement_id=placement_id)
+    if record is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no placement with id {placement_id!r}")
+    job = storage.get_job(job_id=record.job_id) if record.job_id else None
+    if job is not None:
+        latest = JobRunner.result(job)
+        if latest is not None:
+            record.body = {**latest, "baselines": record.body.get("baselines")}
+            record.step_time = latest.get("step_time")
+    return _public(record, job)
+
+
+async def _wait_for(storage: Storage, job: JobRecord, seconds: float) -> JobRecord:
+    """Poll a job until it finishes or `seconds` pass; the handler's thread stays free."""
+    deadline = time.monotonic() + seconds
+    while job.state not in FINISHED and time.monotonic() < deadline:
+        await asyncio.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
+        job = await run_in_threadpool(storage.get_job, job_id=job.id) or job
+    return job
+
+
+def _empty(graph: str, cluster: str) -> dict[str, Any]:
+    return Placement(graph=graph, cluster=cluster, method=placing.RL, devices={}).to_dict()
+
+
+def _public(record: PlacementRecord, job: JobRecord | None) -> PlacementPublic:
+    body = dict(record.body)
+    return PlacementPublic(
+        id=record.id, graph_id=record.graph_id, graph=body.get("graph", ""), cluster=record.cluster,
+        method=body.get("method", record.method), devices=body.get("devices", {}),
+        step_time=body.get("step_time"), peak_memory=body.get("peak_memory", {}), oom=bool(body.get("oom")),
+        objective=body.get("objective", "step_time"), lower_bound=body.get("lower_bound"),
+        meta=body.get("meta", {}), baselines=body.get("baselines"),
+        job_id=record.job_id, job_state=job.state if job else None, created_at=record.created_at,
+    )

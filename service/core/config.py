@@ -1,0 +1,97 @@
+"""Settings: every knob of the service in one typed object, read from ``PLACER_*``.
+
+Validators run when the settings are built (at start-up), so a bad value
+stops the service with one message instead of failing on the first request.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import sys
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+LOOPBACK = "127.0.0.1"
+
+
+class Settings(BaseSettings):
+    """Configuration of the service (environment variables ``PLACER_<FIELD>``)."""
+
+    model_config = SettingsConfigDict(env_prefix="PLACER_", extra="ignore")
+
+    data_dir: Path = Path("./data")
+    """Where the database, job folders and checkpoints live."""
+    database_url: str = ""
+    """Storage backend; empty means ``sqlite:///<data_dir>/placer.db``."""
+    api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Accepted bearer tokens (comma-separated in the environment); empty disables auth."""
+    host: str = ""
+    """Interface to bind; empty means loopback (``127.0.0.1``)."""
+    port: int = Field(8000, ge=0, le=65535)
+    """TCP port to listen on."""
+    max_upload_bytes: int = Field(64 * 2**20, gt=0)
+    """Largest request body accepted, as sent (413 beyond)."""
+    max_inflated_bytes: int = Field(512 * 2**20, gt=0)
+    """Largest graph once gunzipped (413 beyond): a small gzip bomb stays small."""
+    max_ops: int = Field(100_000, gt=0)
+    """Largest graph accepted, in ops (413 beyond)."""
+    max_running_jobs: int = Field(1, ge=1)
+    """Training processes run at once; further jobs wait in the queue."""
+    max_wait_seconds: float = Field(600.0, ge=0)
+    """Longest a ``method: rl`` placement request may wait for its job."""
+    job_poll_seconds: float = Field(0.5, gt=0)
+    """How often the job monitor reaps finished processes and starts queued jobs."""
+    job_stop_seconds: float = Field(20.0, gt=0)
+    """How long a job may take to checkpoint after SIGTERM before it is killed."""
+    train_command: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: [sys.executable, "-m", "placer.cli.main", "train"]
+    )
+    """Command that trains one job (space-separated in the environment); the
+    service appends ``GRAPH --cluster C --budget-seconds S --seed N --out DIR [--resume]``."""
+    graph_cache_size: int = Field(16, ge=0)
+    """Parsed graphs kept in memory (graphs are immutable, parsing a large one is slow)."""
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _split_keys(cls, v: object) -> object:
+        if isinstance(v, str):
+            return [k.strip() for k in v.split(",") if k.strip()]
+        return v
+
+    @field_validator("train_command", mode="before")
+    @classmethod
+    def _split_command(cls, v: object) -> object:
+        if isinstance(v, str):
+            return v.split()
+        return v
+
+    @model_validator(mode="after")
+    def _defaults(self) -> "Settings":
+        if not self.database_url:
+            self.database_url = f"sqlite:///{self.data_dir / 'placer.db'}"
+        if not self.host:
+            self.host = LOOPBACK
+        if not self.train_command:
+            raise ValueError("train_command must name a program")
+        return self
+
+    @property
+    def auth_enabled(self) -> bool:
+        return bool(self.api_keys)
+
+    @property
+    def loopback_only(self) -> bool:
+        """True when the bound interface is reachable from this machine only."""
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+    @property
+    def jobs_dir(self) -> Path:
+        return self.data_dir / "jobs"

@@ -1,0 +1,71 @@
+"""Stored graphs as `OpGraph`s: compress on the way in, cache parsed ones on the way out.
+
+Graphs are immutable once stored, so a parsed graph can be kept in memory
+and shared by requests; parsing and validating a 10k-op graph costs far
+more than the placement request that needs it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import secrets
+import threading
+import time
+from collections import OrderedDict
+
+from placer.graph import OpGraph
+from service.storage import GraphRecord, Storage
+
+
+def new_id(prefix: str) -> str:
+    """A random id such as ``g_1f2e3d4c5b6a7988`` (the letter says what it names)."""
+    return f"{prefix}_{secrets.token_hex(8)}"
+
+
+class GraphStore:
+    """Adds graphs to storage and loads them back, with an LRU of parsed graphs."""
+
+    def __init__(self, storage: Storage, cache_size: int = 16):
+        self.storage = storage
+        self.cache_size = cache_size
+        self._cache: OrderedDict[str, OpGraph] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def add(self, graph: OpGraph, *, source: str) -> GraphRecord:
+        """Store `graph` (as gzip JSON) and return its record."""
+        data = gzip.compress(json.dumps(graph.to_dict(), separators=(",", ":")).encode(), 6, mtime=0)
+        record = GraphRecord(
+            id=new_id("g"), name=graph.name, num_ops=len(graph), num_edges=graph.num_edges,
+            source=source, created_at=time.time(), size_bytes=len(data), data=data,
+        )
+        self.storage.add_graph(record=record)
+        self._remember(record.id, graph)
+        return record
+
+    def load(self, graph_id: str) -> OpGraph | None:
+        """The stored graph, or None when no graph has that id."""
+        with self._lock:
+            if graph_id in self._cache:
+                self._cache.move_to_end(graph_id)
+                return self._cache[graph_id]
+        record = self.storage.get_graph(graph_id=graph_id, with_data=True)
+        if record is None or record.data is None:
+            return None
+        graph = OpGraph.from_dict(json.loads(gzip.decompress(record.data)))
+        self._remember(graph_id, graph)
+        return graph
+
+    def delete(self, graph_id: str) -> bool:
+        with self._lock:
+            self._cache.pop(graph_id, None)
+        return self.storage.delete_graph(graph_id=graph_id)
+
+    def _remember(self, graph_id: str, graph: OpGraph) -> None:
+        if self.cache_size <= 0:
+            return
+        with self._lock:
+            self._cache[graph_id] = graph
+            self._cache.move_to_end(graph_id)
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)

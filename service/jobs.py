@@ -1,0 +1,320 @@
+"""Training jobs: each one a `placer train` subprocess, followed through its job folder.
+
+The service never trains in its own process. A job is a folder under
+``<data_dir>/jobs/<id>/`` holding its inputs (``graph.json.gz``,
+``cluster.json``), the process's ``train.log``, and what the process writes:
+``progress.json`` (atomically, every step) and ``best_placement.json``. The
+database holds the service's view of the job's state:
+
+    queued -> running -> done | failed | interrupted
+                      -> cancelling -> cancelled           (DELETE /v1/jobs/{id})
+    running --(service stops or crashes)--> queued again, resumed with --resume
+
+A monitor thread reaps finished processes and starts queued jobs, at most
+``max_running_jobs`` at once. On start-up, jobs a crash or restart left
+"running" are stopped if their process outlived the service, then queued to
+resume from their checkpoint; none is left "running".
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from placer.cluster import Cluster
+from placer.graph import OpGraph
+from placer.graph_io import save_graph, write_atomic
+from placer.placement import Placement
+from service.core.config import Settings
+from service.graph_store import new_id
+from service.storage import JobRecord, Storage
+
+log = logging.getLogger("placer.service")
+
+ACTIVE = ("queued", "running", "cancelling")
+FINISHED = ("done", "failed", "interrupted", "cancelled")
+MAX_STARTS = 5
+"""A job whose process has been started this often is failed rather than resumed again."""
+
+
+def read_json(path: Path) -> Any | None:
+    """A JSON file's content, or None when it is missing or not (yet) valid JSON."""
+    try:
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+
+
+class JobRunner:
+    """Starts, follows, cancels and recovers training processes.
+
+    Parameters
+    ----------
+    storage : where job records live.
+    settings : data directory, train command, concurrency and timing knobs.
+    """
+
+    def __init__(self, storage: Storage, settings: Settings):
+        self.storage = storage
+        self.settings = settings
+        self._procs: dict[str, subprocess.Popen] = {}
+        self._term_sent: dict[str, float] = {}
+        self._lock = threading.RLock()
+        self._wake = threading.Event()
+        self._halt = threading.Event()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    # -- life cycle ------------------------------------------------------
+    def start(self) -> None:
+        """Recover jobs a previous run left behind, then start the monitor thread."""
+        self.settings.jobs_dir.mkdir(parents=True, exist_ok=True)
+        self._recover()
+        self._thread = threading.Thread(target=self._loop, name="placer-jobs", daemon=True)
+        self._thread.start()
+        self.poll()
+
+    def stop(self) -> None:
+        """Stop the monitor; SIGTERM running jobs so they checkpoint, and queue them to resume."""
+        with self._lock:
+            self._stopping = True
+            for proc in self._procs.values():
+                _signal(proc, signal.SIGTERM)
+        self._halt.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        deadline = time.monotonic() + self.settings.job_stop_seconds
+        with self._lock:
+            for job_id, proc in list(self._procs.items()):
+                try:
+                    proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    log.warning("job %s did not stop within %.0f s of SIGTERM; killing it",
+                                job_id, self.settings.job_stop_seconds)
+                    proc.kill()
+                    proc.wait()
+                self._finish(job_id, proc)
+
+    # -- requests --------------------------------------------------------
+    def submit(self, *, graph: OpGraph, cluster: Cluster, graph_id: str | None,
+               budget_seconds: float, seed: int) -> JobRecord:
+        """Write the job's inputs, record it as queued, and start it if a slot is free."""
+        job_id = new_id("j")
+        job_dir = (self.settings.jobs_dir / job_id).resolve()
+        save_graph(graph, job_dir / "graph.json.gz")
+        write_atomic(job_dir / "cluster.json", json.dumps(cluster.to_dict()).encode())
+        now = time.time()
+        record = JobRecord(
+            id=job_id, graph_id=graph_id, graph_name=graph.name, cluster=cluster.name,
+            budget_seconds=float(budget_seconds), seed=int(seed), state="queued",
+            job_dir=str(job_dir), created_at=now, updated_at=now,
+        )
+        self.storage.add_job(record=record)
+        self.poll()
+        return self.storage.get_job(job_id=job_id) or record
+
+    def cancel(self, job_id: str) -> JobRecord | None:
+        """Cancel a queued or running job (SIGTERM: it checkpoints and exits); finished jobs stay as they are."""
+        with self._lock:
+            record = self.storage.get_job(job_id=job_id)
+            if record is None:
+                return None
+            if record.state == "queued":
+                return self.storage.update_job(job_id=job_id, state="cancelled", resume=False)
+            if record.state == "running":
+                proc = self._procs.get(job_id)
+                record = self.storage.update_job(job_id=job_id, state="cancelling")
+                if proc is not None:
+                    _signal(proc, signal.SIGTERM)
+                    self._term_sent[job_id] = time.monotonic()
+                self._wake.set()
+            return record
+
+    def running_count(self) -> int:
+        with self._lock:
+            return len(self._procs)
+
+    @staticmethod
+    def progress(record: JobRecord) -> dict[str, Any] | None:
+        """What the job's process last wrote to ``progress.json`` (None before its first write)."""
+        data = read_json(Path(record.job_dir) / "progress.json")
+        return data if isinstance(data, dict) else None
+
+    @staticmethod
+    def result(record: JobRecord) -> dict[str, Any] | None:
+        """The job's best placement so far, in the contract form (None until it has one)."""
+        data = read_json(Path(record.job_dir) / "best_placement.json")
+        if not isinstance(data, dict):
+            return None
+        try:
+            return Placement.from_dict(data).to_dict()
+        except Exception:  # a half-formed file is "no result yet", not an error
+            return None
+
+    # -- monitor ---------------------------------------------------------
+    def _loop(self) -> None:
+        while not self._halt.is_set():
+            try:
+                self.poll()
+            except Exception:  # the monitor must outlive any one bad job
+                log.exception("job monitor: poll failed")
+            self._wake.wait(self.settings.job_poll_seconds)
+            self._wake.clear()
+
+    def poll(self) -> None:
+        """Reap finished processes, kill ones that ignore SIGTERM, start queued jobs."""
+        with self._lock:
+            for job_id, proc in list(self._procs.items()):
+                if proc.poll() is not None:
+                    self._finish(job_id, proc)
+                elif job_id in self._term_sent and \
+                        time.monotonic() - self._term_sent[job_id] > self.settings.job_stop_seconds:
+                    proc.kill()
+            if self._stopping:
+                return
+            free = self.settings.max_running_jobs - len(self._procs)
+            if free > 0:
+                for record in self.storage.list_jobs(limit=free, offset=0, states=("queued",)):
+                    self._spawn(record)
+
+    def _command(self, record: JobRecord) -> list[str]:
+        job_dir = Path(record.job_dir)
+        cmd = [
+            *self.settings.train_command, str(job_dir / "graph.json.gz"),
+            "--cluster", str(job_dir / "cluster.json"),
+            "--budget-seconds", repr(record.budget_seconds), "--seed", str(record.seed),
+            "--out", str(job_dir),
+        ]
+        if record.resume and (job_dir / "progress.json").exists():
+            cmd.append("--resume")
+        return cmd
+
+    def _spawn(self, record: JobRecord) -> None:
+        if record.attempts >= MAX_STARTS:
+            self.storage.update_job(job_id=record.id, state="failed", resume=False,
+                                    error=f"gave up after {record.attempts} starts")
+            return
+        cmd = self._command(record)
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1"}
+        try:
+            with open(Path(record.job_dir) / "train.log", "ab") as logf:
+                logf.write(f"$ {' '.join(cmd)}\n".encode())
+                logf.flush()
+                # A new session: Ctrl-C on the service's terminal does not reach the job;
+                # the service's shutdown sends SIGTERM itself so the job checkpoints.
+                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                                        env=env, start_new_session=True)
+        except OSError as e:
+            self.storage.update_job(job_id=record.id, state="failed", resume=False,
+                                    error=f"cannot start the training process ({e})")
+            return
+        self._procs[record.id] = proc
+        self.storage.update_job(job_id=record.id, state="running", pid=proc.pid, error=None,
+                                attempts=record.attempts + 1)
+        log.info("job %s started (pid %d)%s", record.id, proc.pid, " resuming" if "--resume" in cmd else "")
+
+    def _finish(self, job_id: str, proc: subprocess.Popen) -> None:
+        """Record how a reaped process ended, from its exit code and last progress."""
+        self._procs.pop(job_id, None)
+        self._term_sent.pop(job_id, None)
+        record = self.storage.get_job(job_id=job_id)
+        if record is None:
+            return
+        code = proc.returncode
+        prog = self.progress(record) or {}
+        reported = prog.get("state")
+        if record.state == "cancelling":
+            changes: dict[str, Any] = dict(state="cancelled", resume=False, error=None)
+        elif reported == "done":
+            changes = dict(state="done", resume=False, error=None)
+        elif self._stopping:
+            changes = dict(state="interrupted", resume=True,
+                           error="the service stopped; the job resumes when it starts again")
+        elif reported == "interrupted":
+            changes = dict(state="interrupted", resume=False, error="stopped by a signal from outside the service")
+        else:
+            reason = prog.get("error") or _last_line(Path(record.job_dir) / "train.log")
+            changes = dict(state="failed", resume=False,
+                           error=f"training process exited with code {code}" + (f": {reason}" if reason else ""))
+        self.storage.update_job(job_id=job_id, pid=None, **changes)
+        log.info("job %s %s", job_id, changes["state"])
+
+    # -- recovery --------------------------------------------------------
+    def _recover(self) -> None:
+        """Settle jobs a previous run of the service left active; none stays "running"."""
+        for record in self.storage.list_jobs(limit=1_000_000, offset=0,
+                                             states=("running", "cancelling", "interrupted")):
+            if record.state == "interrupted" and not record.resume:
+                continue
+            if record.pid is not None and record.state != "interrupted":
+                _stop_orphan(record.pid, record.job_dir, self.settings.job_stop_seconds)
+            if record.state == "cancelling":
+                self.storage.update_job(job_id=record.id, state="cancelled", pid=None, resume=False)
+            else:
+                self.storage.update_job(job_id=record.id, state="queued", pid=None, resume=True,
+                                        error=None)
+                log.info("job %s was interrupted by a service restart; queued to resume", record.id)
+
+
+def _signal(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        proc.send_signal(sig)
+    except (ProcessLookupError, OSError):
+        pass
+
+
+def _is_job_process(pid: int, job_dir: str) -> bool:
+    """True if `pid` is alive and is the training process of `job_dir` (not a recycled pid)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return job_dir.encode() in cmdline
+
+
+def _stop_orphan(pid: int, job_dir: str, timeout: float) -> None:
+    """Stop a training process that outlived a crashed service (SIGTERM, then SIGKILL)."""
+    if not _is_job_process(pid, job_dir):
+        return
+    log.info("stopping training process %d left by a previous run (%s)", pid, job_dir)
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except OSError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _is_job_process(pid, job_dir) or _is_zombie(pid):
+            return
+        time.sleep(0.1)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] == "Z"
+
+
+def _last_line(path: Path, limit: int = 300) -> str:
+    """The last non-empty line of a log, shortened (the usual place a traceback names its error)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 8192))
+            lines = [l.strip() for l in f.read().decode(errors="replace").splitlines() if l.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:limit] if lines else ""

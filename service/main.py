@@ -1,0 +1,140 @@
+"""The app factory: `create_app(settings)` builds the FastAPI app.
+
+Long-lived objects (storage, graph store, job runner) are made in the
+lifespan and kept on ``app.state``; routes get them through
+`service.api.deps`. Errors are mapped here, once: a `PlacerError` (bad input
+the library caught) is a 422 naming the problem, an over-limit body a 413, and
+anything else a logged 500 (a bug, never expected from any input).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from placer import __version__
+from placer.errors import PlacerError
+from service.api.main import api_router
+from service.api.routes import health
+from service.core.config import Settings
+from service.graph_store import GraphStore
+from service.jobs import JobRunner
+from service.storage import open_storage
+from service.uploads import PayloadTooLarge
+
+log = logging.getLogger("placer.service")
+
+
+class SafeJSONResponse(JSONResponse):
+    """JSON where NaN and infinity become null (strict JSON has neither)."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(_finite(content), ensure_ascii=False, allow_nan=False,
+                          separators=(",", ":")).encode("utf-8")
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+class BodyLimitMiddleware:
+    """413 for any request body over `max_bytes`, announced or streamed, before it is buffered."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            await _too_large(self.max_bytes)(scope, receive, send)
+            return
+        received = 0
+
+        async def limited() -> dict:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise PayloadTooLarge(_too_large_text(self.max_bytes))
+            return message
+
+        await self.app(scope, limited, send)
+
+
+def _too_large_text(limit: int) -> str:
+    return f"request body is over {limit} bytes (max_upload_bytes)"
+
+
+def _too_large(limit: int) -> JSONResponse:
+    return JSONResponse({"detail": _too_large_text(limit)}, status_code=413)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the service.
+
+    Parameters
+    ----------
+    settings : configuration; by default read from ``PLACER_*`` environment variables.
+    """
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        storage = open_storage(settings.database_url)
+        jobs = JobRunner(storage, settings)
+        app.state.storage = storage
+        app.state.graphs = GraphStore(storage, settings.graph_cache_size)
+        app.state.jobs = jobs
+        jobs.start()
+        try:
+            yield
+        finally:
+            jobs.stop()
+            storage.close()
+
+    app = FastAPI(
+        title="placer",
+        version=__version__,
+        description="Learned device placement for TensorFlow graphs: upload a graph, get a device per op. "
+                    "Every placement is scored by the same step-time simulator.",
+        lifespan=lifespan,
+        default_response_class=SafeJSONResponse,
+    )
+    app.state.settings = settings
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_upload_bytes)
+    app.include_router(health.router)
+    app.include_router(api_router)
+
+    @app.exception_handler(PlacerError)
+    async def _placer_error(request: Request, exc: PlacerError) -> JSONResponse:
+        return SafeJSONResponse({"detail": str(exc)}, status_code=422)
+
+    @app.exception_handler(PayloadTooLarge)
+    async def _payload_too_large(request: Request, exc: PayloadTooLarge) -> JSONResponse:
+        return SafeJSONResponse({"detail": str(exc)}, status_code=413)
+
+    @app.exception_handler(Exception)
+    async def _bug(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("internal error on %s %s", request.method, request.url.path)
+        return SafeJSONResponse({"detail": f"internal error: {type(exc).__name__} (see the service log)"},
+                                status_code=500)
+
+    return app

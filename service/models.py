@@ -1,0 +1,235 @@
+"""Request and response schemas: one pydantic model per direction.
+
+``*Create`` models are what a client sends, ``*Public`` what the service
+answers. Graph and cluster specs mirror the library's JSON formats; the
+library (`OpGraph.from_dict`, `Cluster.from_dict`) still does the semantic
+checks (cycles, dangling inputs, sizes) and names the offending op.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+ID_PATTERN = r"^[a-z]_[0-9a-f]{16}$"
+
+
+# Error body of every 4xx/5xx answer.
+class ErrorPublic(BaseModel):
+    detail: str | list[Any] = Field(description="What was wrong, naming the field, op or id.")
+
+
+# One op of an inline graph (the graph file format).
+class OpSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    op: str
+    inputs: list[str] = Field(default_factory=list)
+    output_shapes: list[list[int]] = Field(default_factory=list)
+    output_bytes: float = 0.0
+    flops: float = 0.0
+    param_bytes: float = 0.0
+    cost: dict[str, float] = Field(default_factory=dict)
+    colocation: str | None = None
+    transfer_time: float | None = None
+
+
+# An inline graph in a placement or job request (the graph file format).
+class GraphSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    nodes: list[OpSpec]
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    def to_library(self) -> dict[str, Any]:
+        """The dict `OpGraph.from_dict` reads."""
+        return self.model_dump(exclude_none=True)
+
+
+# One device of an inline cluster spec.
+class DeviceSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    kind: str
+    peak_flops: float
+    memory_bandwidth: float
+    memory_bytes: float
+    op_overhead: float = 0.0
+
+
+# A link of an inline cluster spec (full duplex).
+class LinkSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    between: list[str] | None = Field(None, description="Two device names; absent for default_link.")
+    bandwidth: float
+    latency: float = 0.0
+
+
+# An inline cluster (the cluster file format).
+class ClusterSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    devices: list[DeviceSpec]
+    links: list[LinkSpec] = Field(default_factory=list)
+    default_link: LinkSpec | None = None
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    def to_library(self) -> dict[str, Any]:
+        """The dict `Cluster.from_dict` reads."""
+        return self.model_dump(exclude_none=True)
+
+
+# A stored graph, as listed and fetched.
+class GraphPublic(BaseModel):
+    id: str
+    name: str
+    num_ops: int
+    num_edges: int
+    source: str = Field(description="How it arrived: json, json+gzip, graphdef.")
+    size_bytes: int = Field(description="Stored size (gzip JSON).")
+    created_at: float
+    graph: dict[str, Any] | None = Field(None, description="The graph file form, when include_graph=true.")
+
+
+# A page of stored graphs.
+class GraphsPublic(BaseModel):
+    data: list[GraphPublic]
+    count: int
+
+
+# Ask for a placement of a stored or inline graph on a preset or inline cluster.
+class PlacementCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    graph_id: str | None = Field(None, description="A graph uploaded with POST /v1/graphs.")
+    graph: GraphSpec | None = Field(None, description="An inline graph instead of graph_id.")
+    cluster: str | ClusterSpec = Field("4gpu", description="A preset name (GET /v1/clusters) or an inline spec.")
+    method: str = Field("best", description="A placer (GET /v1/placers), 'best' (every heuristic, "
+                                            "fastest returned) or 'rl' (a training job).")
+    options: dict[str, Any] = Field(default_factory=dict, description="Keyword options of the method.")
+    objective: str = "step_time"
+    baselines: bool = Field(False, description="Also answer every heuristic's simulated step time.")
+    wait_seconds: float = Field(30.0, ge=0, description="method rl: how long to wait for the job.")
+    budget_seconds: float = Field(60.0, gt=0, le=7 * 86400, description="method rl: training budget.")
+    seed: int = Field(0, ge=0, lt=2**31, description="method rl: random seed.")
+
+    @model_validator(mode="after")
+    def _one_graph(self) -> "PlacementCreate":
+        if (self.graph_id is None) == (self.graph is None):
+            raise ValueError("give exactly one of 'graph_id' and 'graph'")
+        return self
+
+
+# A placement: the Placement contract plus where it came from.
+class PlacementPublic(BaseModel):
+    id: str
+    graph_id: str | None = None
+    graph: str
+    cluster: str
+    method: str
+    devices: dict[str, str] = Field(description="Device of every op; empty while an rl job has no result yet.")
+    step_time: float | None = Field(None, description="Simulated seconds per training step.")
+    peak_memory: dict[str, float] = Field(default_factory=dict)
+    oom: bool = False
+    objective: str = "step_time"
+    lower_bound: float | None = None
+    meta: dict[str, Any] = Field(default_factory=dict)
+    baselines: dict[str, float | None] | None = Field(
+        None, description="Simulated step time of every heuristic (null where one failed).")
+    job_id: str | None = None
+    job_state: str | None = None
+    created_at: float
+
+
+# Start a training job.
+class JobCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    graph_id: str | None = None
+    graph: GraphSpec | None = None
+    cluster: str | ClusterSpec = "4gpu"
+    budget_seconds: float = Field(60.0, gt=0, le=7 * 86400)
+    seed: int = Field(0, ge=0, lt=2**31)
+
+    @model_validator(mode="after")
+    def _one_graph(self) -> "JobCreate":
+        if (self.graph_id is None) == (self.graph is None):
+            raise ValueError("give exactly one of 'graph_id' and 'graph'")
+        return self
+
+
+# Progress of a training job, as its process last wrote it.
+class JobProgress(BaseModel):
+    step: int | None = None
+    samples: int | None = None
+    elapsed_seconds: float | None = None
+    budget_seconds: float | None = None
+    best_step_time: float | None = None
+    mean_reward: float | None = None
+    entropy: float | None = None
+
+
+JobState = Literal["queued", "running", "cancelling", "done", "interrupted", "failed", "cancelled"]
+
+
+# A training job.
+class JobPublic(BaseModel):
+    id: str
+    graph_id: str | None
+    graph_name: str
+    cluster: str
+    budget_seconds: float
+    seed: int
+    state: JobState
+    error: str | None = None
+    attempts: int = Field(description="Times its process was started (resumes after restarts count).")
+    created_at: float
+    updated_at: float
+    progress: JobProgress | None = None
+    result: dict[str, Any] | None = Field(None, description="Best placement so far (Placement contract).")
+
+
+# A page of jobs.
+class JobsPublic(BaseModel):
+    data: list[JobPublic]
+    count: int
+
+
+# A cluster preset.
+class ClusterPublic(BaseModel):
+    name: str
+    description: str
+    spec: dict[str, Any] = Field(description="The cluster file form.")
+
+
+# The list of presets.
+class ClustersPublic(BaseModel):
+    data: list[ClusterPublic]
+    parametric: list[str] = Field(description="Name patterns such as local:N (N from 1 to 64).")
+
+
+# A placement method.
+class PlacerPublic(BaseModel):
+    name: str
+    description: str
+    kind: Literal["heuristic", "learned", "meta"]
+    objectives: list[str] = Field(default_factory=list)
+
+
+# The list of methods.
+class PlacersPublic(BaseModel):
+    data: list[PlacerPublic]
+
+
+# Liveness answer.
+class HealthPublic(BaseModel):
+    status: Literal["ok"]
+    version: str
+    auth: bool
+    jobs_running: int

@@ -1,0 +1,254 @@
+"""Storage: graphs, placements and jobs behind one small interface.
+
+`open_storage(url)` picks the backend from the database URL. The embedded
+default is SQLite through the standard library: one file in the data
+directory, WAL journal, ``synchronous=FULL``, so a row the service answered
+for is on disk before the answer leaves and survives a crash or restart.
+Records are plain dataclasses; bodies (graphs, placements) are stored as
+bytes / JSON text and parsed by the caller.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import unquote, urlparse
+
+
+class StorageError(Exception):
+    """The database URL is unusable (unknown backend, unopenable file)."""
+
+
+@dataclass
+class GraphRecord:
+    """A stored graph; `data` is its gzip-compressed JSON file form."""
+
+    id: str
+    name: str
+    num_ops: int
+    num_edges: int
+    source: str
+    created_at: float
+    size_bytes: int = 0
+    data: bytes | None = field(default=None, repr=False)
+
+
+@dataclass
+class PlacementRecord:
+    """A stored placement answer; `body` is the Placement contract as a dict."""
+
+    id: str
+    graph_id: str | None
+    method: str
+    cluster: str
+    step_time: float | None
+    created_at: float
+    body: dict[str, Any]
+    job_id: str | None = None
+
+
+@dataclass
+class JobRecord:
+    """A training job. `state` is the service's view: queued, running, done,
+    interrupted, failed or cancelled. `resume` asks the next start to continue
+    from the job's checkpoint."""
+
+    id: str
+    graph_id: str | None
+    graph_name: str
+    cluster: str
+    budget_seconds: float
+    seed: int
+    state: str
+    job_dir: str
+    created_at: float
+    updated_at: float
+    pid: int | None = None
+    error: str | None = None
+    resume: bool = False
+    attempts: int = 0
+
+
+class Storage(Protocol):
+    """What the service needs from a database; every method is thread-safe."""
+
+    def add_graph(self, *, record: GraphRecord) -> None: ...
+    def get_graph(self, *, graph_id: str, with_data: bool = False) -> GraphRecord | None: ...
+    def list_graphs(self, *, limit: int, offset: int) -> list[GraphRecord]: ...
+    def delete_graph(self, *, graph_id: str) -> bool: ...
+    def add_placement(self, *, record: PlacementRecord) -> None: ...
+    def get_placement(self, *, placement_id: str) -> PlacementRecord | None: ...
+    def list_placements(self, *, limit: int, offset: int) -> list[PlacementRecord]: ...
+    def add_job(self, *, record: JobRecord) -> None: ...
+    def get_job(self, *, job_id: str) -> JobRecord | None: ...
+    def list_jobs(self, *, limit: int, offset: int, states: tuple[str, ...] = ()) -> list[JobRecord]: ...
+    def update_job(self, *, job_id: str, **changes: Any) -> JobRecord | None: ...
+    def close(self) -> None: ...
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS graphs (
+    id TEXT PRIMARY KEY, name TEXT NOT NULL, num_ops INTEGER NOT NULL, num_edges INTEGER NOT NULL,
+    source TEXT NOT NULL, created_at REAL NOT NULL, size_bytes INTEGER NOT NULL, data BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS placements (
+    id TEXT PRIMARY KEY, graph_id TEXT, method TEXT NOT NULL, cluster TEXT NOT NULL,
+    step_time REAL, created_at REAL NOT NULL, body TEXT NOT NULL, job_id TEXT
+);
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY, graph_id TEXT, graph_name TEXT NOT NULL, cluster TEXT NOT NULL,
+    budget_seconds REAL NOT NULL, seed INTEGER NOT NULL, state TEXT NOT NULL, job_dir TEXT NOT NULL,
+    created_at REAL NOT NULL, updated_at REAL NOT NULL, pid INTEGER, error TEXT,
+    resume INTEGER NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
+"""
+
+_GRAPH_META = "id, name, num_ops, num_edges, source, created_at, size_bytes"
+_JOB_FIELDS = [f.name for f in fields(JobRecord)]
+
+
+class SQLiteStorage:
+    """`Storage` in one SQLite file (or ``:memory:``).
+
+    One connection guarded by a lock: SQLite serialises writers anyway, and
+    the service's transactions are a single statement each. Several
+    processes may share the file (WAL, busy timeout).
+    """
+
+    def __init__(self, path: str):
+        self.path = path
+        if path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(path, check_same_thread=False, timeout=30.0, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.Error as e:
+            raise StorageError(f"cannot open SQLite database {path!r}: {e}") from None
+        self._lock = threading.Lock()
+
+    def _run(self, sql: str, params: tuple = ()) -> sqlite3.Cursor:
+        with self._lock:
+            return self._db.execute(sql, params)
+
+    def _rows(self, sql: str, params: tuple = ()) -> list[tuple]:
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
+
+    # -- graphs ----------------------------------------------------------
+    def add_graph(self, *, record: GraphRecord) -> None:
+        if record.data is None:
+            raise ValueError("a graph record needs its data")
+        self._run(
+            "INSERT INTO graphs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (record.id, record.name, record.num_ops, record.num_edges, record.source,
+             record.created_at, record.size_bytes, record.data),
+        )
+
+    def get_graph(self, *, graph_id: str, with_data: bool = False) -> GraphRecord | None:
+        cols = _GRAPH_META + (", data" if with_data else "")
+        rows = self._rows(f"SELECT {cols} FROM graphs WHERE id = ?", (graph_id,))
+        return GraphRecord(*rows[0]) if rows else None
+
+    def list_graphs(self, *, limit: int, offset: int) -> list[GraphRecord]:
+        rows = self._rows(
+            f"SELECT {_GRAPH_META} FROM graphs ORDER BY created_at, id LIMIT ? OFFSET ?", (limit, offset)
+        )
+        return [GraphRecord(*r) for r in rows]
+
+    def delete_graph(self, *, graph_id: str) -> bool:
+        return self._run("DELETE FROM graphs WHERE id = ?", (graph_id,)).rowcount > 0
+
+    # -- placements ------------------------------------------------------
+    def add_placement(self, *, record: PlacementRecord) -> None:
+        self._run(
+            "INSERT INTO placements VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (record.id, record.graph_id, record.method, record.cluster, record.step_time,
+             record.created_at, json.dumps(record.body), record.job_id),
+        )
+
+    def get_placement(self, *, placement_id: str) -> PlacementRecord | None:
+        rows = self._rows("SELECT * FROM placements WHERE id = ?", (placement_id,))
+        return _placement(rows[0]) if rows else None
+
+    def list_placements(self, *, limit: int, offset: int) -> list[PlacementRecord]:
+        rows = self._rows("SELECT * FROM placements ORDER BY created_at, id LIMIT ? OFFSET ?", (limit, offset))
+        return [_placement(r) for r in rows]
+
+    # -- jobs ------------------------------------------------------------
+    def add_job(self, *, record: JobRecord) -> None:
+        values = asdict(record)
+        values["resume"] = int(values["resume"])
+        marks = ", ".join("?" for _ in _JOB_FIELDS)
+        self._run(f"INSERT INTO jobs ({', '.join(_JOB_FIELDS)}) VALUES ({marks})",
+                  tuple(values[k] for k in _JOB_FIELDS))
+
+    def get_job(self, *, job_id: str) -> JobRecord | None:
+        rows = self._rows(f"SELECT {', '.join(_JOB_FIELDS)} FROM jobs WHERE id = ?", (job_id,))
+        return _job(rows[0]) if rows else None
+
+    def list_jobs(self, *, limit: int, offset: int, states: tuple[str, ...] = ()) -> list[JobRecord]:
+        where = f"WHERE state IN ({', '.join('?' for _ in states)})" if states else ""
+        rows = self._rows(
+            f"SELECT {', '.join(_JOB_FIELDS)} FROM jobs {where} ORDER BY created_at, id LIMIT ? OFFSET ?",
+            (*states, limit, offset),
+        )
+        return [_job(r) for r in rows]
+
+    def update_job(self, *, job_id: str, **changes: Any) -> JobRecord | None:
+        unknown = set(changes) - set(_JOB_FIELDS) - {"updated_at"}
+        if unknown or "id" in changes:
+            raise ValueError(f"cannot update job field(s) {sorted(unknown | ({'id'} & set(changes)))}")
+        changes.setdefault("updated_at", time.time())
+        if "resume" in changes:
+            changes["resume"] = int(changes["resume"])
+        sets = ", ".join(f"{k} = ?" for k in changes)
+        self._run(f"UPDATE jobs SET {sets} WHERE id = ?", (*changes.values(), job_id))
+        return self.get_job(job_id=job_id)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def _placement(row: tuple) -> PlacementRecord:
+    pid, graph_id, method, cluster, step_time, created_at, body, job_id = row
+    return PlacementRecord(pid, graph_id, method, cluster, step_time, created_at, json.loads(body), job_id)
+
+
+def _job(row: tuple) -> JobRecord:
+    rec = JobRecord(*row)
+    rec.resume = bool(rec.resume)
+    return rec
+
+
+def open_storage(url: str) -> Storage:
+    """The storage a database URL names.
+
+    Parameters
+    ----------
+    url : ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db`` or
+        ``sqlite:///:memory:``.
+
+    Raises
+    ------
+    StorageError
+        If the URL names a backend this build does not include.
+    """
+    parsed = urlparse(url)
+    if parsed.scheme == "sqlite":
+        path = unquote(parsed.path[1:] if parsed.path.startswith("/") else parsed.path)
+        if not path:
+            raise StorageError(f"database URL {url!r} names no file (use sqlite:///path/to/placer.db)")
+        return SQLiteStorage(path)
+    raise StorageError(
+        f"database URL {url!r}: backend {parsed.scheme or '(none)'!r} is not included; "
+        "this build stores in SQLite (sqlite:///path/to/placer.db)"
+    )
