@@ -185,15 +185,15 @@ def __getattr__(attr: str):
         from placer.importers import graphdef
 
         return getattr(graphdef, attr)
-    if attr in ("from_keras", "from_tf_function", "keras_application"):
-        from placer.importers import keras_step
+    if attr in ("from_keras", "from_tf_function", "keras_application", "keras_step", "application_model"):
+        from placer.importers import keras_models
 
-        return getattr(keras_step, attr)
+        return getattr(keras_models, attr)
     raise AttributeError(f"module 'placer.importers' has no attribute {attr!r}")
 
 
 __all__ = [
     "FORMATS", "Format", "register_format", "detect_format", "import_bytes", "import_file",
     "from_graphdef", "from_graphdef_bytes", "from_graphdef_text", "from_keras", "from_tf_function",
-    "keras_application",
+    "keras_application", "keras_step", "application_model",
 ]

@@ -16,6 +16,7 @@ to run the graph again with real variables.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from placer.errors import ModelImportError
@@ -135,34 +136,41 @@ def _spec(shape, dtype, batch_size: int, what: str):
     return tf.TensorSpec(dims, dtype)
 
 
-def from_keras(model, batch_size: int, optimizer=None, training: bool = True, *, loss=None,
-               target_specs: Sequence | None = None, name: str | None = None,
-               fold: Iterable[str] = DEFAULT_FOLD, meta: dict[str, Any] | None = None) -> OpGraph:
-    """One training step (or one forward pass) of a Keras model as an `OpGraph`.
+@dataclass
+class KerasStep:
+    """A Keras training step (or forward pass) ready to trace.
 
-    Parameters
+    Attributes
     ----------
-    model : a built Keras 3 model with fixed input shapes (batch dimension may be None).
-    batch_size : the batch dimension of every input.
-    optimizer : a Keras optimizer, its name, or None for SGD with momentum 0.9.
-    training : False imports a forward pass only (``model(x, training=False)``).
-    loss : a Keras loss name or ``loss(y_true, y_pred)``; default mean squared error.
-    target_specs : `tf.TensorSpec`s of the targets; default: like the model's outputs, float32.
-    name : the graph's name; default the model's name.
-    fold : op types folded into their consumers (see `from_graphdef`).
-    meta : extra facts for the graph's meta.
+    function : the `tf.function`.
+    signature : its fixed-shape `tf.TensorSpec`s, in argument order.
+    variable_paths : ``{id(variable handle): Keras variable path}``.
+    meta : facts about the model and the step, for the graph's meta.
+    """
 
-    Examples
-    --------
-    >>> import keras
-    >>> m = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])
-    >>> g = from_keras(m, batch_size=2)
-    >>> g.meta["training"], g.meta["batch_size"]
-    (True, 2)
+    function: Any
+    signature: list
+    variable_paths: dict[int, str]
+    meta: dict[str, Any]
+
+    def concrete_function(self):
+        """The traced concrete function (traced once, then cached by TensorFlow)."""
+        return self.function.get_concrete_function(*self.signature)
+
+    def graph_def(self):
+        """The step's GraphDef, with ``_output_shapes`` so it re-imports to the same OpGraph."""
+        return self.concrete_function().graph.as_graph_def(add_shapes=True)
+
+
+def keras_step(model, batch_size: int, optimizer=None, training: bool = True, *, loss=None,
+               target_specs: Sequence | None = None) -> KerasStep:
+    """Build (not yet trace) one training step or forward pass of a Keras model.
+
+    See `from_keras` for the parameters.
     """
     import tensorflow as tf
 
-    if not isinstance(batch_size, int) or batch_size < 1:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ModelImportError(f"batch size must be a positive integer, got {batch_size!r}")
     in_specs = [_spec(t.shape, t.dtype, batch_size, f"model input {k}") for k, t in enumerate(model.inputs)]
     out_specs = [_spec(t.shape, "float32", batch_size, f"model output {k}") for k, t in enumerate(model.outputs)]
@@ -182,17 +190,18 @@ def from_keras(model, batch_size: int, optimizer=None, training: bool = True, *,
     paths = {id(v.value.handle): v.path for v in model.variables}
 
     if not training:
+        @tf.function
         def forward(x):
             return model(x, training=False)
 
-        info.update(meta or {})
-        return from_tf_function(forward, [x_sig], name or model.name, fold=fold, variable_paths=paths, meta=info)
+        return KerasStep(forward, [x_sig], paths, info)
 
     opt = _optimizer(optimizer)
     loss_name, loss_fn = _loss(loss)
     opt.build(model.trainable_variables)
     paths.update({id(v.value.handle): v.path for v in opt.variables})
 
+    @tf.function
     def train_step(x, y):
         with tf.GradientTape() as tape:
             pred = model(x, training=True)
@@ -203,9 +212,45 @@ def from_keras(model, batch_size: int, optimizer=None, training: bool = True, *,
         return total
 
     info.update({"optimizer": type(opt).__name__, "loss": loss_name})
+    return KerasStep(train_step, [x_sig, y_sig], paths, info)
+
+
+def from_keras(model, batch_size: int, optimizer=None, training: bool = True, *, loss=None,
+               target_specs: Sequence | None = None, name: str | None = None,
+               fold: Iterable[str] = DEFAULT_FOLD, meta: dict[str, Any] | None = None) -> OpGraph:
+    """One training step (or one forward pass) of a Keras model as an `OpGraph`.
+
+    Parameters
+    ----------
+    model : a built Keras 3 model with fixed input shapes (batch dimension may be None).
+    batch_size : the batch dimension of every input.
+    optimizer : a Keras optimizer, its name, or None for SGD with momentum 0.9.
+    training : False imports a forward pass only (``model(x, training=False)``).
+    loss : a Keras loss name or ``loss(y_true, y_pred)``; default mean squared error.
+    target_specs : `tf.TensorSpec`s of the targets; default: like the model's outputs, float32.
+    name : the graph's name; default the model's name.
+    fold : op types folded into their consumers (see `from_graphdef`).
+    meta : extra facts for the graph's meta.
+
+    Raises
+    ------
+    ModelImportError
+        If the batch size is not a positive integer, the model's input shapes
+        are not fixed, or the optimizer or loss name is unknown.
+
+    Examples
+    --------
+    >>> import keras
+    >>> m = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])
+    >>> g = from_keras(m, batch_size=2)
+    >>> g.meta["training"], g.meta["batch_size"]
+    (True, 2)
+    """
+    step = keras_step(model, batch_size, optimizer, training, loss=loss, target_specs=target_specs)
+    info = dict(step.meta)
     info.update(meta or {})
-    return from_tf_function(train_step, [x_sig, y_sig], name or model.name, fold=fold,
-                            variable_paths=paths, meta=info)
+    return from_tf_function(step.concrete_function(), step.signature, name or model.name, fold=fold,
+                            variable_paths=step.variable_paths, meta=info)
 
 
 def _application_table() -> dict[str, Any]:
@@ -219,17 +264,15 @@ def _application_table() -> dict[str, Any]:
     return table
 
 
-def keras_application(app: str, batch_size: int, input_shape: Sequence[int] | None = None,
-                      classes: int = 1000, **options: Any) -> OpGraph:
-    """A `keras.applications` model by name (``resnet50``, ``inception_v3``...), untrained.
+def application_model(app: str, input_shape: Sequence[int] | None = None, classes: int = 1000):
+    """An untrained `keras.applications` model by name (``resnet50``, ``inception_v3``...).
 
-    Built with ``weights=None``, so nothing is downloaded. The training step
-    uses categorical cross-entropy on one-hot targets unless ``loss`` is given.
+    Built with ``weights=None``, so nothing is downloaded.
 
     Raises
     ------
     ModelImportError
-        If no Keras application has that name.
+        If no Keras application has that name, or it cannot take that input shape.
     """
     table = _application_table()
     key = app.replace("_", "").replace("-", "").lower()
@@ -240,10 +283,21 @@ def keras_application(app: str, batch_size: int, input_shape: Sequence[int] | No
     if input_shape is not None:
         kwargs["input_shape"] = tuple(input_shape)
     try:
-        model = ctor(**kwargs)
+        return ctor(**kwargs)
     except (ValueError, TypeError) as e:
         raise ModelImportError(f"cannot build keras.applications.{attr}: {str(e).splitlines()[0]}") from None
+
+
+def keras_application(app: str, batch_size: int, input_shape: Sequence[int] | None = None,
+                      classes: int = 1000, **options: Any) -> OpGraph:
+    """`from_keras` of `application_model(app, ...)`: a training step by default.
+
+    The step uses categorical cross-entropy on one-hot targets unless ``loss``
+    is given; other options go to `from_keras`.
+    """
+    model = application_model(app, input_shape, classes)
     options.setdefault("loss", "categorical_crossentropy")
-    meta = {"source": f"keras.applications.{attr} (weights=None)"}
+    meta = {"source": f"keras.applications.{_application_table()[app.replace('_', '').replace('-', '').lower()][0]}"
+                      " (weights=None)"}
     meta.update(options.pop("meta", None) or {})
     return from_keras(model, batch_size, name=options.pop("name", None) or app, meta=meta, **options)

@@ -1,0 +1,175 @@
+"""GraphDef files: round trip, folding, shapes, colocation, errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from placer.errors import ModelImportError
+from placer.importers import from_graphdef, from_tf_function, import_file, keras_step
+from tests.placer.importers.conftest import BATCH
+
+
+def _graph_dict(g):
+    return [op.to_dict() for op in g]
+
+
+@pytest.fixture(scope="module")
+def conv_step(conv_model):
+    return keras_step(conv_model, BATCH)
+
+
+@pytest.fixture(scope="module")
+def conv_step_graph(conv_step):
+    """The OpGraph of exactly the traced function whose GraphDef the tests write."""
+    return from_tf_function(conv_step.concrete_function(), conv_step.signature, "step",
+                            variable_paths=conv_step.variable_paths)
+
+
+class TestRoundTrip:
+    @pytest.mark.parametrize("as_text,suffix", [(False, "pb"), (True, "pbtxt")])
+    def test_written_by_tf_and_reread_is_the_same_graph(self, tmp_path, conv_step, conv_step_graph, as_text, suffix):
+        import tensorflow as tf
+
+        tf.io.write_graph(conv_step.graph_def(), str(tmp_path), f"step.{suffix}", as_text=as_text)
+        g = import_file(tmp_path / f"step.{suffix}")
+        assert g.name == "step"
+        assert _graph_dict(g) == _graph_dict(conv_step_graph)
+        for key in ("tf_node_count", "op_count", "folded", "total_flops", "variable_bytes", "colocation_groups",
+                    "inputs", "control_edges", "folded_const_bytes"):
+            assert g.meta[key] == conv_step_graph.meta[key], key
+
+    def test_format_detected_by_content_not_name(self, tmp_path, conv_step):
+        (tmp_path / "model.json").write_bytes(conv_step.graph_def().SerializeToString())
+        assert len(import_file(tmp_path / "model.json")) > 10
+
+    def test_without_folding_every_tf_node_is_an_op(self, conv_step):
+        gd = conv_step.graph_def()
+        g = from_graphdef(gd, "raw", fold=())
+        assert len(g) == len(gd.node) == g.meta["tf_node_count"]
+        assert g.meta["folded"] == {}
+        assert [op.name for op in g] == [n.name for n in gd.node]
+
+    def test_folded_constants_become_consumer_bytes(self, conv_step, conv_step_graph):
+        gd = conv_step.graph_def()
+        consts = {n.name for n in gd.node if n.op == "Const"}
+        assert consts and not consts & set(conv_step_graph.index)
+        assert conv_step_graph.meta["folded_const_bytes"] > 0
+
+
+def _placeholder_graph(shape):
+    """x: Placeholder(shape) -> MatMul with a [3, 2] constant -> Relu (TF1-style graph)."""
+    import tensorflow as tf
+
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, shape, name="x")
+        w = tf.constant([[1.0, 2.0]] * 3, name="w")
+        tf.nn.relu(tf.matmul(x, w, name="mm"), name="out")
+    return g.as_graph_def()
+
+
+class TestShapes:
+    def test_batch_fills_the_unknown_dimension(self):
+        g = from_graphdef(_placeholder_graph([None, 3]), "tiny", batch_size=7)
+        assert g["mm"].output_shapes == [[7, 2]]
+        assert g["mm"].flops == 2 * 7 * 3 * 2
+        assert g["mm"].param_bytes == 3 * 2 * 4  # the folded constant lives with its consumer
+        assert g.meta["inputs"] == [{"name": "x", "shape": [7, 3], "dtype": "float32"}]
+
+    def test_input_shapes_override(self):
+        g = from_graphdef(_placeholder_graph([None, 3]), "tiny", input_shapes={"x": [5, 3]})
+        assert g["out"].output_shapes == [[5, 2]]
+
+    def test_unknown_batch_is_one_clear_error(self):
+        with pytest.raises(ModelImportError, match=r"placeholder 'x' has unknown shape \[\?, 3\]; give batch_size"):
+            from_graphdef(_placeholder_graph([None, 3]), "tiny")
+
+    def test_unknown_rank_is_an_error_unless_allowed(self):
+        with pytest.raises(ModelImportError, match="unknown rank"):
+            from_graphdef(_placeholder_graph(None), "tiny")
+        g = from_graphdef(_placeholder_graph(None), "tiny", allow_unknown_shapes=True)
+        assert "mm" in g.meta["unknown_shape_ops"]
+
+    def test_shape_for_missing_node(self):
+        with pytest.raises(ModelImportError, match="'nope'"):
+            from_graphdef(_placeholder_graph([None, 3]), "tiny", input_shapes={"nope": [1]})
+
+
+class TestColocation:
+    def test_class_attribute_is_honoured(self):
+        import tensorflow as tf
+
+        gd = _placeholder_graph([2, 3])
+        out = next(n for n in gd.node if n.name == "out")
+        out.attr["_class"].list.s.append(b"loc:@mm")
+        g = from_graphdef(gd, "tiny")
+        assert g["out"].colocation == g["mm"].colocation is not None
+        assert g["x"].colocation is None
+        del tf
+
+    def test_tf1_variables(self):
+        import tensorflow as tf
+
+        g = tf.Graph()
+        with g.as_default():
+            x = tf.compat.v1.placeholder(tf.float32, [4, 3], name="x")
+            v = tf.compat.v1.get_variable("v", [3, 2], use_resource=True)
+            y = tf.matmul(x, v, name="mm")
+            tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(y))
+        og = from_graphdef(g.as_graph_def(), "tf1")
+        assert og["v"].param_bytes == 3 * 2 * 4
+        group = {op.name for op in og if op.colocation == "v"}
+        assert "v" in group and any(og[n].op == "ResourceApplyGradientDescent" for n in group)
+        apply = next(og[n] for n in group if og[n].op == "ResourceApplyGradientDescent")
+        assert apply.flops == 2 * 3 * 2
+
+
+class TestErrors:
+    def test_truncated_protobuf(self, tmp_path, conv_step):
+        raw = conv_step.graph_def().SerializeToString()
+        (tmp_path / "cut.pb").write_bytes(raw[: len(raw) // 2 + 3])
+        with pytest.raises(ModelImportError, match="cut.pb"):
+            import_file(tmp_path / "cut.pb")
+
+    def test_corrupt_protobuf(self, tmp_path):
+        (tmp_path / "bad.pb").write_bytes(b"\x0a\xff\xff\xff\xff\x0f garbage")
+        with pytest.raises(ModelImportError, match="corrupt or truncated"):
+            import_file(tmp_path / "bad.pb")
+
+    def test_not_a_model_file(self, tmp_path):
+        (tmp_path / "x.pb").write_bytes(b"\x89PNG\r\n\x1a\n")
+        with pytest.raises(ModelImportError, match="not a recognised model file"):
+            import_file(tmp_path / "x.pb")
+
+    def test_empty_and_missing(self, tmp_path):
+        (tmp_path / "e.pb").write_bytes(b"")
+        with pytest.raises(ModelImportError, match="empty file"):
+            import_file(tmp_path / "e.pb")
+        with pytest.raises(ModelImportError, match="no such file"):
+            import_file(tmp_path / "missing.pb")
+
+    def test_bad_text_graphdef(self, tmp_path):
+        (tmp_path / "g.pbtxt").write_text("node { name: 'a' op: 'Const' bogus_field: 3 }")
+        with pytest.raises(ModelImportError, match="not a valid text GraphDef"):
+            import_file(tmp_path / "g.pbtxt")
+
+    def test_unknown_op_type(self, tmp_path):
+        (tmp_path / "g.pbtxt").write_text('node { name: "a" op: "NoSuchOpAnywhere" }')
+        with pytest.raises(ModelImportError, match="NoSuchOpAnywhere"):
+            import_file(tmp_path / "g.pbtxt")
+
+    def test_dangling_input(self, tmp_path):
+        (tmp_path / "g.pbtxt").write_text('node { name: "a" op: "Identity" input: "ghost" attr { key: "T" value { type: DT_FLOAT } } }')
+        with pytest.raises(ModelImportError, match="ghost"):
+            import_file(tmp_path / "g.pbtxt")
+
+    def test_op_without_flop_rule_uses_fallback_and_is_counted(self):
+        import tensorflow as tf
+
+        g = tf.Graph()
+        with g.as_default():
+            x = tf.compat.v1.placeholder(tf.float32, [4, 5], name="x")
+            tf.math.cumsum(x, name="cs")
+        og = from_graphdef(g.as_graph_def(), "cs")
+        assert og["cs"].flops == 4 * 5
+        assert og.meta["flops_fallback"] == {"Cumsum": 1}
