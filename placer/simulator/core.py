@@ -121,7 +121,7 @@ class Simulator:
         start, finish = np.empty(n), np.empty(n)
         x_start, x_end = np.empty((n, D)), np.empty((n, D))
         step, busy, peak, moved = kernel.simulate_one(
-            place, self.times, self.rank, self.p_off, self.s_off, self.s_idx, self.out_bytes,
+            place, self.times, self.rank, self.p_off, self.p_idx, self.s_off, self.s_idx, self.out_bytes,
             self.xfer_time, self.bandwidth, self.latency, dev_params, start, finish, x_start, x_end,
         )
         return SimResult(
@@ -135,7 +135,7 @@ class Simulator:
         """Simulate K placements at once (``[K, num_ops]``); the reward loop of training."""
         places = self._check(np.atleast_2d(assignments))
         steps, busy, peaks, moved = kernel.simulate_batch(
-            places, self.times, self.rank, self.p_off, self.s_off, self.s_idx, self.out_bytes,
+            places, self.times, self.rank, self.p_off, self.p_idx, self.s_off, self.s_idx, self.out_bytes,
             self.xfer_time, self.bandwidth, self.latency, self.params,
         )
         return BatchResult(steps, busy, peaks, moved, (peaks > self.memory_bytes[None, :]).any(axis=1))

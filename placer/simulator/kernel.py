@@ -26,6 +26,7 @@ from numba import njit, prange
 
 KIND_FINISH = 0
 KIND_ARRIVE = 1
+KIND_SEND = 2
 
 
 @njit(cache=True, inline="always")
@@ -74,7 +75,7 @@ def _pop(ht, hk, hv, hw, base, size):
 
 
 @njit(cache=True)
-def simulate_one(place, times, rank, p_off, s_off, s_idx, out_bytes, xfer_time, bw, lat,
+def simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer_time, bw, lat,
                  dev_params, start, finish, x_start, x_end):
     """Simulate one placement; fills `start`, `finish`, `x_start`, `x_end`.
 
@@ -83,7 +84,7 @@ def simulate_one(place, times, rank, p_off, s_off, s_idx, out_bytes, xfer_time, 
     place : int64[n] device of each op.
     times : float64[n, D] compute seconds of each op on each device.
     rank : int64[n] topological rank (tie-breaker).
-    p_off : int64[n + 1] CSR offsets of distinct producers (only counts are used).
+    p_off, p_idx : CSR of distinct producers.
     s_off, s_idx : CSR of distinct consumers.
     out_bytes : float64[n]; xfer_time : float64[n], < 0 where the link model applies.
     bw, lat : float64[D, D] link bandwidth and latency.
@@ -94,6 +95,10 @@ def simulate_one(place, times, rank, p_off, s_off, s_idx, out_bytes, xfer_time, 
     Returns
     -------
     (step_time, busy[D], peak_memory[D], bytes_moved)
+
+    Memory is counted as the loop runs: a tensor copy is allocated when its
+    producer starts (or its transfer starts) and carries a count of the reads
+    and sends still owed to it; it is freed when that count reaches zero.
     """
     n = place.shape[0]
     D = times.shape[1]
@@ -111,8 +116,10 @@ def simulate_one(place, times, rank, p_off, s_off, s_idx, out_bytes, xfer_time, 
     rv = np.empty(n, dtype=np.int64)
     rw = np.empty(n, dtype=np.int64)
     rsize = np.zeros(D, dtype=np.int64)
-    # event heap: key (time, order) -> (op, kind * D + device)
-    cap = n * D + 1
+    # event heap: key (time, order) -> (op, kind * D + device). Orders: finishes
+    # [0, n), arrivals [n, n + nD), transfer starts after both, so that at one
+    # instant frees come before the allocations of starting transfers.
+    cap = 2 * n * D + 1
     et = np.empty(cap)
     ek = np.empty(cap, dtype=np.int64)
     ev = np.empty(cap, dtype=np.int64)
@@ -121,8 +128,13 @@ def simulate_one(place, times, rank, p_off, s_off, s_idx, out_bytes, xfer_time, 
     busy_flag = np.zeros(D, dtype=np.bool_)
     busy = np.zeros(D)
     link_free = np.zeros((D, D))
-    stamp = np.full(D, -1, dtype=np.int64)
+    refs = np.zeros((n, D), dtype=np.int64)  # reads and sends owed to the copy of op i on device d
+    cur = np.zeros(D)
+    peak = np.zeros(D)
     bytes_moved = 0.0
+    sends_now_v = np.empty(n * D, dtype=np.int64)
+    sends_now_d = np.empty(n * D, dtype=np.int64)
+    n_sends_now = 0
     for i in range(n):
         x_start[i, :] = -1.0
         x_end[i, :] = -1.0
@@ -133,9 +145,8 @@ def simulate_one(place, times, rank, p_off, s_off, s_idx, out_bytes, xfer_time, 
             rsize[d] = _push(rt, rk, rv, rw, base[d], rsize[d], 0.0, rank[i], i, 0)
 
     now = 0.0
-    done = 0
     while True:
-        # start an op on every idle device that has one ready
+        # start an op on every idle device that has one ready; its output is allocated now
         for d in range(D):
             if not busy_flag[d] and rsize[d] > 0:
                 v = rv[base[d]]
@@ -144,6 +155,9 @@ def simulate_one(place, times, rank, p_off, s_off, s_idx, out_bytes, xfer_time, 
                 finish[v] = now + times[v, d]
                 busy[d] += times[v, d]
                 busy_flag[d] = True
+                cur[d] += out_bytes[v]
+                if cur[d] > peak[d]:
+                    peak[d] = cur[d]
                 esize = _push(et, ek, ev, ew, 0, esize, finish[v], rank[v], v, KIND_FINISH * D + d)
         if esize == 0:
             break
@@ -156,107 +170,74 @@ def simulate_one(place, times, rank, p_off, s_off, s_idx, out_bytes, xfer_time, 
             esize = _pop(et, ek, ev, ew, 0, esize)
             if kind == KIND_FINISH:
                 busy_flag[d] = False
-                done += 1
+                for e in range(p_off[v], p_off[v + 1]):
+                    u = p_idx[e]
+                    refs[u, d] -= 1
+                    if refs[u, d] == 0:
+                        cur[d] -= out_bytes[u]
+                owed = 0
                 for e in range(s_off[v], s_off[v + 1]):
                     w = s_idx[e]
                     dw = place[w]
                     if dw == d:
+                        owed += 1
                         pending[w] -= 1
                         if pending[w] == 0:
                             rsize[d] = _push(rt, rk, rv, rw, base[d], rsize[d], now, rank[w], w, 0)
-                    elif stamp[dw] != v:
-                        stamp[dw] = v
+                        continue
+                    refs[v, dw] += 1
+                    if x_start[v, dw] < 0.0:
+                        owed += 1
                         dur = xfer_time[v] if xfer_time[v] >= 0.0 else lat[d, dw] + out_bytes[v] / bw[d, dw]
                         s = max(link_free[d, dw], now)
                         link_free[d, dw] = s + dur
                         x_start[v, dw] = s
                         x_end[v, dw] = s + dur
                         bytes_moved += out_bytes[v]
-                        esize = _push(et, ek, ev, ew, 0, esize, s + dur, n + rank[v] * D + dw, v,
-                                      KIND_ARRIVE * D + dw)
+                        order = n + rank[v] * D + dw
+                        esize = _push(et, ek, ev, ew, 0, esize, s + dur, order, v, KIND_ARRIVE * D + dw)
+                        if s == now:  # allocated after this instant's frees, without a heap round trip
+                            sends_now_v[n_sends_now] = v
+                            sends_now_d[n_sends_now] = dw
+                            n_sends_now += 1
+                        else:
+                            esize = _push(et, ek, ev, ew, 0, esize, s, order + n * D, v, KIND_SEND * D + dw)
+                refs[v, d] += owed
+                if refs[v, d] == 0:
+                    cur[d] -= out_bytes[v]
+            elif kind == KIND_SEND:
+                cur[d] += out_bytes[v]
+                if cur[d] > peak[d]:
+                    peak[d] = cur[d]
             else:
+                src = place[v]
+                refs[v, src] -= 1
+                if refs[v, src] == 0:
+                    cur[src] -= out_bytes[v]
                 for e in range(s_off[v], s_off[v + 1]):
                     w = s_idx[e]
                     if place[w] == d:
                         pending[w] -= 1
                         if pending[w] == 0:
                             rsize[d] = _push(rt, rk, rv, rw, base[d], rsize[d], now, rank[w], w, 0)
+        for k in range(n_sends_now):
+            d = sends_now_d[k]
+            cur[d] += out_bytes[sends_now_v[k]]
+            if cur[d] > peak[d]:
+                peak[d] = cur[d]
+        n_sends_now = 0
 
     step_time = 0.0
     for i in range(n):
         if finish[i] > step_time:
             step_time = finish[i]
-    peak = _peak_memory(place, s_off, s_idx, out_bytes, start, finish, x_start, x_end, D)
     for d in range(D):
         peak[d] += dev_params[d]
     return step_time, busy, peak, bytes_moved
 
 
-@njit(cache=True)
-def _peak_memory(place, s_off, s_idx, out_bytes, start, finish, x_start, x_end, D):
-    """Peak bytes of live tensors per device (weights excluded)."""
-    n = place.shape[0]
-    m = 0
-    for i in range(n):
-        m += 1
-        for d in range(D):
-            if x_start[i, d] >= 0.0:
-                m += 1
-    a_t = np.empty(m)
-    f_t = np.empty(m)
-    dev = np.empty(m, dtype=np.int64)
-    size = np.empty(m)
-    last = np.empty(D)
-    k = 0
-    for i in range(n):
-        d0 = place[i]
-        for d in range(D):
-            last[d] = -1.0
-        for e in range(s_off[i], s_off[i + 1]):
-            w = s_idx[e]
-            if finish[w] > last[place[w]]:
-                last[place[w]] = finish[w]
-        own_free = finish[i]
-        if last[d0] > own_free:
-            own_free = last[d0]
-        for d in range(D):
-            if x_end[i, d] > own_free:
-                own_free = x_end[i, d]
-        a_t[k], f_t[k], dev[k], size[k] = start[i], own_free, d0, out_bytes[i]
-        k += 1
-        for d in range(D):
-            if x_start[i, d] >= 0.0:
-                a_t[k], f_t[k], dev[k], size[k] = x_start[i, d], max(last[d], x_end[i, d]), d, out_bytes[i]
-                k += 1
-    ao = np.argsort(a_t, kind="mergesort")
-    # frees by time; at one instant, tensors that lived no time go last
-    zero = np.empty(m, dtype=np.int64)
-    for q in range(m):
-        zero[q] = 1 if f_t[q] == a_t[q] else 0
-    by_zero = np.argsort(zero, kind="mergesort")
-    fo = by_zero[np.argsort(f_t[by_zero], kind="mergesort")]
-    cur = np.zeros(D)
-    peak = np.zeros(D)
-    i = 0
-    j = 0
-    while i < m:
-        # frees at an instant go before allocations, except a zero-length
-        # tensor's own free, which must follow its allocation
-        q = fo[j]
-        if f_t[q] < a_t[ao[i]] or (f_t[q] == a_t[ao[i]] and f_t[q] > a_t[q]):
-            cur[dev[q]] -= size[q]
-            j += 1
-        else:
-            q = ao[i]
-            cur[dev[q]] += size[q]
-            if cur[dev[q]] > peak[dev[q]]:
-                peak[dev[q]] = cur[dev[q]]
-            i += 1
-    return peak
-
-
 @njit(cache=True, parallel=True)
-def simulate_batch(places, times, rank, p_off, s_off, s_idx, out_bytes, xfer_time, bw, lat, params):
+def simulate_batch(places, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer_time, bw, lat, params):
     """Simulate K placements (rows of `places`) in parallel; summaries only."""
     K, n = places.shape
     D = times.shape[1]
@@ -273,7 +254,7 @@ def simulate_batch(places, times, rank, p_off, s_off, s_idx, out_bytes, xfer_tim
         finish = np.empty(n)
         x_start = np.empty((n, D))
         x_end = np.empty((n, D))
-        s, b, p, mv = simulate_one(place, times, rank, p_off, s_off, s_idx, out_bytes, xfer_time,
+        s, b, p, mv = simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer_time,
                                    bw, lat, dev_params, start, finish, x_start, x_end)
         steps[k] = s
         busy[k] = b

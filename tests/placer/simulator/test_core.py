@@ -118,6 +118,21 @@ class TestMemory:
         assert res.peak_memory[A] == 64.0
         assert res.peak_memory[B] == 72.0
 
+    def test_zero_time_ops_still_run_one_after_another(self):
+        """Two zero-cost sources on one device: the first's output is gone before the second's exists."""
+        g = graph(op("a", cost=0, out=1000), op("b", cost=0, out=1000))
+        res = Simulator(g, two_device_cluster()).run(np.array([A, A]))
+        assert res.peak_memory[A] == 1000.0
+
+    def test_a_queued_transfer_allocates_when_it_starts(self):
+        """q2's copy on B exists from its send's start (3), after q1's copy was read and freed (3)."""
+        g = graph(op("p", cost=1), op("q1", ["p"], cost=1, out=1e9), op("q2", ["p"], cost=1, out=1e9),
+                  op("r1", ["q1"], cost=0.5), op("r2", ["q2"], cost=0.5))
+        # q1 1-2 send 2-3, q2 2-3 send 3-4: r1 3-3.5 frees q1's copy at 3.5; q2's copy lands from 3
+        res = Simulator(g, two_device_cluster(bandwidth=1e9)).run(np.array([A, A, A, B, B]))
+        assert res.peak_memory[B] == 2e9
+        assert res.peak_memory[A] == 2e9
+
     def test_over_memory_is_oom_and_still_timed(self):
         g = graph(op("a", params=600, cost=1), op("b", ["a"], params=600, cost=1))
         sim = Simulator(g, two_device_cluster(memory=1000))
