@@ -12,7 +12,7 @@ from __future__ import annotations
 import zlib
 from typing import Any, Literal
 
-from placer.errors import ModelImportError, PlacerError
+from placer.errors import PlacerError
 from placer.graph import OpGraph
 
 UploadFormat = Literal["auto", "json", "graphdef"]
@@ -69,7 +69,8 @@ def graph_from_upload(body: bytes, *, fmt: UploadFormat, name: str | None, conte
 
     Returns
     -------
-    (graph, source) : the graph and how it arrived (``json``, ``json+gzip``, ``graphdef``).
+    (graph, source) : the graph and how it arrived (``json``, ``json+gzip``, ``graphdef``,
+        ``graphdef-text``).
 
     Raises
     ------
@@ -84,7 +85,7 @@ def graph_from_upload(body: bytes, *, fmt: UploadFormat, name: str | None, conte
         fmt = "json" if is_json else "graphdef"
     if fmt == "json":
         return _graph_from_json(raw, name, max_ops), "json+gzip" if gzipped else "json"
-    return _graph_from_graphdef(raw, name or "graph", max_ops), "graphdef"
+    return _graph_from_graphdef(raw, name or "graph", max_ops)
 
 
 def _graph_from_json(raw: bytes, name: str | None, max_ops: int) -> OpGraph:
@@ -97,12 +98,12 @@ def _graph_from_json(raw: bytes, name: str | None, max_ops: int) -> OpGraph:
     return OpGraph.from_dict(data)
 
 
-def _graph_from_graphdef(raw: bytes, name: str, max_ops: int) -> OpGraph:
-    try:
-        from placer.importers import from_graphdef_bytes
-    except ImportError as e:
-        raise ModelImportError(f"upload: GraphDef import is not available in this build ({e})") from None
-    graph = from_graphdef_bytes(raw, name)
+def _graph_from_graphdef(raw: bytes, name: str, max_ops: int) -> tuple[OpGraph, str]:
+    """A binary or text GraphDef through the importer (TensorFlow loads here, on first use)."""
+    from placer import importers
+
+    text = importers.FORMATS["pbtxt"].sniff(raw, None)
+    graph = importers.import_bytes(raw, name, "pbtxt" if text else "graphdef")
     if len(graph) > max_ops:
         raise PayloadTooLarge(f"graph: has {len(graph)} ops; this service accepts at most {max_ops} (max_ops)")
-    return graph
+    return graph, "graphdef-text" if text else "graphdef"

@@ -1,0 +1,37 @@
+"""Routes /v1/clusters, /v1/placers and /healthz."""
+
+from __future__ import annotations
+
+from placer import presets
+from placer.placers import registry
+
+
+def test_clusters(client):
+    """Every preset with its spec; local:N is announced as a pattern."""
+    body = client.get("/v1/clusters").json()
+    assert [c["name"] for c in body["data"]] == [c.name for c in presets.all_presets()]
+    assert body["parametric"] == ["local:N"]
+    two = next(c for c in body["data"] if c["name"] == "2gpu")
+    assert len(two["spec"]["devices"]) == 3 and "V100" in two["description"]
+
+
+def test_placers(client):
+    """Every registered placer, plus best and rl."""
+    body = client.get("/v1/placers").json()
+    names = [p["name"] for p in body["data"]]
+    assert names[: len(registry.names())] == registry.names()
+    assert "best" in names and "rl" in names
+    assert {p["kind"] for p in body["data"]} <= {"heuristic", "learned", "meta"}
+
+
+def test_healthz(client):
+    assert client.get("/healthz").json() == {"status": "ok", "version": "0.1.0", "auth": False, "jobs_running": 0}
+
+
+def test_openapi_and_docs(client):
+    """The OpenAPI document lists every route; /docs serves the UI."""
+    paths = client.get("/openapi.json").json()["paths"]
+    for path in ("/v1/graphs", "/v1/graphs/{graph_id}", "/v1/placements", "/v1/placements/{placement_id}",
+                 "/v1/jobs", "/v1/jobs/{job_id}", "/v1/clusters", "/v1/placers", "/healthz"):
+        assert path in paths
+    assert client.get("/docs").status_code == 200

@@ -1,0 +1,162 @@
+"""Routes /v1/graphs: upload in each format, list, fetch, delete, and every upload error."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+from placer.synthetic import layered_graph
+from tests.service.conftest import gz, tiny_graph
+
+
+class TestUpload:
+    def test_json(self, client):
+        """A JSON graph is stored and summarised."""
+        r = client.post("/v1/graphs", json=tiny_graph())
+        assert r.status_code == 201
+        body = r.json()
+        assert body["name"] == "tiny" and body["num_ops"] == 3 and body["num_edges"] == 2
+        assert body["source"] == "json" and body["id"].startswith("g_")
+
+    def test_gzip_json(self, client):
+        """Gzip is recognised from the bytes, whatever the content type says."""
+        r = client.post("/v1/graphs", content=gz(tiny_graph()), headers={"content-type": "application/gzip"})
+        assert r.status_code == 201
+        assert r.json()["source"] == "json+gzip"
+
+    def test_name_overrides(self, client):
+        """?name= renames the uploaded graph."""
+        r = client.post("/v1/graphs?name=renamed", json=tiny_graph())
+        assert r.json()["name"] == "renamed"
+
+    def test_malformed_json(self, client):
+        """Broken JSON is a 422 that says where it broke."""
+        r = client.post("/v1/graphs", content=b'{"name": "x", "nodes": [', headers={"content-type": "application/json"})
+        assert r.status_code == 422
+        assert "not valid JSON" in r.json()["detail"]
+
+    def test_empty_body(self, client):
+        """No body is a 422, not a crash."""
+        r = client.post("/v1/graphs", content=b"")
+        assert r.status_code == 422
+        assert "empty" in r.json()["detail"]
+
+    def test_schema_violation_names_the_op(self, client):
+        """A negative size is refused, naming the op and the field."""
+        g = tiny_graph()
+        g["nodes"][1]["flops"] = -1
+        r = client.post("/v1/graphs", json=g)
+        assert r.status_code == 422
+        assert "'mm'" in r.json()["detail"] and "flops" in r.json()["detail"]
+
+    def test_cycle(self, client):
+        """A cycle is refused, naming an op on it."""
+        g = tiny_graph()
+        g["nodes"][0]["inputs"] = ["out"]
+        r = client.post("/v1/graphs", json=g)
+        assert r.status_code == 422
+        assert "cycle" in r.json()["detail"]
+
+    def test_dangling_input(self, client):
+        """An input naming no op is refused, naming both."""
+        g = tiny_graph()
+        g["nodes"][2]["inputs"] = ["ghost"]
+        r = client.post("/v1/graphs", json=g)
+        assert r.status_code == 422
+        assert "'ghost'" in r.json()["detail"]
+
+    def test_corrupt_gzip(self, client):
+        """Truncated gzip is a 422 naming gzip."""
+        r = client.post("/v1/graphs", content=gz(tiny_graph())[:20])
+        assert r.status_code == 422
+        assert "gzip" in r.json()["detail"]
+
+    def test_body_over_limit(self, make_client):
+        """A body over max_upload_bytes is a 413, announced or streamed."""
+        client = make_client(max_upload_bytes=1000)
+        r = client.post("/v1/graphs", content=b"{" + b" " * 2000 + b"}")
+        assert r.status_code == 413
+        assert "max_upload_bytes" in r.json()["detail"]
+
+        def chunks():
+            for _ in range(5):
+                yield b" " * 500
+
+        r = client.post("/v1/graphs", content=chunks())
+        assert r.status_code == 413
+
+    def test_gzip_bomb(self, make_client):
+        """Gzip that inflates past max_inflated_bytes is a 413 before it is all inflated."""
+        client = make_client(max_inflated_bytes=10_000)
+        bomb = gzip.compress(b"{" + b" " * 1_000_000 + b"}")
+        assert len(bomb) < 5000
+        r = client.post("/v1/graphs", content=bomb)
+        assert r.status_code == 413
+        assert "max_inflated_bytes" in r.json()["detail"]
+
+    def test_too_many_ops(self, make_client):
+        """A graph over max_ops is a 413 naming the limit."""
+        client = make_client(max_ops=50)
+        r = client.post("/v1/graphs", content=gz(layered_graph(51).to_dict()))
+        assert r.status_code == 413
+        assert "max_ops" in r.json()["detail"]
+
+    def test_bad_format_param(self, client):
+        """An unknown ?format= is a 422."""
+        r = client.post("/v1/graphs?format=onnx", json=tiny_graph())
+        assert r.status_code == 422
+
+    def test_graphdef_garbage(self, client):
+        """Bytes that are neither JSON nor a GraphDef are a 422 naming the problem."""
+        r = client.post("/v1/graphs?format=graphdef", content=b"\x00\xffnot a protobuf\x13",
+                        headers={"content-type": "application/octet-stream"})
+        assert r.status_code == 422
+        assert r.json()["detail"]
+
+
+class TestReadDelete:
+    def test_list_get_delete(self, client, graph_id):
+        """A stored graph is listed, fetched (with its body when asked) and deleted."""
+        listed = client.get("/v1/graphs").json()
+        assert [g["id"] for g in listed["data"]] == [graph_id] and listed["count"] == 1
+        got = client.get(f"/v1/graphs/{graph_id}").json()
+        assert got["num_ops"] == 3 and got["graph"] is None
+        full = client.get(f"/v1/graphs/{graph_id}?include_graph=true").json()
+        assert [n["name"] for n in full["graph"]["nodes"]] == ["x", "mm", "out"]
+        assert client.delete(f"/v1/graphs/{graph_id}").status_code == 204
+        assert client.get(f"/v1/graphs/{graph_id}").status_code == 404
+        assert client.delete(f"/v1/graphs/{graph_id}").status_code == 404
+
+    def test_paging(self, client):
+        """limit and offset page through graphs in upload order."""
+        ids = [client.post("/v1/graphs", json=tiny_graph(f"g{i}")).json()["id"] for i in range(3)]
+        page = client.get("/v1/graphs?limit=2&offset=1").json()
+        assert [g["id"] for g in page["data"]] == ids[1:]
+        assert client.get("/v1/graphs?limit=0").status_code == 422
+
+    def test_unknown_id(self, client):
+        """An unknown id is a 404 naming it."""
+        r = client.get("/v1/graphs/g_0000000000000000")
+        assert r.status_code == 404
+        assert "g_0000000000000000" in r.json()["detail"]
+
+
+class TestGraphDef:
+    def test_binary_and_text(self, client):
+        """A TensorFlow GraphDef, binary or text, goes through the importer."""
+        import tensorflow as tf
+        from google.protobuf import text_format
+
+        @tf.function
+        def step(x):
+            return tf.nn.relu(tf.matmul(x, tf.ones([4, 4])))
+
+        gd = step.get_concrete_function(tf.TensorSpec([2, 4], tf.float32)).graph.as_graph_def()
+        r = client.post("/v1/graphs?name=mlp", content=gd.SerializeToString(),
+                        headers={"content-type": "application/octet-stream"})
+        assert r.status_code == 201, r.text
+        assert r.json()["source"] == "graphdef" and r.json()["name"] == "mlp" and r.json()["num_ops"] >= 2
+        r = client.post("/v1/graphs?format=graphdef", content=text_format.MessageToString(gd).encode(),
+                        headers={"content-type": "text/plain"})
+        assert r.status_code == 201, r.text
+        assert r.json()["source"] == "graphdef-text"

@@ -1,0 +1,61 @@
+"""Routes /v1/jobs: start, follow, list, cancel (process management with the fake trainer)."""
+
+from __future__ import annotations
+
+from tests.service.conftest import tiny_graph, wait_for
+
+
+def _job(client, job_id):
+    return client.get(f"/v1/jobs/{job_id}").json()
+
+
+class TestJobs:
+    def test_start_follow_finish(self, client, graph_id):
+        """A job runs in its own process; GET shows progress, then the result when done."""
+        r = client.post("/v1/jobs", json={"graph_id": graph_id, "cluster": "2gpu", "budget_seconds": 0.5, "seed": 3})
+        assert r.status_code == 201, r.text
+        job = r.json()
+        assert job["state"] in ("queued", "running") and job["seed"] == 3 and job["graph_name"] == "tiny"
+        done = wait_for(lambda: (j := _job(client, job["id"]))["state"] == "done" and j)
+        assert done["progress"]["step"] >= 1 and done["progress"]["best_step_time"] > 0
+        assert done["progress"]["elapsed_seconds"] >= 0.5
+        assert set(done["result"]["devices"]) == {"x", "mm", "out"}
+        assert done["attempts"] == 1 and done["error"] is None
+
+    def test_inline_graph(self, client):
+        r = client.post("/v1/jobs", json={"graph": tiny_graph("inline"), "budget_seconds": 0.2})
+        assert r.status_code == 201 and r.json()["graph_id"] is None and r.json()["graph_name"] == "inline"
+
+    def test_cancel(self, client, graph_id):
+        """DELETE sends SIGTERM; the job checkpoints and ends cancelled."""
+        job = client.post("/v1/jobs", json={"graph_id": graph_id, "budget_seconds": 60}).json()
+        wait_for(lambda: (_job(client, job["id"])["progress"] or {}).get("step", 0) >= 1)
+        r = client.delete(f"/v1/jobs/{job['id']}")
+        assert r.status_code == 202 and r.json()["state"] == "cancelling"
+        wait_for(lambda: _job(client, job["id"])["state"] == "cancelled")
+        assert client.delete(f"/v1/jobs/{job['id']}").json()["state"] == "cancelled"
+
+    def test_queue_and_cancel_queued(self, client, graph_id):
+        """Over max_running_jobs a job waits queued; cancelling it never starts it."""
+        first = client.post("/v1/jobs", json={"graph_id": graph_id, "budget_seconds": 60}).json()
+        second = client.post("/v1/jobs", json={"graph_id": graph_id, "budget_seconds": 60}).json()
+        assert second["state"] == "queued"
+        assert client.delete(f"/v1/jobs/{second['id']}").json()["state"] == "cancelled"
+        assert [j["id"] for j in client.get("/v1/jobs?state=running").json()["data"]] == [first["id"]]
+        client.delete(f"/v1/jobs/{first['id']}")
+
+    def test_list(self, client, graph_id):
+        ids = [client.post("/v1/jobs", json={"graph_id": graph_id, "budget_seconds": 0.1}).json()["id"]
+               for _ in range(2)]
+        assert [j["id"] for j in client.get("/v1/jobs").json()["data"]] == ids
+
+    def test_errors(self, client, graph_id):
+        """Unknown ids are 404; bad budgets, clusters and states are 422."""
+        assert client.get("/v1/jobs/j_nope").status_code == 404
+        assert client.delete("/v1/jobs/j_nope").status_code == 404
+        assert client.post("/v1/jobs", json={"graph_id": "g_nope"}).status_code == 404
+        assert client.post("/v1/jobs", json={"graph_id": graph_id, "budget_seconds": 0}).status_code == 422
+        assert client.post("/v1/jobs", json={"graph_id": graph_id, "seed": -1}).status_code == 422
+        r = client.post("/v1/jobs", json={"graph_id": graph_id, "cluster": "nope"})
+        assert r.status_code == 422 and "nope" in r.json()["detail"]
+        assert client.get("/v1/jobs?state=sleeping").status_code == 422

@@ -1,0 +1,154 @@
+"""Routes /v1/placements: each method kind, baselines, and every request error."""
+
+from __future__ import annotations
+
+import pytest
+
+from placer.placers import registry
+from tests.service.conftest import tiny_graph, wait_for
+
+
+@pytest.fixture
+def heuristic() -> str:
+    """Any registered heuristic (the service is written against the registry, not names)."""
+    names = registry.names(heuristic_only=True)
+    if not names:
+        pytest.skip("no heuristic placer registered")
+    return names[0]
+
+
+class TestHeuristic:
+    def test_stored_graph(self, client, graph_id, heuristic):
+        """A heuristic places every op on a device of the cluster, scored by the simulator."""
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": "2gpu", "method": heuristic})
+        assert r.status_code == 201, r.text
+        p = r.json()
+        assert p["method"] == heuristic and p["graph_id"] == graph_id and p["cluster"] == "2gpu"
+        assert set(p["devices"]) == {"x", "mm", "out"}
+        assert set(p["devices"].values()) <= {"/device:CPU:0", "/device:GPU:0", "/device:GPU:1"}
+        assert p["step_time"] > 0 and p["oom"] is False and p["baselines"] is None
+        assert client.get(f"/v1/placements/{p['id']}").json() == p
+
+    def test_inline_graph_and_cluster(self, client, heuristic):
+        """An inline graph on an inline cluster spec."""
+        cluster = {"name": "two", "default_link": {"bandwidth": 1e10, "latency": 1e-5}, "devices": [
+            {"name": "a", "kind": "cpu", "peak_flops": 1e12, "memory_bandwidth": 1e11, "memory_bytes": 1e10},
+            {"name": "b", "kind": "gpu", "peak_flops": 1e13, "memory_bandwidth": 9e11, "memory_bytes": 1e10}]}
+        r = client.post("/v1/placements", json={"graph": tiny_graph(), "cluster": cluster, "method": heuristic})
+        assert r.status_code == 201, r.text
+        assert r.json()["cluster"] == "two" and set(r.json()["devices"].values()) <= {"a", "b"}
+
+    def test_baselines(self, client, graph_id, heuristic):
+        """baselines=true answers every heuristic's simulated step time."""
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": "4gpu", "method": heuristic,
+                                                "baselines": True})
+        base = r.json()["baselines"]
+        assert set(base) == set(registry.names(heuristic_only=True))
+        assert base[heuristic] == r.json()["step_time"]
+
+    def test_best(self, client, graph_id, heuristic):
+        """best answers the fastest heuristic's placement, with all their step times."""
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": "4gpu", "method": "best"})
+        assert r.status_code == 201, r.text
+        p = r.json()
+        times = [t for t in p["baselines"].values() if t is not None]
+        assert p["step_time"] == min(times)
+        assert p["method"].startswith("best:")
+
+
+class TestErrors:
+    def test_unknown_graph_id(self, client):
+        r = client.post("/v1/placements", json={"graph_id": "g_nope", "method": "best"})
+        assert r.status_code == 404 and "g_nope" in r.json()["detail"]
+
+    def test_unknown_cluster(self, client, graph_id):
+        """An unknown preset is a 422 listing the presets."""
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": "99tpu"})
+        assert r.status_code == 422 and "99tpu" in r.json()["detail"] and "2gpu" in r.json()["detail"]
+
+    def test_cluster_never_a_file(self, client, graph_id, tmp_path):
+        """A cluster name is never read as a path on the server."""
+        path = tmp_path / "c.json"
+        path.write_text("{}")
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": str(path)})
+        assert r.status_code == 422
+
+    def test_bad_inline_cluster(self, client, graph_id):
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": {
+            "name": "c", "devices": [{"name": "d", "kind": "gpu", "peak_flops": -1, "memory_bandwidth": 1,
+                                      "memory_bytes": 1}]}})
+        assert r.status_code == 422 and "peak_flops" in r.json()["detail"]
+
+    def test_unknown_method(self, client, graph_id):
+        """An unknown method is a 422 listing the methods."""
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "method": "oracle"})
+        assert r.status_code == 422 and "oracle" in r.json()["detail"]
+
+    def test_unknown_option(self, client, graph_id, heuristic):
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "method": heuristic,
+                                                "options": {"no_such_knob": 1}})
+        assert r.status_code == 422 and "no_such_knob" in r.json()["detail"]
+
+    def test_options_with_best(self, client, graph_id):
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "method": "best", "options": {"k": 1}})
+        assert r.status_code == 422
+
+    def test_unknown_objective(self, client, graph_id, heuristic):
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "method": heuristic, "objective": "joy"})
+        assert r.status_code == 422 and "joy" in r.json()["detail"]
+
+    def test_both_or_neither_graph(self, client, graph_id):
+        """Exactly one of graph_id and graph."""
+        assert client.post("/v1/placements", json={"method": "best"}).status_code == 422
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "graph": tiny_graph()})
+        assert r.status_code == 422
+
+    def test_inline_cycle(self, client):
+        g = tiny_graph()
+        g["nodes"][0]["inputs"] = ["out"]
+        r = client.post("/v1/placements", json={"graph": g})
+        assert r.status_code == 422 and "cycle" in r.json()["detail"]
+
+    def test_inline_unknown_field(self, client):
+        g = tiny_graph()
+        g["nodes"][0]["colour"] = "red"
+        assert client.post("/v1/placements", json={"graph": g}).status_code == 422
+
+    def test_inline_too_many_ops(self, make_client):
+        client = make_client(max_ops=2)
+        r = client.post("/v1/placements", json={"graph": tiny_graph()})
+        assert r.status_code == 413 and "max_ops" in r.json()["detail"]
+
+    def test_malformed_body(self, client):
+        r = client.post("/v1/placements", content=b"{not json", headers={"content-type": "application/json"})
+        assert r.status_code == 422
+
+    def test_unknown_placement(self, client):
+        assert client.get("/v1/placements/p_nope").status_code == 404
+
+
+class TestRL:
+    def test_waits_then_answers_best_so_far(self, client, graph_id):
+        """method rl starts a job, waits, and answers its best placement and the job id."""
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": "2gpu", "method": "rl",
+                                                "budget_seconds": 0.5, "wait_seconds": 15})
+        assert r.status_code == 201, r.text
+        p = r.json()
+        assert p["job_id"].startswith("j_") and p["job_state"] == "done"
+        assert set(p["devices"]) == {"x", "mm", "out"}
+        job = client.get(f"/v1/jobs/{p['job_id']}").json()
+        assert job["result"]["devices"] == p["devices"]
+
+    def test_no_wait_answers_202_and_follows_the_job(self, client, graph_id):
+        """With wait_seconds=0 the answer may come before any placement; GET follows the job."""
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "method": "rl", "budget_seconds": 0.5,
+                                                "wait_seconds": 0})
+        assert r.status_code in (201, 202)
+        pid, job_id = r.json()["id"], r.json()["job_id"]
+        wait_for(lambda: client.get(f"/v1/jobs/{job_id}").json()["state"] == "done")
+        again = client.get(f"/v1/placements/{pid}").json()
+        assert again["job_state"] == "done" and set(again["devices"]) == {"x", "mm", "out"}
+
+    def test_rl_refuses_options(self, client, graph_id):
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "method": "rl", "options": {"lr": 1}})
+        assert r.status_code == 422

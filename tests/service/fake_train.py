@@ -1,0 +1,86 @@
+"""A stand-in for `placer train`, used ONLY to test the service's process management.
+
+It follows the `placer train` contract (arguments, ``progress.json`` written
+atomically every step, ``best_placement.json``, checkpoint and clean exit on
+SIGTERM, ``--resume``) without learning anything: its "placement" puts every
+op on the cluster's first device. Standard library only, so it starts fast.
+
+Knobs (environment): ``FAKE_TRAIN_FAIL=1`` exits with an error after one step;
+``FAKE_TRAIN_IGNORE_TERM=1`` ignores SIGTERM (to test the kill after a timeout).
+"""
+
+import argparse
+import gzip
+import json
+import os
+import signal
+import sys
+import time
+
+
+def write_atomic(path, obj):
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f)
+    os.replace(tmp, path)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("graph")
+    p.add_argument("--cluster", required=True)
+    p.add_argument("--budget-seconds", type=float, required=True)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True)
+    p.add_argument("--resume", action="store_true")
+    a = p.parse_args()
+    with gzip.open(a.graph) as f:
+        graph = json.load(f)
+    with open(a.cluster) as f:
+        cluster = json.load(f)
+    progress_path = os.path.join(a.out, "progress.json")
+    step, elapsed0 = 0, 0.0
+    if a.resume:
+        with open(progress_path) as f:
+            old = json.load(f)
+        step, elapsed0 = old["step"], old["elapsed_seconds"]
+    with open(os.path.join(a.out, "starts.log"), "a") as f:
+        f.write(f"{'resume' if a.resume else 'start'} {step}\n")
+    stop = {"now": False}
+    if os.environ.get("FAKE_TRAIN_IGNORE_TERM"):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    else:
+        signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    device = cluster["devices"][0]["name"]
+    t0 = time.monotonic()
+
+    def progress(state, error=None):
+        write_atomic(progress_path, {
+            "state": state, "step": step, "samples": step * 4, "elapsed_seconds": elapsed0 + time.monotonic() - t0,
+            "budget_seconds": a.budget_seconds, "best_step_time": 1.0 / (step + 1), "mean_reward": -1.0,
+            "entropy": 0.5, "error": error,
+        })
+
+    while True:
+        step += 1
+        write_atomic(os.path.join(a.out, "best_placement.json"), {
+            "graph": graph["name"], "cluster": cluster["name"], "method": "rl",
+            "devices": {n["name"]: device for n in graph["nodes"]}, "step_time": 1.0 / (step + 1),
+            "peak_memory": {}, "oom": False,
+        })
+        if os.environ.get("FAKE_TRAIN_FAIL"):
+            progress("failed", "fake failure for the test")
+            print("fake failure for the test", file=sys.stderr)
+            return 2
+        if stop["now"]:
+            progress("interrupted")
+            return 0
+        if elapsed0 + time.monotonic() - t0 >= a.budget_seconds:
+            progress("done")
+            return 0
+        progress("running")
+        time.sleep(0.05)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

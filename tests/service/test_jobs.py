@@ -1,0 +1,144 @@
+"""JobRunner process management, with the fake trainer (tests/service/fake_train.py).
+
+These test the service's side of the `placer train` contract only: spawning,
+reaping, SIGTERM and kill, failure reasons, and recovery after a restart or crash.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from placer import presets
+from placer.graph import OpGraph
+from service.jobs import JobRunner
+from service.storage import open_storage
+from tests.service.conftest import tiny_graph, wait_for
+
+
+@pytest.fixture
+def storage(settings):
+    s = open_storage(settings.database_url)
+    yield s
+    s.close()
+
+
+def _runner(storage, settings, **overrides):
+    runner = JobRunner(storage, settings.model_copy(update=overrides) if overrides else settings)
+    runner.start()
+    return runner
+
+
+def _submit(runner, budget=60.0):
+    return runner.submit(graph=OpGraph.from_dict(tiny_graph()), cluster=presets.get("2gpu"), graph_id=None,
+                         budget_seconds=budget, seed=0)
+
+
+def _state(storage, job_id):
+    return storage.get_job(job_id=job_id).state
+
+
+def _starts(record):
+    return (Path(record.job_dir) / "starts.log").read_text().split()
+
+
+class TestRunner:
+    def test_inputs_and_command(self, storage, settings):
+        """The job folder holds the graph, the cluster and the log; the command follows the contract."""
+        runner = _runner(storage, settings)
+        rec = _submit(runner, budget=0.2)
+        job_dir = Path(rec.job_dir)
+        assert (job_dir / "graph.json.gz").exists()
+        assert json.loads((job_dir / "cluster.json").read_text())["name"] == "2gpu"
+        wait_for(lambda: _state(storage, rec.id) == "done")
+        log = (job_dir / "train.log").read_text()
+        assert f"--cluster {job_dir}/cluster.json --budget-seconds 0.2 --seed 0 --out {job_dir}" in log
+        runner.stop()
+
+    def test_failure_reason(self, storage, settings, monkeypatch):
+        """A crashing trainer leaves the job failed with its own error message."""
+        monkeypatch.setenv("FAKE_TRAIN_FAIL", "1")
+        runner = _runner(storage, settings)
+        rec = _submit(runner)
+        wait_for(lambda: _state(storage, rec.id) == "failed")
+        err = storage.get_job(job_id=rec.id).error
+        assert "exited with code 2" in err and "fake failure for the test" in err
+        runner.stop()
+
+    def test_missing_program(self, storage, settings):
+        """A train command that cannot start fails the job with the reason."""
+        runner = _runner(storage, settings, train_command=["/nonexistent/placer-train"])
+        rec = _submit(runner)
+        job = storage.get_job(job_id=rec.id)
+        assert job.state == "failed" and "cannot start" in job.error
+        runner.stop()
+
+    def test_kill_after_stop_timeout(self, storage, settings, monkeypatch):
+        """A trainer that ignores SIGTERM is killed after job_stop_seconds."""
+        monkeypatch.setenv("FAKE_TRAIN_IGNORE_TERM", "1")
+        runner = _runner(storage, settings, job_stop_seconds=0.5)
+        rec = _submit(runner)
+        wait_for(lambda: Path(rec.job_dir, "progress.json").exists())
+        runner.cancel(rec.id)
+        wait_for(lambda: _state(storage, rec.id) == "cancelled", timeout=10)
+        runner.stop()
+
+    def test_stop_then_resume(self, storage, settings):
+        """A service stop interrupts running jobs; the next start resumes them with --resume."""
+        runner = _runner(storage, settings)
+        rec = _submit(runner, budget=1.5)
+        wait_for(lambda: (JobRunner.progress(rec) or {}).get("step", 0) >= 2)
+        runner.stop()
+        stopped = storage.get_job(job_id=rec.id)
+        assert stopped.state == "interrupted" and stopped.resume and "resumes" in stopped.error
+        step_at_stop = JobRunner.progress(rec)["step"]
+        runner = _runner(storage, settings)
+        wait_for(lambda: _state(storage, rec.id) == "done")
+        assert _starts(rec)[:2] == ["start", "0"] and _starts(rec)[2] == "resume"
+        assert int(_starts(rec)[3]) == step_at_stop
+        assert storage.get_job(job_id=rec.id).attempts == 2
+        runner.stop()
+
+    def test_crash_recovery(self, storage, settings):
+        """After a crash (job left "running", its process still alive) the orphan is stopped and resumed."""
+        runner = _runner(storage, settings)
+        rec = _submit(runner, budget=2.0)
+        wait_for(lambda: (JobRunner.progress(rec) or {}).get("step", 0) >= 1)
+        orphan = runner._procs.pop(rec.id)  # forget it, as a crashed service would
+        runner._halt.set()
+        assert _state(storage, rec.id) == "running"
+        runner = _runner(storage, settings)
+        assert orphan.wait(timeout=5) == 0  # stopped by SIGTERM, after checkpointing
+        wait_for(lambda: _state(storage, rec.id) == "done")
+        assert "resume" in _starts(rec)
+        runner.stop()
+
+    def test_dead_orphan_is_resumed(self, storage, settings):
+        """A job left "running" whose process is gone is resumed, never left running."""
+        runner = _runner(storage, settings)
+        rec = _submit(runner, budget=1.0)
+        wait_for(lambda: (JobRunner.progress(rec) or {}).get("step", 0) >= 1)
+        proc = runner._procs.pop(rec.id)
+        runner._halt.set()
+        proc.kill()
+        proc.wait()
+        runner = _runner(storage, settings)
+        wait_for(lambda: _state(storage, rec.id) == "done")
+        runner.stop()
+
+    def test_gives_up_after_max_starts(self, storage, settings):
+        """A job that keeps being interrupted is failed after MAX_STARTS starts, with the reason."""
+        runner = _runner(storage, settings)
+        rec = _submit(runner)
+        runner.stop()
+        storage.update_job(job_id=rec.id, attempts=5, state="interrupted", resume=True)
+        runner = _runner(storage, settings)
+        job = storage.get_job(job_id=rec.id)
+        assert job.state == "failed" and "gave up after 5 starts" in job.error
+        runner.stop()

@@ -1,0 +1,57 @@
+"""SQLite storage: round trips, WAL, survival across reopen, and URL selection."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from service.storage import GraphRecord, JobRecord, PlacementRecord, StorageError, open_storage
+
+
+def _graph(gid="g_1"):
+    return GraphRecord(id=gid, name="n", num_ops=3, num_edges=2, source="json", created_at=time.time(),
+                       size_bytes=4, data=b"\x00abc")
+
+
+def _job(jid="j_1"):
+    now = time.time()
+    return JobRecord(id=jid, graph_id="g_1", graph_name="n", cluster="2gpu", budget_seconds=5.0, seed=1,
+                     state="queued", job_dir="/tmp/x", created_at=now, updated_at=now)
+
+
+def test_round_trip_and_reopen(tmp_path):
+    """Whatever was stored is there after the storage is closed and reopened."""
+    url = f"sqlite:///{tmp_path}/db/placer.db"
+    s = open_storage(url)
+    s.add_graph(record=_graph())
+    s.add_placement(record=PlacementRecord(id="p_1", graph_id="g_1", method="m", cluster="2gpu", step_time=1.5,
+                                           created_at=1.0, body={"devices": {"a": "b"}}))
+    s.add_job(record=_job())
+    s.update_job(job_id="j_1", state="running", pid=42, resume=True)
+    s.close()
+    s = open_storage(url)
+    assert s.get_graph(graph_id="g_1", with_data=True).data == b"\x00abc"
+    assert s.get_graph(graph_id="g_1").data is None
+    assert s.get_placement(placement_id="p_1").body == {"devices": {"a": "b"}}
+    job = s.get_job(job_id="j_1")
+    assert (job.state, job.pid, job.resume) == ("running", 42, True)
+    assert [j.id for j in s.list_jobs(limit=10, offset=0, states=("running",))] == ["j_1"]
+    assert s.list_jobs(limit=10, offset=0, states=("done",)) == []
+    assert s._rows("PRAGMA journal_mode")[0][0] == "wal"
+    assert s.delete_graph(graph_id="g_1") and not s.delete_graph(graph_id="g_1")
+    s.close()
+
+
+def test_update_refuses_unknown_fields(tmp_path):
+    s = open_storage(f"sqlite:///{tmp_path}/p.db")
+    s.add_job(record=_job())
+    with pytest.raises(ValueError):
+        s.update_job(job_id="j_1", colour="red")
+    s.close()
+
+
+@pytest.mark.parametrize("url", ["postgresql://u@h/db", "sqlite://", "nonsense"])
+def test_unknown_backend(url):
+    with pytest.raises(StorageError):
+        open_storage(url)
