@@ -19,6 +19,7 @@ COMMANDS = [
     "simulate",
     "clusters",
     "place",
+    "compare",
     "import-split",
     "serve",
 ]

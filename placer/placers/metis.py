@@ -63,10 +63,8 @@ def place_metis(graph, cluster, **options):
     else:
         xadj, adjncy, bytes_ = unit_graph(problem)
         eweights = _int_weights(bytes_) if len(bytes_) else None
-        if eweights is not None and len(bytes_) and bytes_.max() == 0:
-            eweights = np.ones(len(bytes_), dtype=np.int64)
         cut, part_list = pymetis.part_graph(
-            k, xadj=xadj, adjncy=adjncy, vweights=_int_weights(unit_cost), eweights=eweights,
+            k, pymetis.CSRAdjacency(xadj, adjncy), vweights=_int_weights(unit_cost), eweights=eweights,
         )
         parts = np.asarray(part_list, dtype=np.int64)
     unit_device, ledger = fit_to_memory(problem, devices[parts], devices)

@@ -1,0 +1,273 @@
+"""`m_topo`, `m_etf`, `m_sct`: the memory-constrained placers of Baechi (Jeon et al., SoCC 2020).
+
+All three spread ops over the GPUs (every device when there is none), never
+put a colocation unit where the memory estimate says it does not fit (see
+`placer.placers.common`), and fall back to the device with the most room
+only when no device has any (``meta["memory_estimate_exceeded"]``).
+
+- **m-TOPO**: units in topological order fill one device after another, each
+  up to an even share of the total memory (total / k + the largest unit),
+  as Baechi's ``TopoUniform``.
+- **m-ETF**: Earliest Task First list scheduling (Hwang et al., SIAM J.
+  Comput. 1989): repeatedly start the (ready op, device) pair that can start
+  earliest, given when the device is free and when the op's inputs can
+  arrive there; ties go to the op with the larger static level (longest
+  compute path to an exit).
+- **m-SCT**: Small Communication Time scheduling (Hanen and Munier 1995).
+  A linear program picks each op's *favourite child*: minimise the makespan
+  ``w`` over start times ``s`` and edge variables ``x_ij`` in [0, 1], with
+  ``s_i + p_i + c_ij x_ij <= s_j`` on every edge, ``s_i + p_i <= w``, at most
+  one favourite child per op (``sum_j x_ij >= outdeg(i) - 1``) and at most one
+  favourite parent per op (``sum_i x_ij >= indeg(j) - 1``). The relaxation is
+  solved with SciPy's HiGHS (Baechi used MOSEK) and rounded: ``x_ij < 1/2``
+  makes j the favourite child of i (conflicts resolved by smallest ``x``).
+  Scheduling is ETF, except that a device that just ran op i and is the
+  earliest place for i's favourite child waits for that child, running
+  meanwhile only *urgent* ops (ops whose inputs have reached every device).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from placer.errors import PlacerError
+from placer.placers.common import MemoryLedger, Problem, expand_units, reject_options, static_levels
+from placer.placers.heft import Schedule
+from placer.placers.registry import register
+
+
+# -- m-TOPO -------------------------------------------------------------------
+@register("m_topo", description="Baechi m-TOPO: topological order fills each GPU up to an even memory share")
+def place_m_topo(graph, cluster, **options):
+    """Fill devices in topological order up to total memory / k + the largest unit each."""
+    reject_options("m_topo", options)
+    problem = Problem.build(graph, cluster)
+    devices = problem.candidates
+    share = problem.unit_memory.sum() / len(devices) + problem.unit_memory.max()
+    limit = np.full(problem.num_devices, share)
+    ledger = MemoryLedger(problem, limit=limit)
+    unit_device = np.empty(problem.num_units, dtype=np.int64)
+    k = 0
+    for u in range(problem.num_units):
+        while k < len(devices) - 1 and not ledger.fits(u, int(devices[k])):
+            k += 1
+        d = int(devices[k])
+        if not ledger.fits(u, d):  # the last device is full: the most room, over the share
+            d = int(devices[np.argmax(problem.capacity[devices] - ledger.used[devices])])
+        ledger.charge(u, d)
+        unit_device[u] = d
+    over = ledger.used > problem.capacity
+    ledger.exceeded = bool(over.any())
+    return problem.placement(expand_units(problem, unit_device), "m_topo", ledger,
+                             memory_share=float(share))
+
+
+# -- m-ETF and m-SCT: one list scheduler ----------------------------------------
+def list_schedule(problem: Problem, devices: np.ndarray, ledger: MemoryLedger,
+                  favorite: np.ndarray | None = None) -> Schedule:
+    """ETF list scheduling over `devices`; with `favorite` (child per op, -1: none), SCT.
+
+    Parameters
+    ----------
+    problem : the compiled graph and cluster.
+    devices : the devices to use.
+    ledger : memory ledger; a unit is charged when its first op is placed.
+    favorite : favourite child of each op (SCT), or None for plain ETF.
+
+    Returns
+    -------
+    Schedule
+        The scheduler's own device, start and finish per op
+        (contention-free communication).
+    """
+    n, D = problem.num_ops, problem.num_devices
+    devs = np.asarray(devices, dtype=np.int64)
+    k = len(devs)
+    times = problem.times
+    level = static_levels(problem, times[:, devs].mean(axis=1))
+    topo_rank = problem.graph.topo_rank
+    p_off, p_idx = problem.graph.predecessors
+    s_off, s_idx = problem.graph.successors
+    p_off_l, p_idx_l = p_off.tolist(), p_idx.tolist()
+    s_off_l, s_idx_l = s_off.tolist(), s_idx.tolist()
+    remaining = np.diff(p_off).tolist()
+    data_ready = np.zeros((n, D))  # when op j's inputs can be on each device
+    urgent = np.zeros(n)  # when op j's inputs can be on every device
+    is_ready = np.zeros(n, dtype=bool)
+    is_ready[[i for i in range(n) if remaining[i] == 0]] = True
+    free = np.zeros(D)
+    last = np.full(D, -1, dtype=np.int64)
+    pinned = np.full(problem.num_units, -1, dtype=np.int64)
+    assignment = np.full(n, -1, dtype=np.int64)
+    start, finish = np.zeros(n), np.zeros(n)
+    unit, unit_memory = problem.unit, problem.unit_memory
+
+    for _ in range(n):
+        R = np.flatnonzero(is_ready)
+        units = unit[R]
+        pin = pinned[units]
+        room = ledger.limit[devs] - ledger.used[devs]
+        allowed = np.where(pin[:, None] >= 0, pin[:, None] == devs[None, :],
+                           unit_memory[units][:, None] <= room[None, :])
+        stuck = ~allowed.any(axis=1)
+        if stuck.any():  # no device has room: the one with the most, over the estimate
+            allowed[np.flatnonzero(stuck), int(np.argmax(room))] = True
+        rt = data_ready[R][:, devs]
+        est = np.maximum(rt, free[devs][None, :])
+        if favorite is not None:
+            for c in range(k):
+                d = int(devs[c])
+                f = int(favorite[last[d]]) if last[d] >= 0 else -1
+                if f < 0 or not is_ready[f]:
+                    continue
+                row = int(np.searchsorted(R, f))
+                if not allowed[row, c]:
+                    continue
+                if rt[row, c] > rt[row][allowed[row]].min():
+                    continue  # another device can start f sooner: d is not kept for it
+                f_est = est[row, c]
+                est[:, c] = np.maximum(urgent[R], free[d])
+                est[row, c] = f_est
+        est[~allowed] = np.inf
+        best = est.min()
+        tie_r, tie_c = np.nonzero(est <= best)
+        if len(tie_r) > 1:
+            pick = np.lexsort((tie_c, topo_rank[R[tie_r]], -level[R[tie_r]]))[0]
+            tie_r, tie_c = tie_r[pick:pick + 1], tie_c[pick:pick + 1]
+        i, d = int(R[tie_r[0]]), int(devs[tie_c[0]])
+        t = float(best)
+        assignment[i], start[i], finish[i] = d, t, t + times[i, d]
+        free[d] = finish[i]
+        last[d] = i
+        is_ready[i] = False
+        u = int(unit[i])
+        if pinned[u] < 0:
+            pinned[u] = d
+            ledger.charge(u, d)
+            if ledger.used[d] > ledger.limit[d]:
+                ledger.exceeded = True
+        for j in s_idx_l[s_off_l[i]:s_off_l[i + 1]]:
+            remaining[j] -= 1
+            if remaining[j] == 0:
+                row = np.zeros(D)
+                for m in p_idx_l[p_off_l[j]:p_off_l[j + 1]]:
+                    np.maximum(row, finish[m] + problem.comm_times(m, int(assignment[m])), out=row)
+                data_ready[j] = row
+                urgent[j] = row[devs].max()
+                is_ready[j] = True
+    return Schedule(assignment, start, finish)
+
+
+@register("m_etf", description="Baechi m-ETF: earliest-task-first list scheduling under GPU memory limits")
+def place_m_etf(graph, cluster, **options):
+    """Memory-constrained ETF over the GPUs; see the module docstring."""
+    reject_options("m_etf", options)
+    problem = Problem.build(graph, cluster)
+    ledger = MemoryLedger(problem)
+    schedule = list_schedule(problem, problem.candidates, ledger)
+    return problem.placement(schedule.assignment, "m_etf", ledger, schedule_length=schedule.length)
+
+
+# -- m-SCT's favourite children -----------------------------------------------------
+def favorite_children(problem: Problem, devices: np.ndarray, time_limit: float = 60.0) -> tuple[np.ndarray, dict]:
+    """Favourite child of each op (-1: none) from the rounded LP relaxation.
+
+    Returns the favourites and facts about the solve (``lp_status``,
+    ``lp_makespan`` in seconds, ``lp_seconds``).
+
+    Raises
+    ------
+    PlacerError
+        If the solver fails (it cannot on a valid DAG unless it runs out of time).
+    """
+    import time
+
+    from scipy.optimize import linprog
+    from scipy.sparse import coo_matrix
+
+    n = problem.num_ops
+    p_off, p_idx = problem.graph.predecessors
+    src = p_idx
+    dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(p_off))
+    E = len(src)
+    favorite = np.full(n, -1, dtype=np.int64)
+    if E == 0:
+        return favorite, {"lp_status": "no edges"}
+    p = problem.times[:, devices].mean(axis=1)
+    c = problem.mean_comm_time(devices)
+    scale = float(p.mean()) or 1.0  # times near 1 keep HiGHS's tolerances meaningful
+    p, c = p / scale, c / scale
+    S, W = E, E + n  # variable layout: x (E), s (n), w
+    rows, cols, vals, rhs = [], [], [], []
+    # s_i + p_i + c_i x_ij <= s_j
+    e = np.arange(E)
+    rows += [e, e, e]
+    cols += [S + src, S + dst, e]
+    vals += [np.ones(E), -np.ones(E), c[src]]
+    rhs.append(-p[src])
+    r0 = E
+    # at most one favourite child: -sum_j x_ij <= 1 - outdeg(i), for outdeg >= 2
+    outdeg = np.bincount(src, minlength=n)
+    many = outdeg[src] >= 2
+    heads = np.flatnonzero(outdeg >= 2)
+    row_of = np.full(n, -1)
+    row_of[heads] = r0 + np.arange(len(heads))
+    rows.append(row_of[src[many]])
+    cols.append(e[many])
+    vals.append(-np.ones(int(many.sum())))
+    rhs.append(1.0 - outdeg[heads])
+    r0 += len(heads)
+    # at most one favourite parent: -sum_i x_ij <= 1 - indeg(j), for indeg >= 2
+    indeg = np.diff(p_off)
+    many = indeg[dst] >= 2
+    tails = np.flatnonzero(indeg >= 2)
+    row_of = np.full(n, -1)
+    row_of[tails] = r0 + np.arange(len(tails))
+    rows.append(row_of[dst[many]])
+    cols.append(e[many])
+    vals.append(-np.ones(int(many.sum())))
+    rhs.append(1.0 - indeg[tails])
+    r0 += len(tails)
+    # s_i + p_i <= w for the exits (the edges carry it to every other op)
+    exits = np.flatnonzero(outdeg == 0)
+    rr = r0 + np.arange(len(exits))
+    rows += [rr, rr]
+    cols += [S + exits, np.full(len(exits), W)]
+    vals += [np.ones(len(exits)), -np.ones(len(exits))]
+    rhs.append(-p[exits])
+    r0 += len(exits)
+    A = coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                   shape=(r0, W + 1)).tocsr()
+    objective = np.zeros(W + 1)
+    objective[W] = 1.0
+    bounds = [(0.0, 1.0)] * E + [(0.0, None)] * (n + 1)
+    t0 = time.perf_counter()
+    res = linprog(objective, A_ub=A, b_ub=np.concatenate(rhs), bounds=bounds, method="highs",
+                  options={"time_limit": float(time_limit)})
+    info = {"lp_status": res.message, "lp_seconds": time.perf_counter() - t0}
+    if res.x is None:
+        raise PlacerError(f"m_sct: the favourite-child linear program failed: {res.message}")
+    info["lp_makespan"] = float(res.x[W]) * scale
+    x = res.x[:E]
+    # rounding: x < 1/2 marks a favourite edge; keep the most certain ones first
+    has_parent = np.zeros(n, dtype=bool)
+    for edge in np.argsort(x, kind="stable").tolist():
+        if x[edge] >= 0.5:
+            break
+        i, j = int(src[edge]), int(dst[edge])
+        if favorite[i] < 0 and not has_parent[j]:
+            favorite[i] = j
+            has_parent[j] = True
+    info["favorite_children"] = int((favorite >= 0).sum())
+    return favorite, info
+
+
+@register("m_sct", description="Baechi m-SCT: favourite-child LP (HiGHS) + small-communication-time scheduling")
+def place_m_sct(graph, cluster, **options):
+    """Memory-constrained SCT over the GPUs; option ``lp_time_limit`` (seconds, default 60)."""
+    reject_options("m_sct", options, ("lp_time_limit",))
+    problem = Problem.build(graph, cluster)
+    favorite, info = favorite_children(problem, problem.candidates, float(options.get("lp_time_limit", 60.0)))
+    ledger = MemoryLedger(problem)
+    schedule = list_schedule(problem, problem.candidates, ledger, favorite=favorite)
+    return problem.placement(schedule.assignment, "m_sct", ledger, schedule_length=schedule.length, **info)

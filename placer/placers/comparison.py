@@ -1,0 +1,71 @@
+"""Run several placers on several graphs and clusters: the rows of `placer compare`.
+
+Every row is scored by the same simulator (through `registry.place`), so the
+numbers compare. A placer that fails gives a row with its error instead of
+stopping the run.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Iterable
+
+from placer.cluster import Cluster
+from placer.graph import OpGraph
+from placer.placers import registry
+
+ROW_FIELDS = ("graph", "cluster", "method", "step_time", "lower_bound", "oom", "place_seconds")
+
+
+def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: list[str], *,
+            progress: Callable[[int, int, dict[str, Any]], None] | None = None,
+            **place_options: Any) -> list[dict[str, Any]]:
+    """One row per (graph, cluster, method), in that nesting order.
+
+    Parameters
+    ----------
+    graphs, clusters : what to place on what.
+    methods : placer names (already resolved, e.g. by `registry.resolve`).
+    progress : called after each row as ``progress(done, total, row)``.
+    place_options : passed to `registry.place` (e.g. a future ``objective``).
+
+    Returns
+    -------
+    list of dict
+        Rows with `ROW_FIELDS`; a failed method's row has ``error`` (one line)
+        and None for the numbers.
+    """
+    graphs, clusters = list(graphs), list(clusters)
+    total = len(graphs) * len(clusters) * len(methods)
+    rows: list[dict[str, Any]] = []
+    for graph in graphs:
+        for cluster in clusters:
+            for method in methods:
+                row: dict[str, Any] = {"graph": graph.name, "cluster": cluster.name, "method": method}
+                try:
+                    p = registry.place(method, graph, cluster, **place_options)
+                except KeyboardInterrupt:
+                    raise
+                except Exception as e:  # one method failing must not sink the comparison
+                    row.update(step_time=None, lower_bound=None, oom=None, place_seconds=None,
+                               error=f"{type(e).__name__}: {e}")
+                else:
+                    row.update(step_time=p.step_time, lower_bound=p.lower_bound, oom=p.oom,
+                               place_seconds=p.meta.get("place_seconds"))
+                rows.append(row)
+                if progress is not None:
+                    progress(len(rows), total, row)
+    return rows
+
+
+def winners(rows: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
+    """The method with the shortest step time that fits, per (graph, cluster)."""
+    best: dict[tuple[str, str], tuple[float, str]] = {}
+    for r in rows:
+        t = r.get("step_time")
+        if t is None or r.get("oom") or not math.isfinite(t):
+            continue
+        key = (r["graph"], r["cluster"])
+        if key not in best or t < best[key][0]:
+            best[key] = (t, r["method"])
+    return {k: m for k, (_, m) in best.items()}

@@ -1,0 +1,141 @@
+"""`expert`: the hand placement a human expert would write (Mirhoseini et al., ICML 2017).
+
+For layered sequence models (LSTM language models, NMT with attention,
+Transformers) the expert of the paper puts each layer, and the attention and
+softmax, on its own GPU in turn (Sutskever et al. 2014; Wu et al. 2016).
+Layers are found from the op names: the name scope up to the first part that
+names a layer (``lstm_1``, ``attention``, ``dense``, ``layer_3``...), after
+dropping gradient prefixes so that a layer's backward ops follow it
+(``gradient_tape/lm/lstm_1/...`` belongs to ``lm/lstm_1``, as TensorFlow's
+``colocate_gradients_with_ops`` would place it). Layers are ordered by their
+first op in topological order and dealt over the GPUs in turn; ops outside
+any layer (loss, optimizer glue) follow their producer, else their consumer.
+
+Other graphs get contiguous stages of the topological order, balanced by
+compute time over the GPUs (a pipeline cut by hand). Colocation units take
+the device most of their ops were given; `fit_to_memory` then relieves any
+GPU over the memory estimate.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from placer.placers.common import Problem, expand_units, fit_to_memory, reject_options
+from placer.placers.registry import register
+
+_GRADIENT_PREFIX = re.compile(r"^(gradient_tape|gradients?|training)(_\d+)?$", re.IGNORECASE)
+_LAYER = re.compile(
+    r"(lstm|gru|rnn|cell|attention|attn|softmax|embedding|embed|dense|logits|projection|layer"
+    r"|ffn|feed_?forward|mlp|output|head)", re.IGNORECASE)
+_SEQUENCE = re.compile(r"(lstm|gru|rnn|attention|attn|transformer|multi_?head|encoder|decoder)", re.IGNORECASE)
+_RECURRENT_OPS = {"While", "StatelessWhile", "CudnnRNN", "CudnnRNNV2", "CudnnRNNV3", "BlockLSTM", "BlockLSTMV2",
+                  "LSTMBlockCell", "GRUBlockCell"}
+
+
+def layer_key(name: str) -> str | None:
+    """The layer an op belongs to, from its name scope; None outside any layer.
+
+    Examples
+    --------
+    >>> layer_key("gradient_tape/lm/lstm_1/while/MatMul")
+    'lm/lstm_1'
+    >>> layer_key("decoder/attention/Softmax")
+    'decoder/attention'
+    >>> layer_key("sgd/Mul") is None
+    True
+    """
+    scopes = name.split("/")[:-1]
+    while scopes and _GRADIENT_PREFIX.match(scopes[0]):
+        scopes = scopes[1:]
+    for k, part in enumerate(scopes):
+        if _LAYER.search(part):
+            return "/".join(scopes[:k + 1])
+    return None
+
+
+def sequence_layers(problem: Problem) -> tuple[np.ndarray, list[str]] | None:
+    """Layer index per op (-1 outside layers) and the layer names, for a layered sequence model.
+
+    Returns None unless the graph looks like one: at least two layers, and a
+    recurrent or attention layer (by name) or a recurrent op type.
+    """
+    keys = [layer_key(op.name) for op in problem.graph.ops]
+    names = sorted({k for k in keys if k is not None})
+    recurrent = any(_SEQUENCE.search(k) for k in names) or any(
+        op.op in _RECURRENT_OPS for op in problem.graph.ops)
+    if len(names) < 2 or not recurrent:
+        return None
+    rank = problem.graph.topo_rank
+    first: dict[str, int] = {}
+    for i, k in enumerate(keys):
+        if k is not None and (k not in first or rank[i] < first[k]):
+            first[k] = int(rank[i])
+    ordered = sorted(first, key=first.get)
+    index = {k: j for j, k in enumerate(ordered)}
+    return np.array([-1 if k is None else index[k] for k in keys], dtype=np.int64), ordered
+
+
+def follow_neighbours(problem: Problem, device: np.ndarray) -> np.ndarray:
+    """Give each op without a device (-1) its producer's device, else its consumer's, else the first GPU."""
+    device = device.copy()
+    p_off, p_idx = problem.graph.predecessors
+    s_off, s_idx = problem.graph.successors
+    for i in problem.graph.topo_order.tolist():
+        if device[i] < 0:
+            for m in p_idx[p_off[i]:p_off[i + 1]].tolist():
+                if device[m] >= 0:
+                    device[i] = device[m]
+                    break
+    for i in problem.graph.topo_order[::-1].tolist():
+        if device[i] < 0:
+            for j in s_idx[s_off[i]:s_off[i + 1]].tolist():
+                if device[j] >= 0:
+                    device[i] = device[j]
+                    break
+    device[device < 0] = problem.candidates[0]
+    return device
+
+
+def balanced_stages(problem: Problem, devices: np.ndarray) -> np.ndarray:
+    """Device per unit: contiguous runs of units (topological order) of about equal compute."""
+    cost = np.bincount(problem.unit, weights=problem.times[:, devices].min(axis=1), minlength=problem.num_units)
+    total = float(cost.sum())
+    if total <= 0:
+        stage = np.arange(problem.num_units) * len(devices) // max(problem.num_units, 1)
+    else:
+        middle = np.cumsum(cost) - cost / 2
+        stage = np.minimum((middle / total * len(devices)).astype(np.int64), len(devices) - 1)
+    return devices[stage]
+
+
+def unit_vote(problem: Problem, op_device: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """Device per unit: the device carrying most `weight` of its ops (ties: lowest index)."""
+    D = problem.num_devices
+    votes = np.zeros((problem.num_units, D))
+    np.add.at(votes, (problem.unit, op_device), weight)
+    return votes.argmax(axis=1)
+
+
+@register("expert", description="human expert: one layer (attention, softmax) per GPU in turn; "
+                                "else cost-balanced pipeline stages")
+def place_expert(graph, cluster, **options):
+    """The expert placement; see the module docstring."""
+    reject_options("expert", options)
+    problem = Problem.build(graph, cluster)
+    devices = problem.candidates
+    layers = sequence_layers(problem)
+    if layers is not None:
+        layer, names = layers
+        op_device = np.where(layer >= 0, devices[np.maximum(layer, 0) % len(devices)], -1)
+        op_device = follow_neighbours(problem, op_device)
+        # ops that sit in a layer outvote the glue that merely followed them
+        unit_device = unit_vote(problem, op_device, np.where(layer >= 0, 1.0, 1e-3))
+        how = {"expert_mode": "layers", "num_layers": len(names), "layers": names[:64]}
+    else:
+        unit_device = balanced_stages(problem, devices)
+        how = {"expert_mode": "stages"}
+    unit_device, ledger = fit_to_memory(problem, unit_device, devices)
+    return problem.placement(expand_units(problem, unit_device), "expert", ledger, **how)

@@ -1,0 +1,87 @@
+"""`placer compare`: rows for every method, agreeing with `placer simulate`."""
+
+import json
+
+import pytest
+
+from placer.cli.main import main
+from placer.graph_io import save_graph
+from placer.placers import registry
+from placer.synthetic import layered_graph
+
+FIELDS = {"graph", "cluster", "method", "step_time", "lower_bound", "oom", "place_seconds"}
+
+
+@pytest.fixture
+def graph_files(tmp_path):
+    paths = []
+    for n, seed in ((80, 1), (120, 2)):
+        path = tmp_path / f"g{n}.json.gz"
+        save_graph(layered_graph(n, seed=seed), path)
+        paths.append(str(path))
+    return paths
+
+
+def test_json_rows_cover_every_graph_cluster_and_method(graph_files, capsys):
+    assert main(["compare", *graph_files, "--cluster", "2gpu", "4gpu", "--methods", "all", "--json"]) == 0
+    out = capsys.readouterr()
+    rows = json.loads(out.out)
+    methods = registry.names(heuristic_only=True)
+    assert len(rows) == 2 * 2 * len(methods)
+    assert all(FIELDS <= set(r) for r in rows)
+    assert {(r["graph"], r["cluster"], r["method"]) for r in rows} == {
+        (g, c, m) for g in ("layered80", "layered120") for c in ("2gpu", "4gpu") for m in methods}
+    assert all(r["lower_bound"] <= r["step_time"] for r in rows)
+    assert f"[{len(rows)}/{len(rows)}]" in out.err  # progress on stderr
+
+
+def test_json_rows_agree_with_simulate(graph_files, tmp_path, capsys):
+    """Each compare row's step time is what `placer simulate` says of the same method's placement."""
+    g = graph_files[0]
+    assert main(["compare", g, "--cluster", "4gpu", "--methods", "heft,m_sct,metis,expert", "--json",
+                 "--quiet"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    for row in rows:
+        placement = tmp_path / f"{row['method']}.json"
+        assert main(["place", g, "--cluster", "4gpu", "--method", row["method"], "-o", str(placement)]) == 0
+        capsys.readouterr()
+        assert main(["simulate", g, "--cluster", "4gpu", "--placement", str(placement), "--json"]) == 0
+        sim = json.loads(capsys.readouterr().out)
+        assert sim["step_time"] == pytest.approx(row["step_time"], rel=1e-12)
+        assert sim["lower_bound"] == pytest.approx(row["lower_bound"], rel=1e-12)
+        assert sim["oom"] == row["oom"]
+
+
+def test_table_marks_the_winner_and_plot_is_written(graph_files, tmp_path, capsys):
+    png = tmp_path / "cmp.png"
+    assert main(["compare", graph_files[0], "--cluster", "2gpu", "--methods", "single,heft",
+                 "--plot", str(png), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "heft*" in out and "step_time" in out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def failing_method():
+    @registry.register("test_fails", description="always fails", heuristic=False)
+    def boom(graph, cluster, **options):
+        raise RuntimeError("boom")
+
+    yield "test_fails"
+    registry._REGISTRY.pop("test_fails")
+
+
+def test_one_failing_method_gives_an_error_row_and_exit_1(graph_files, failing_method, capsys):
+    assert main(["compare", graph_files[0], "--cluster", "2gpu", "--methods", f"heft,{failing_method},single",
+                 "--json"]) == 1
+    out = capsys.readouterr()
+    rows = json.loads(out.out)
+    assert [r["method"] for r in rows] == ["heft", failing_method, "single"]
+    assert rows[1]["error"] == "RuntimeError: boom" and rows[1]["step_time"] is None
+    assert rows[0]["step_time"] > 0 and rows[2]["step_time"] > 0
+    assert "1 of 3 runs failed" in out.err
+
+
+def test_unknown_method_is_one_line(graph_files, capsys):
+    assert main(["compare", graph_files[0], "--cluster", "2gpu", "--methods", "heft,nope"]) == 1
+    assert "unknown method 'nope'" in capsys.readouterr().err

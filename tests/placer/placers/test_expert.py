@@ -1,0 +1,77 @@
+"""The expert placement: layers of sequence models per GPU, else balanced stages."""
+
+import numpy as np
+import pytest
+
+from placer import presets
+from placer.graph import Op, OpGraph
+from placer.placers import registry
+from placer.placers.expert import layer_key
+
+
+@pytest.mark.parametrize("name, key", [
+    ("lm/lstm_1/while", "lm/lstm_1"),
+    ("gradient_tape/lm/lstm_1/while/grad/MatMul", "lm/lstm_1"),
+    ("encoder/lstm_0/lstm_cell/MatMul", "encoder/lstm_0"),
+    ("decoder/attention/Softmax", "decoder/attention"),
+    ("transformer/encoder/layer_3/ffn/Relu", "transformer/encoder/layer_3"),
+    ("sgd/AssignAddVariableOp", None),
+    ("Mean", None),
+])
+def test_layer_key(name, key):
+    assert layer_key(name) == key
+
+
+def lstm_lm(layers: int = 3) -> OpGraph:
+    """A toy LSTM language model step: embedding, LSTM layers, softmax, their gradients, SGD."""
+    scopes = ["lm/embedding"] + [f"lm/lstm_{k}" for k in range(layers)] + ["lm/dense"]
+    ops, prev = [Op("x", "Placeholder", output_bytes=1e6, cost={"gpu": 1e-6})], "x"
+    for s in scopes:
+        ops.append(Op(f"{s}/kernel", "VarHandleOp", param_bytes=4e6, cost={"gpu": 1e-6}, colocation=s))
+        ops.append(Op(f"{s}/MatMul", "MatMul", [prev, f"{s}/kernel"], output_bytes=1e6, cost={"gpu": 1e-4}))
+        prev = f"{s}/MatMul"
+    ops.append(Op("loss", "Mean", [prev], output_bytes=4, cost={"gpu": 1e-6}))
+    grad = "loss"
+    for s in reversed(scopes):
+        ops.append(Op(f"gradient_tape/{s}/MatMul_grad", "MatMul", [grad, f"{s}/MatMul"], output_bytes=1e6,
+                      cost={"gpu": 2e-4}))
+        ops.append(Op(f"sgd/update_{s.replace('/', '_')}", "ResourceApplyGradientDescent",
+                      [f"{s}/kernel", f"gradient_tape/{s}/MatMul_grad"], cost={"gpu": 1e-5}, colocation=s))
+        grad = f"gradient_tape/{s}/MatMul_grad"
+    return OpGraph("lm", ops)
+
+
+def test_each_layer_on_its_own_gpu_in_turn():
+    g = lstm_lm(3)
+    p = registry.place("expert", g, presets.get("8gpu"))
+    assert p.meta["expert_mode"] == "layers"
+    assert p.meta["layers"] == ["lm/embedding", "lm/lstm_0", "lm/lstm_1", "lm/lstm_2", "lm/dense"]
+    for k, s in enumerate(p.meta["layers"]):
+        gpu = f"/device:GPU:{k}"
+        assert p.devices[f"{s}/MatMul"] == gpu
+        assert p.devices[f"gradient_tape/{s}/MatMul_grad"] == gpu  # backward follows forward
+        assert p.devices[f"{s}/kernel"] == gpu  # and so do the weights and their update
+        assert p.devices[f"sgd/update_{s.replace('/', '_')}"] == gpu
+
+
+def test_layers_wrap_around_fewer_gpus():
+    p = registry.place("expert", lstm_lm(3), presets.get("2gpu"))
+    layers = p.meta["layers"]
+    assert [p.devices[f"{s}/MatMul"] for s in layers] == [f"/device:GPU:{k % 2}" for k in range(5)]
+
+
+def test_other_graphs_get_contiguous_balanced_stages():
+    """A chain of equal ops over 4 GPUs: four contiguous runs of equal length."""
+    g = OpGraph("cnn", [Op(f"conv{k}", "Conv2D", [f"conv{k - 1}"] if k else [], cost={"gpu": 1e-3})
+                        for k in range(20)])
+    p = registry.place("expert", g, presets.get("4gpu"))
+    assert p.meta["expert_mode"] == "stages"
+    got = [p.devices[f"conv{k}"] for k in range(20)]
+    assert got == [f"/device:GPU:{k // 5}" for k in range(20)]
+
+
+def test_no_gpu_cluster_uses_every_device():
+    g = OpGraph("chain", [Op(f"o{k}", "X", [f"o{k - 1}"] if k else [], cost={"cpu": 1.0}) for k in range(4)])
+    p = registry.place("expert", g, presets.get("local:2"))
+    assert list(p.devices.values()) == ["/device:CPU:0"] * 2 + ["/device:CPU:1"] * 2
+    assert np.isfinite(p.step_time)
