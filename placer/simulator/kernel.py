@@ -119,7 +119,10 @@ def simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer
     # event heap: key (time, order) -> (op, kind * D + device). Orders: finishes
     # [0, n), arrivals [n, n + nD), transfer starts after both, so that at one
     # instant frees come before the allocations of starting transfers.
-    cap = 2 * n * D + 1
+    max_sends = 0
+    for i in range(n):
+        max_sends += min(s_off[i + 1] - s_off[i], D - 1)
+    cap = D + 2 * max_sends + 1
     et = np.empty(cap)
     ek = np.empty(cap, dtype=np.int64)
     ev = np.empty(cap, dtype=np.int64)
@@ -132,8 +135,8 @@ def simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer
     cur = np.zeros(D)
     peak = np.zeros(D)
     bytes_moved = 0.0
-    sends_now_v = np.empty(n * D, dtype=np.int64)
-    sends_now_d = np.empty(n * D, dtype=np.int64)
+    sends_now_v = np.empty(max_sends + 1, dtype=np.int64)
+    sends_now_d = np.empty(max_sends + 1, dtype=np.int64)
     n_sends_now = 0
     for i in range(n):
         x_start[i, :] = -1.0
