@@ -20,9 +20,13 @@ COMMANDS = [
     "clusters",
     "place",
     "compare",
+    "import",
+    "import-keras",
     "import-split",
     "serve",
 ]
+# Commands whose module is not the command's name ("import" is a Python keyword).
+MODULES = {"import": "import_graph"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMANDS:
-        module = importlib.import_module(f"placer.cli.{name.replace('-', '_')}")
+        module = importlib.import_module(f"placer.cli.{MODULES.get(name, name.replace('-', '_'))}")
         module.add_parser(sub)
     return parser
 

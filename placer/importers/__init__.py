@@ -111,7 +111,7 @@ def import_file(path: str | os.PathLike, fmt: str | None = None, name: str | Non
         raise ModelImportError(f"{str(path)!r}: is a directory") from None
     except OSError as e:
         raise ModelImportError(f"{str(path)!r}: cannot read ({e.strerror})") from None
-    graph_name = name or _stem(path)
+    graph_name = name or default_name(path)
     try:
         return import_bytes(raw, graph_name, fmt, str(path))
     except ModelImportError as e:
@@ -119,8 +119,9 @@ def import_file(path: str | os.PathLike, fmt: str | None = None, name: str | Non
         raise ModelImportError(msg if str(path) in msg else f"{str(path)!r}: {msg}") from None
 
 
-def _stem(path: Path) -> str:
-    """``graphs/resnet50.json.gz`` -> ``resnet50``."""
+def default_name(path: str | os.PathLike) -> str:
+    """A graph name from a file name: ``graphs/resnet50.json.gz`` -> ``resnet50``."""
+    path = Path(path)
     stem = path.name
     for ext in (".gz", ".json", ".pbtxt", ".pb", ".txt"):
         if stem.endswith(ext) and len(stem) > len(ext):
@@ -193,7 +194,7 @@ def __getattr__(attr: str):
 
 
 __all__ = [
-    "FORMATS", "Format", "register_format", "detect_format", "import_bytes", "import_file",
+    "FORMATS", "Format", "register_format", "detect_format", "import_bytes", "import_file", "default_name",
     "from_graphdef", "from_graphdef_bytes", "from_graphdef_text", "from_keras", "from_tf_function",
     "keras_application", "keras_step", "application_model",
 ]

@@ -216,7 +216,7 @@ ELEMENTWISE = (
     "Less LessEqual Greater GreaterEqual Equal NotEqual LogicalAnd LogicalOr LogicalNot "
     "Select SelectV2 ClipByValue Floor Ceil Round Rint IsFinite IsNan "
     "AssignAddVariableOp AssignSubVariableOp AssignAdd AssignSub MulNoNan Xdivy Xlogy "
-    "ReciprocalGrad OnesLike ZerosLike"
+    "ReciprocalGrad OnesLike ZerosLike Cumsum Cumprod"
 ).split()
 TRANSCENDENTAL = (
     "Exp Expm1 Log Log1p Tanh Sigmoid Sqrt Rsqrt Pow Erf Erfc Sin Cos Tan Softplus Softsign "
@@ -228,7 +228,7 @@ ZERO_FLOPS = (
     "PreventGradient Reshape Squeeze ExpandDims Shape ShapeN Size Rank Transpose ConjugateTranspose "
     "ConcatV2 Concat Pack Unpack Split SplitV Slice StridedSlice StridedSliceGrad TensorScatterUpdate "
     "Tile Pad PadV2 MirrorPad GatherV2 Gather GatherNd ResourceGather ScatterNd Fill Range "
-    "BroadcastTo BroadcastArgs BroadcastGradientArgs InvertPermutation ReverseV2 OneHot "
+    "BroadcastTo BroadcastArgs BroadcastGradientArgs ConcatOffset InvertPermutation ReverseV2 OneHot "
     "ReadVariableOp VarHandleOp VariableV2 Variable VarIsInitializedOp AssignVariableOp Assign "
     "DestroyResourceOp _Arg _Retval _Recv _Send Enter Exit Merge Switch NextIteration LoopCond "
     "DeviceIndex Bitcast CheckNumerics Assert Print PrintV2 RandomUniform RandomStandardNormal "

@@ -13,8 +13,10 @@ each op's output shapes are read back. Two things help inference along:
 - where inference leaves a dimension unknown, the node's ``_output_shapes``
   attribute is used if it is fully defined.
 
-What is still unknown is an error naming the op (``allow_unknown_shapes``
-sets unknown dimensions to 1 instead and lists those ops in ``meta``).
+What is still unknown is an error naming the op if the tensor holds floats
+(``allow_unknown_shapes`` sets unknown dimensions to 1 instead); integer
+index tensors of data-dependent size (``BroadcastGradientArgs``) get 1s.
+Either way the op is listed in ``meta["unknown_shape_ops"]``.
 
 Folding (default ``Const`` and ``NoOp``): a folded node is removed; its bytes
 become weight bytes (`param_bytes`) of each consumer (a constant lives where
@@ -380,7 +382,13 @@ def _import(graph_def, tf):
 
 
 def _static_shape(tensor, node, k: int, allow_unknown: bool, unknown_ops: list[str]) -> list[int]:
-    """The tensor's inferred shape, else the node's ``_output_shapes``, else an error (or 1s)."""
+    """The tensor's inferred shape, else the node's ``_output_shapes``, else an error (or 1s).
+
+    Integer and boolean tensors whose shape depends on values (the reduction
+    indices of ``BroadcastGradientArgs``, ``Where``...) are index metadata, not
+    data: their unknown dimensions become 1 and the op is listed in
+    ``meta["unknown_shape_ops"]`` rather than failing the import.
+    """
     shape = tensor.shape
     if shape.is_fully_defined():
         return [int(d) for d in shape.as_list()]
@@ -388,7 +396,7 @@ def _static_shape(tensor, node, k: int, allow_unknown: bool, unknown_ops: list[s
         recorded = _shape_list(node.attr["_output_shapes"].list.shape[k])
         if recorded is not None:
             return recorded
-    if not allow_unknown:
+    if not allow_unknown and (tensor.dtype.is_floating or tensor.dtype.is_complex):
         shown = "unknown rank" if shape.rank is None else str([d if d is not None else "?" for d in shape.as_list()])
         raise ModelImportError(
             f"op {node.name!r} ({node.op}): output {k} has shape {shown} after shape inference; "

@@ -1,0 +1,136 @@
+"""`placer import MODEL -o GRAPH`: a TensorFlow GraphDef (or any registered format) to our JSON graph."""
+
+from __future__ import annotations
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "import", help="import a TensorFlow GraphDef (.pb/.pbtxt) or other model file into a graph file",
+        description="Import MODEL (TensorFlow GraphDef .pb or .pbtxt, our JSON graph, or another registered "
+                    "format; detected from the content) into the JSON graph format, with output shapes, "
+                    "bytes, FLOPs, weight bytes and colocation for every op.")
+    p.add_argument("model", help="model file")
+    p.add_argument("-o", "--output", required=True, help="graph file to write (.json or .json.gz)")
+    p.add_argument("--format", dest="fmt", help="input format (default: detected; see --list-formats)")
+    p.add_argument("--name", help="graph name (default: the file name)")
+    p.add_argument("--batch", type=int, help="GraphDef: batch size filled into placeholders' unknown first dimension")
+    p.add_argument("--input-shape", action="append", default=[], metavar="NODE=D1,D2,...",
+                   help="GraphDef: full shape of a placeholder (repeatable)")
+    p.add_argument("--no-fold", action="store_true", help="GraphDef: keep Const and NoOp nodes as ops")
+    p.add_argument("--allow-unknown-shapes", action="store_true",
+                   help="GraphDef: treat dimensions shape inference cannot fix as 1 instead of failing")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(run=run)
+
+
+def quiet_tensorflow() -> None:
+    """Keep TensorFlow's start-up notices off the terminal.
+
+    TF 2.21 prints a oneDNN notice (through absl, which TF_CPP_MIN_LOG_LEVEL
+    does not silence) unless oneDNN's graph rewrites are off. Importing runs
+    no kernels that matter, so turning them off costs nothing here.
+    """
+    import os
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+
+
+def parse_input_shapes(items: list[str]) -> dict[str, list[int]]:
+    """``["x=32,224,224,3"]`` -> ``{"x": [32, 224, 224, 3]}``; bad syntax is a one-line error."""
+    from placer.errors import PlacerError
+
+    shapes = {}
+    for item in items:
+        node, sep, dims = item.partition("=")
+        try:
+            if not sep or not node:
+                raise ValueError
+            shapes[node] = [int(d) for d in dims.split(",")] if dims.strip() else []
+            if any(d < 0 for d in shapes[node]):
+                raise ValueError
+        except ValueError:
+            raise PlacerError(f"--input-shape {item!r}: expected NODE=D1,D2,... with non-negative integers") from None
+    return shapes
+
+
+def summarise(graph, path) -> dict:
+    """The facts both import commands print."""
+    m = graph.meta
+    return {
+        "name": graph.name, "output": str(path), "ops": len(graph), "edges": graph.num_edges,
+        "tf_node_count": m.get("tf_node_count"), "folded": m.get("folded"),
+        "total_flops": float(sum(op.flops for op in graph)),
+        "variable_bytes": m.get("variable_bytes"),
+        "flops_fallback": m.get("flops_fallback"), "colocation_groups": len(graph.colocation_groups()),
+    }
+
+
+def print_summary(s: dict) -> None:
+    from placer.cli.common import human_bytes
+
+    folded = ", ".join(f"{v} {k}" for k, v in (s["folded"] or {}).items()) or "nothing"
+    fallback = sum((s["flops_fallback"] or {}).values())
+    line = f"{s['name']}: {s['ops']} ops, {s['edges']} edges"
+    if s["tf_node_count"] is not None:
+        line += f" ({s['tf_node_count']} TF nodes; folded {folded})"
+    line += f", {s['total_flops'] / 1e9:.4g} GFLOP"
+    if s["variable_bytes"] is not None:
+        line += f", variables {human_bytes(s['variable_bytes'])}"
+    line += f", {s['colocation_groups']} colocation groups"
+    if fallback:
+        line += f", {fallback} ops without a FLOP rule (fallback: output elements)"
+    print(line)
+    print(f"wrote {s['output']}")
+
+
+def run(args) -> int:
+    quiet_tensorflow()
+    from pathlib import Path
+
+    from placer.cli.common import print_json
+    from placer.errors import ModelImportError
+    from placer.graph_io import save_graph
+    from placer.importers import FORMATS, default_name, detect_format, import_file
+
+    options = {}
+    if args.batch is not None:
+        if args.batch < 1:
+            raise ModelImportError(f"--batch must be a positive integer, got {args.batch}")
+        options["batch_size"] = args.batch
+    if args.input_shape:
+        options["input_shapes"] = parse_input_shapes(args.input_shape)
+    if args.no_fold:
+        options["fold"] = ()
+    if args.allow_unknown_shapes:
+        options["allow_unknown_shapes"] = True
+
+    path = Path(args.model)
+    if options:
+        try:
+            raw = path.read_bytes()
+        except OSError as e:
+            raise ModelImportError(f"{str(path)!r}: cannot read ({e.strerror})") from None
+        fmt = args.fmt or detect_format(raw, str(path))
+        if fmt not in ("graphdef", "pbtxt"):
+            raise ModelImportError(f"--batch, --input-shape, --no-fold and --allow-unknown-shapes apply to "
+                                   f"GraphDef input; {str(path)!r} is {fmt}")
+        from placer.importers.graphdef import from_graphdef_bytes, from_graphdef_text
+
+        load = from_graphdef_bytes if fmt == "graphdef" else from_graphdef_text
+        name = args.name or default_name(path)
+        try:
+            graph = load(raw, name, **options)
+        except ModelImportError as e:
+            raise ModelImportError(f"{str(path)!r}: {e}") from None
+    else:
+        if args.fmt and args.fmt not in FORMATS:
+            raise ModelImportError(f"unknown format {args.fmt!r} (known: {', '.join(FORMATS)})")
+        graph = import_file(path, args.fmt, args.name)
+    save_graph(graph, args.output)
+    summary = summarise(graph, args.output)
+    if args.json:
+        print_json(summary)
+    else:
+        print_summary(summary)
+    return 0

@@ -1,0 +1,63 @@
+"""`placer import-keras NAME --batch B -o GRAPH`: a keras.applications model's training step."""
+
+from __future__ import annotations
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "import-keras", help="import a keras.applications model (untrained) as a training-step graph",
+        description="Build keras.applications.NAME with weights=None (nothing is downloaded), trace one "
+                    "training step (forward, loss, gradients, optimizer update) at a fixed batch size and "
+                    "import it as a graph file.")
+    p.add_argument("name", help="application name, e.g. resnet50, inception_v3, mobilenet_v2, densenet121")
+    p.add_argument("--batch", type=int, required=True, help="batch size")
+    p.add_argument("-o", "--output", required=True, help="graph file to write (.json or .json.gz)")
+    p.add_argument("--input-shape", metavar="H,W,C", help="image shape (default: the model's own)")
+    p.add_argument("--classes", type=int, default=1000, help="number of classes (default 1000)")
+    p.add_argument("--optimizer", default=None, help="Keras optimizer name (default SGD with momentum 0.9)")
+    p.add_argument("--inference", action="store_true", help="import a forward pass only")
+    p.add_argument("--save-graphdef", metavar="PB", help="also write the traced GraphDef (binary) here")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from placer.cli.import_graph import quiet_tensorflow
+
+    quiet_tensorflow()
+    from placer.cli.common import print_json
+    from placer.cli.import_graph import print_summary, summarise
+    from placer.errors import ModelImportError
+    from placer.graph_io import save_graph, write_atomic
+
+    if args.batch < 1:
+        raise ModelImportError(f"--batch must be a positive integer, got {args.batch}")
+    shape = None
+    if args.input_shape:
+        try:
+            shape = [int(d) for d in args.input_shape.split(",")]
+            if len(shape) != 3 or min(shape) < 1:
+                raise ValueError
+        except ValueError:
+            raise ModelImportError(f"--input-shape {args.input_shape!r}: expected H,W,C positive integers") from None
+
+    from pathlib import Path
+
+    from placer.importers.keras_models import application_model, from_tf_function, keras_step
+
+    model = application_model(args.name, shape, args.classes)
+    step = keras_step(model, args.batch, args.optimizer, training=not args.inference,
+                      loss="categorical_crossentropy")
+    meta = dict(step.meta)
+    meta["source"] = f"keras.applications {args.name} (weights=None)"
+    graph = from_tf_function(step.concrete_function(), step.signature, args.name,
+                             variable_paths=step.variable_paths, meta=meta)
+    if args.save_graphdef:
+        write_atomic(Path(args.save_graphdef), step.graph_def().SerializeToString())
+    save_graph(graph, args.output)
+    summary = summarise(graph, args.output)
+    if args.json:
+        print_json(summary)
+    else:
+        print_summary(summary)
+    return 0

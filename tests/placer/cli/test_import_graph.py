@@ -1,0 +1,90 @@
+"""`placer import` and `placer import-keras`."""
+
+import json
+
+import pytest
+
+from placer.graph_io import load_graph
+
+
+@pytest.fixture(scope="module")
+def tiny_pb(tmp_path_factory):
+    """A TF1-style GraphDef with an unknown batch: x[?, 3] @ w[3, 2] -> relu."""
+    import tensorflow as tf
+
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, 3], name="x")
+        tf.nn.relu(tf.matmul(x, tf.constant([[1.0, 2.0]] * 3), name="mm"), name="out")
+    folder = tmp_path_factory.mktemp("pb")
+    tf.io.write_graph(g.as_graph_def(), str(folder), "tiny.pb", as_text=False)
+    tf.io.write_graph(g.as_graph_def(), str(folder), "tiny.pbtxt", as_text=True)
+    return folder
+
+
+def test_import_graphdef_with_batch(cli, tiny_pb, tmp_path):
+    out = tmp_path / "tiny.json.gz"
+    r = cli("import", tiny_pb / "tiny.pb", "-o", out, "--batch", "8", "--json")
+    assert r.code == 0, r.err
+    s = json.loads(r.out)
+    assert s["ops"] == 3 and s["tf_node_count"] == 4 and s["folded"] == {"Const": 1}
+    g = load_graph(out)
+    assert g["mm"].output_shapes == [[8, 2]] and g["mm"].flops == 2 * 8 * 3 * 2
+
+
+def test_import_text_graphdef_with_input_shape(cli, tiny_pb, tmp_path):
+    out = tmp_path / "t.json"
+    r = cli("import", tiny_pb / "tiny.pbtxt", "-o", out, "--input-shape", "x=5,3", "--no-fold")
+    assert r.code == 0, r.err
+    assert "4 ops" in r.out
+    assert load_graph(out)["out"].output_shapes == [[5, 2]]
+
+
+def test_unknown_batch_is_one_line(cli, tiny_pb, tmp_path):
+    r = cli("import", tiny_pb / "tiny.pb", "-o", tmp_path / "x.json")
+    assert r.code == 1
+    assert r.err.count("\n") == 1 and "placeholder 'x' has unknown shape [?, 3]" in r.err
+
+
+def test_json_graph_passes_through(cli, tmp_path):
+    from placer.graph_io import save_graph
+    from placer.synthetic import layered_graph
+
+    save_graph(layered_graph(30), tmp_path / "g.json.gz")
+    r = cli("import", tmp_path / "g.json.gz", "-o", tmp_path / "h.json")
+    assert r.code == 0 and len(load_graph(tmp_path / "h.json")) == 30
+    r = cli("import", tmp_path / "g.json.gz", "-o", tmp_path / "h.json", "--batch", "2")
+    assert r.code == 1 and "apply to GraphDef input" in r.err
+
+
+@pytest.mark.parametrize("content,message", [
+    (b"hello, not a model", "not a recognised model file"),
+    (b"\x0a\xff\xff\xff\xff\x0fxx", "corrupt or truncated"),
+])
+def test_bad_files(cli, tmp_path, content, message):
+    (tmp_path / "m.pb").write_bytes(content)
+    r = cli("import", tmp_path / "m.pb", "-o", tmp_path / "x.json")
+    assert r.code == 1 and message in r.err and r.err.count("\n") == 1
+
+
+def test_bad_input_shape_syntax(cli, tiny_pb, tmp_path):
+    r = cli("import", tiny_pb / "tiny.pb", "-o", tmp_path / "x.json", "--input-shape", "x:5,3")
+    assert r.code == 1 and "expected NODE=D1,D2" in r.err
+
+
+def test_import_keras_application(cli, tmp_path):
+    out, pb = tmp_path / "m.json.gz", tmp_path / "m.pb"
+    r = cli("import-keras", "mobilenet", "--batch", "2", "--input-shape", "32,32,3", "--classes", "10",
+            "-o", out, "--save-graphdef", pb, "--json")
+    assert r.code == 0, r.err
+    s = json.loads(r.out)
+    g = load_graph(out)
+    assert s["ops"] == len(g) and g.meta["batch_size"] == 2 and g.meta["training"] is True
+    assert any(op.op == "Conv2DBackpropFilter" for op in g)
+    r = cli("import", pb, "-o", tmp_path / "again.json", "--json")
+    assert r.code == 0 and json.loads(r.out)["ops"] == len(g)
+
+
+def test_import_keras_unknown_name(cli, tmp_path):
+    r = cli("import-keras", "resnet5000", "--batch", "2", "-o", tmp_path / "x.json")
+    assert r.code == 1 and "unknown Keras application 'resnet5000'" in r.err
