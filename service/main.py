@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator
 
@@ -94,6 +95,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     ----------
     settings : configuration; by default read from ``PLACER_*`` environment variables.
     """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # a GraphDef upload loads TensorFlow; keep it quiet
     settings = settings or Settings()
 
     @asynccontextmanager

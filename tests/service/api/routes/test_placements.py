@@ -152,3 +152,28 @@ class TestRL:
     def test_rl_refuses_options(self, client, graph_id):
         r = client.post("/v1/placements", json={"graph_id": graph_id, "method": "rl", "options": {"lr": 1}})
         assert r.status_code == 422
+
+
+class TestProperties:
+    def test_any_valid_graph_is_placed(self, client):
+        """Random valid DAGs, presets and methods: always 201, every op on a device of the cluster."""
+        from hypothesis import HealthCheck, given, settings
+        from hypothesis import strategies as st
+
+        from placer import presets
+        from placer.synthetic import layered_graph
+
+        methods = registry.names(heuristic_only=True) + ["best"]
+
+        @given(n=st.integers(1, 60), seed=st.integers(0, 2**16), cluster=st.sampled_from(["2gpu", "4gpu-nvlink",
+               "local", "local:3"]), method=st.sampled_from(methods))
+        @settings(max_examples=25, deadline=None, derandomize=True, database=None,
+                  suppress_health_check=list(HealthCheck))
+        def placed(n, seed, cluster, method):
+            g = layered_graph(n, seed=seed).to_dict()
+            r = client.post("/v1/placements", json={"graph": g, "cluster": cluster, "method": method})
+            assert r.status_code == 201, r.text
+            devices = set(presets.get(cluster).device_names)
+            assert len(r.json()["devices"]) == n and set(r.json()["devices"].values()) <= devices
+
+        placed()
