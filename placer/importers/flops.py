@@ -19,7 +19,8 @@ training steps:
   element; pooling: window size per output element;
 - LSTM/GRU cell ops (``LSTMBlockCell``, ``BlockLSTM``, ``GRUBlockCell`` and
   gradients): their matmuls plus the gate arithmetic; optimizer apply ops
-  (``ResourceApplyAdam``...): a fixed count per weight;
+  (``ResourceApplyAdam``...): a fixed count per weight; sparse scatter
+  updates (``ResourceScatterSub``, embedding gradients): 1 per updated element;
 - data movement and bookkeeping (``Identity``, ``Reshape``, ``ConcatV2``,
   ``Transpose``, ``Gather``, ``ReadVariableOp``, ``Const``...): 0; their time
   comes from bytes moved in the roofline.
@@ -139,6 +140,10 @@ def _per_element(k: float, which: str = "out") -> Callable[[OpInfo], float]:
         return float(k * n)
 
     return rule
+
+
+def _per_element_of_last_input(info: OpInfo) -> float:
+    return float(_n(info.inputs[-1]))
 
 
 def _add_n(info: OpInfo) -> float:
@@ -268,6 +273,11 @@ RULES.update({t: _per_element(4) for t in TRANSCENDENTAL})
 RULES.update({t: _per_element(1, "in") for t in REDUCTIONS})
 RULES.update({t: (lambda info: 0.0) for t in ZERO_FLOPS})
 RULES.update({t: _apply_rule(per) for t, per in _APPLY_PER_WEIGHT.items()})
+# sparse updates (embedding gradients): one FLOP per element of `updates`, the last input
+RULES.update({t: _per_element_of_last_input for t in (
+    "ResourceScatterAdd", "ResourceScatterSub", "ResourceScatterMul", "ResourceScatterDiv",
+    "ResourceScatterMin", "ResourceScatterMax", "ScatterAdd", "ScatterSub", "TensorScatterAdd",
+    "TensorScatterSub")})
 
 # Multiply-adds of these op types are what published "multiply-adds per image" count.
 CONTRACTIONS = frozenset(

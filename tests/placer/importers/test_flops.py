@@ -61,3 +61,8 @@ def test_unknown_type_falls_back_to_output_elements():
 
 def test_broken_shapes_fall_back_instead_of_crashing():
     assert op_flops(OpInfo("MatMul", {}, [], [[4, 5]])) == (20.0, True)
+
+
+def test_sparse_embedding_update_counts_updated_elements():
+    # resource, indices [B*T], updates [B*T, D]
+    assert flops("ResourceScatterSub", [[], [12], [12, 8]], []) == 12 * 8
