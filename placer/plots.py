@@ -71,3 +71,114 @@ def compare_chart(rows: list[dict[str, Any]], path: str | Path, title: str | Non
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+def _time_unit(seconds: float) -> tuple[float, str]:
+    """A scale and unit that keep a span of `seconds` readable."""
+    for scale, unit in ((1.0, "s"), (1e3, "ms"), (1e6, "µs")):
+        if seconds * scale >= 1.0:
+            return scale, unit
+    return 1e9, "ns"
+
+
+def gantt_chart(graph, cluster, assignment, result, path: str | Path, title: str | None = None,
+                max_types: int = 9) -> Path:
+    """The simulated step as a Gantt chart, with each device's memory below.
+
+    Devices are rows with their ops coloured by type (the `max_types` types
+    with the most compute time get their own colour, the rest are "other");
+    each link direction that carried a tensor is a row of its transfers. The
+    lower panel is the bytes live on each device (`placer.trace.memory_timeline`).
+
+    Parameters
+    ----------
+    graph, cluster : what was simulated.
+    assignment : int[num_ops] device index of each op.
+    result : `Simulator(graph, cluster).run(assignment)`.
+    path : the image file to write (format from its suffix).
+    title : the figure's title.
+    max_types : op types given their own colour.
+
+    Returns
+    -------
+    Path
+        `path`.
+    """
+    from placer.trace import memory_timeline
+
+    plt = _pyplot()
+    place = np.asarray(assignment, dtype=np.int64)
+    names = cluster.device_names
+    D = len(names)
+    dur = result.finish - result.start
+    types = np.array([op.op for op in graph.ops])
+    by_time: dict[str, float] = {}
+    for t, d in zip(types.tolist(), dur.tolist()):
+        by_time[t] = by_time.get(t, 0.0) + d
+    top = sorted(by_time, key=by_time.get, reverse=True)[:max_types]
+    src_op, dst_dev = np.nonzero(result.transfer_start >= 0.0)
+    links = sorted({(int(place[i]), int(j)) for i, j in zip(src_op, dst_dev)})
+    rows = names + [f"{names[a]} -> {names[b]}" for a, b in links]
+    scale, unit = _time_unit(max(result.step_time, 1e-12))
+
+    from matplotlib.patches import Patch
+
+    lanes = 0.45 * D + 0.22 * len(links)
+    fig, (ax, mem_ax) = plt.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [max(lanes, 1.0), 1.6]},
+                                     figsize=(11, 1.4 + lanes + 1.6))
+    colors = plt.get_cmap("tab10")
+    kinds = [(t, types == t, colors(k)) for k, t in enumerate(top)]
+    handles = []
+    rest = ~np.isin(types, top)
+    if rest.any():
+        kinds.append(("other", rest, (0.75, 0.75, 0.75, 1.0)))
+    for label, mask, color in kinds:
+        for d in range(D):
+            sel = mask & (place == d)
+            if sel.any():
+                ax.broken_barh(np.c_[result.start[sel] * scale, dur[sel] * scale], (d - 0.4, 0.8),
+                               facecolors=color, edgecolors="none")
+        handles.append(Patch(color=color, label=label))
+    for row, (a, b) in enumerate(links, start=D):
+        sel = (place[src_op] == a) & (dst_dev == b)
+        x0 = result.transfer_start[src_op[sel], b]
+        x1 = result.transfer_end[src_op[sel], b]
+        ax.broken_barh(np.c_[x0 * scale, (x1 - x0) * scale], (row - 0.3, 0.6),
+                       facecolors="#444444", edgecolors="white", linewidth=0.3)
+    if links:
+        handles.append(Patch(color="#444444", label="transfer"))
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels(rows, fontsize=8)
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_xlim(0, result.step_time * scale * 1.01 or 1)
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), title="op type",
+              title_fontsize=7)
+    ax.set_title(title or f"{graph.name} on {cluster.name}: step {result.step_time * scale:.4g} {unit}"
+                 + ("  (OUT OF MEMORY)" if result.oom else ""))
+
+    giga = 2.0 ** 30
+    for d, (times, level) in enumerate(memory_timeline(graph, place, result)):
+        t = np.append(times, result.step_time) * scale
+        mem_ax.step(t, np.append(level, level[-1]) / giga, where="post", color=colors(d % 10), linewidth=1,
+                    label=f"{names[d]} (peak {result.peak_memory[d] / giga:.3g} of "
+                          f"{result.memory_bytes[d] / giga:.3g} GiB)")
+    mem_ax.set_ylabel("live GiB")
+    mem_ax.set_xlabel(f"time ({unit})")
+    mem_ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0))
+    fig.tight_layout()
+    _save(plt, fig, path, dpi=110)
+    return Path(path)
+
+
+def _save(plt, fig, path: str | Path, dpi: int) -> None:
+    """Save and close a figure; an unknown format or unwritable path is a user error."""
+    from placer.errors import PlacerError
+
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    except (OSError, ValueError) as e:
+        raise PlacerError(f"figure {str(path)!r}: cannot write ({e})") from None
+    finally:
+        plt.close(fig)

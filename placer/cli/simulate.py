@@ -13,6 +13,10 @@ def add_parser(sub) -> None:
     p.add_argument("--objective", choices=("step_time", "throughput"), default="step_time",
                    help="step_time (default): one step's time; throughput: also the pipelined max per-device "
                         "load (`max_load`, the MSR paper's model: compute + communication per device)")
+    p.add_argument("--trace", metavar="FILE",
+                   help="also write the step as a Chrome trace (JSON; .json.gz gzipped) for Perfetto "
+                        "(ui.perfetto.dev) or chrome://tracing: ops per device, transfers per link, memory")
+    p.add_argument("--gantt", metavar="FILE", help="also draw the step as a Gantt chart (PNG, SVG or PDF)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(run=run)
 
@@ -54,12 +58,24 @@ def run(args) -> int:
     }
     if loads is not None:
         out.update(max_load=loads.max_load, memory_ok=loads.memory_ok, colocation_ok=loads.colocation_ok)
+    if args.trace:
+        from placer.trace import chrome_trace, write_trace
+
+        out["trace"] = str(write_trace(chrome_trace(graph, cluster, assignment, res, method=placement.method),
+                                       args.trace))
+    if args.gantt:
+        from placer.plots import gantt_chart
+
+        out["gantt"] = str(gantt_chart(graph, cluster, assignment, res, args.gantt))
     if args.json:
         print_json(out)
         return 0
     print(f"{graph.name} on {cluster.name}: step time {human_seconds(res.step_time)} "
           f"(lower bound {human_seconds(res.lower_bound)}), moved {human_bytes(res.bytes_moved)}"
           + ("  OUT OF MEMORY" if res.oom else ""))
+    for what in ("trace", "gantt"):
+        if what in out:
+            print(f"wrote {what} {out[what]}")
     if loads is not None:
         print(f"throughput: max load {loads.max_load:.6g} (a new micro-batch every max load)"
               + ("" if loads.memory_ok else "  OVER MEMORY") + ("" if loads.colocation_ok else "  COLOCATION BROKEN"))

@@ -1,0 +1,223 @@
+"""A simulated step as a Chrome trace: the timeline Perfetto and ``chrome://tracing`` open.
+
+TensorFlow's and PyTorch's profilers both write the Chrome Trace Event
+format, so people who place ops already read step timelines in it. The trace
+of one simulated step has:
+
+- one process per device, its ``ops`` thread holding each op as a complete
+  event (``ph: "X"``; args: name, type, FLOPs, output and weight bytes) and a
+  ``memory`` counter (``ph: "C"``) of the bytes live on the device;
+- one ``links`` process with a thread per link direction that carried
+  anything, each transfer a complete event with its bytes;
+- metadata events (``ph: "M"``) naming and ordering the processes and threads.
+
+Timestamps and durations are microseconds (the format's unit). The top-level
+``otherData`` carries the step's summary (step time, per-device capacity and
+peak), which the service's web page reads.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from placer.cluster import Cluster
+from placer.errors import PlacerError
+from placer.graph import OpGraph
+from placer.graph_io import write_atomic
+from placer.simulator.core import SimResult
+
+US = 1e6
+"""Microseconds per second: trace timestamps are in microseconds."""
+OPS_TID = 1
+"""Thread id of the ops track inside each device's process."""
+MEMORY_COUNTER = "memory"
+
+
+def memory_timeline(graph: OpGraph, assignment: np.ndarray, result: SimResult
+                    ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Bytes live on each device over the step, by the simulator's memory rules.
+
+    The rules are those of `placer.simulator.kernel`: a tensor lives on its
+    producer's device from the producer's start until its last local consumer
+    has finished and its last send has arrived; a received copy lives from its
+    transfer's start until its last consumer on that device finishes; weights
+    live throughout. At one instant frees come before allocations, and each
+    instant is reported once, with the level after everything at it.
+
+    Parameters
+    ----------
+    graph : the simulated graph.
+    assignment : int[num_ops] device index of each op (graph order).
+    result : what `Simulator.run(assignment)` returned.
+
+    Returns
+    -------
+    list of (times, bytes)
+        Per device: the instants (seconds, ascending, starting at 0) where the
+        level changes and the bytes live from each one on. Its maximum equals
+        the simulator's ``peak_memory`` whenever no op or transfer takes zero
+        time (the kernel can peak in the middle of a zero-length instant).
+    """
+    place = np.asarray(assignment, dtype=np.int64)
+    n, D = len(graph), len(result.busy)
+    out_bytes = np.array([op.output_bytes for op in graph.ops], dtype=np.float64)
+    params = np.bincount(place, weights=[op.param_bytes for op in graph.ops], minlength=D)
+    p_off, p_idx = graph.predecessors
+    consumer = np.repeat(np.arange(n), np.diff(p_off))
+    # last_read[u, d]: when the last consumer of u on device d finishes
+    last_read = np.full((n, D), -np.inf)
+    np.maximum.at(last_read, (p_idx, place[consumer]), result.finish[consumer])
+    sent = result.transfer_start >= 0.0
+    home = np.arange(n)
+    home_free = np.maximum.reduce([result.finish, last_read[home, place],
+                                   np.where(sent, result.transfer_end, -np.inf).max(axis=1)])
+    src_op, dst_dev = np.nonzero(sent)
+    # every tensor copy: (device, alloc time, free time, bytes)
+    dev = np.concatenate([place, dst_dev])
+    alloc = np.concatenate([result.start, result.transfer_start[src_op, dst_dev]])
+    free = np.concatenate([home_free, last_read[src_op, dst_dev]])
+    size = np.concatenate([out_bytes, out_bytes[src_op]])
+    timelines = []
+    for d in range(D):
+        mine = (dev == d) & (size > 0)
+        t = np.concatenate([free[mine], alloc[mine]])
+        delta = np.concatenate([-size[mine], size[mine]])
+        is_alloc = np.concatenate([np.zeros(mine.sum(), bool), np.ones(mine.sum(), bool)])
+        order = np.lexsort((is_alloc, t))  # by time; frees first at an instant
+        t, level = t[order], np.cumsum(delta[order])
+        last_at_instant = np.append(t[1:] != t[:-1], True) if len(t) else np.zeros(0, bool)
+        t, level = t[last_at_instant], level[last_at_instant]
+        if not len(t) or t[0] > 0.0:
+            t, level = np.concatenate([[0.0], t]), np.concatenate([[0.0], level])
+        # a cumulative sum can leave -1e-9 where exact arithmetic gives 0
+        timelines.append((t, np.maximum(level, 0.0) + params[d]))
+    return timelines
+
+
+def chrome_trace(graph: OpGraph, cluster: Cluster, assignment: np.ndarray, result: SimResult,
+                 *, method: str | None = None) -> dict[str, Any]:
+    """One simulated step in the Chrome Trace Event format (JSON object form).
+
+    Parameters
+    ----------
+    graph, cluster : what was simulated.
+    assignment : int[num_ops] device index of each op (graph order).
+    result : `Simulator(graph, cluster).run(assignment)`.
+    method : the placement method, shown in the trace's summary.
+
+    Returns
+    -------
+    dict
+        ``{"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {...}}``,
+        ready for `json.dump`.
+
+    Examples
+    --------
+    >>> from placer import presets
+    >>> from placer.graph import Op, OpGraph
+    >>> from placer.simulator import Simulator
+    >>> g = OpGraph("chain", [Op("a", "X", cost={"gpu": 1.0}), Op("b", "X", ["a"], cost={"gpu": 2.0})])
+    >>> c = presets.get("2gpu")
+    >>> place = np.array([1, 1])
+    >>> trace = chrome_trace(g, c, place, Simulator(g, c).run(place))
+    >>> [(e["name"], e["ts"], e["dur"]) for e in trace["traceEvents"] if e["ph"] == "X"]
+    [('a', 0.0, 1000000.0), ('b', 1000000.0, 2000000.0)]
+    """
+    place = np.asarray(assignment, dtype=np.int64)
+    devices = cluster.devices
+    D = len(devices)
+    links_pid = D + 1
+    events: list[dict[str, Any]] = []
+    for d, device in enumerate(devices):
+        pid = d + 1
+        events += [
+            _meta("process_name", pid, name=device.name),
+            _meta("process_sort_index", pid, sort_index=d),
+            _meta("thread_name", pid, OPS_TID, name="ops"),
+        ]
+    events.append(_meta("process_name", links_pid, name="links"))
+    events.append(_meta("process_sort_index", links_pid, sort_index=D))
+
+    for i in np.argsort(result.start, kind="stable"):
+        op = graph.ops[i]
+        d = int(place[i])
+        events.append({
+            "name": op.name, "cat": op.op, "ph": "X", "pid": d + 1, "tid": OPS_TID,
+            "ts": float(result.start[i]) * US, "dur": float(result.finish[i] - result.start[i]) * US,
+            "args": {"name": op.name, "type": op.op, "device": devices[d].name, "flops": op.flops,
+                     "output_bytes": op.output_bytes, "param_bytes": op.param_bytes},
+        })
+
+    src_op, dst_dev = np.nonzero(result.transfer_start >= 0.0)
+    order = np.lexsort((dst_dev, src_op, result.transfer_start[src_op, dst_dev]))
+    named_links: set[int] = set()
+    for k in order:
+        i, dst = int(src_op[k]), int(dst_dev[k])
+        src = int(place[i])
+        tid = 1 + src * D + dst
+        if tid not in named_links:
+            named_links.add(tid)
+            events.append(_meta("thread_name", links_pid, tid, name=f"{devices[src].name} -> {devices[dst].name}"))
+            events.append(_meta("thread_sort_index", links_pid, tid, sort_index=tid))
+        op = graph.ops[i]
+        t0, t1 = float(result.transfer_start[i, dst]), float(result.transfer_end[i, dst])
+        events.append({
+            "name": op.name, "cat": "transfer", "ph": "X", "pid": links_pid, "tid": tid,
+            "ts": t0 * US, "dur": (t1 - t0) * US,
+            "args": {"tensor": op.name, "from": devices[src].name, "to": devices[dst].name,
+                     "bytes": op.output_bytes},
+        })
+
+    for d, (times, level) in enumerate(memory_timeline(graph, place, result)):
+        for t, b in zip(times.tolist(), level.tolist()):
+            events.append({"name": MEMORY_COUNTER, "ph": "C", "pid": d + 1, "ts": t * US, "args": {"bytes": b}})
+
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ms",
+        "otherData": {
+            "graph": graph.name, "cluster": cluster.name, "method": method or "",
+            "step_time": result.step_time, "lower_bound": result.lower_bound, "oom": result.oom,
+            "bytes_moved": result.bytes_moved,
+            "devices": [
+                {"name": dv.name, "kind": dv.kind, "memory_bytes": dv.memory_bytes,
+                 "peak_memory": float(p), "busy": float(b), "ops": int((place == d).sum())}
+                for d, (dv, p, b) in enumerate(zip(devices, result.peak_memory, result.busy))
+            ],
+        },
+    }
+
+
+def _meta(kind: str, pid: int, tid: int = 0, **args: Any) -> dict[str, Any]:
+    """A metadata event (``ph: "M"``): `kind` names or orders a process or thread."""
+    return {"name": kind, "ph": "M", "pid": pid, "tid": tid, "ts": 0, "args": args}
+
+
+def write_trace(trace: dict[str, Any], path: str | os.PathLike) -> Path:
+    """Write a trace atomically; gzip it when `path` ends in ``.gz`` (Perfetto opens both).
+
+    Returns
+    -------
+    Path
+        `path`.
+
+    Raises
+    ------
+    PlacerError
+        If the file cannot be written.
+    """
+    path = Path(path)
+    data = json.dumps(trace, separators=(",", ":"), allow_nan=False).encode()
+    if path.suffix == ".gz":
+        data = gzip.compress(data, mtime=0)
+    try:
+        write_atomic(path, data)
+    except OSError as e:
+        raise PlacerError(f"trace {str(path)!r}: cannot write ({e.strerror or e})") from None
+    return path
