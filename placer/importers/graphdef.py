@@ -25,8 +25,15 @@ consumers as inputs, so no ordering is lost. ``meta["folded"]`` counts them
 and ``meta["tf_node_count"]`` is the number of nodes TensorFlow had, so
 ``tf_node_count - sum(folded.values()) == op_count``.
 
-Control dependencies become inputs (the OpGraph has one kind of edge);
-``meta["control_edges"]`` counts those that add a producer.
+Control dependencies: the OpGraph has one kind of edge, and an edge means
+"this op reads that op's output" to the simulator (a transfer across devices,
+a tensor kept alive until its last reader). So a control dependency becomes
+an input only when its producer outputs nothing (an assign, a NoOp): then it
+orders ops at the cost of a link's latency, as TF's control Send/Recv does.
+A control dependency on an op with outputs (``tf.function`` makes its output
+``Identity`` wait on every variable read) is left out, as it would move and
+pin the whole tensor. ``meta["control_edges"]`` and
+``meta["control_edges_dropped"]`` count both kinds.
 """
 
 from __future__ import annotations
@@ -179,6 +186,7 @@ def from_graphdef(
     ops: list[Op] = []
     fallbacks: Counter[str] = Counter()
     control_edges = 0
+    dropped_control = 0
     folded_bytes = 0.0
     variable_bytes = 0.0
     contraction_flops = 0.0
@@ -197,9 +205,13 @@ def from_graphdef(
         inputs = list(dict.fromkeys(inputs))
         for src in control:
             for p in resolve(src):
-                if p not in inputs:
-                    inputs.append(p)
-                    control_edges += 1
+                if p in inputs or p == node.name:
+                    continue
+                if out_bytes(p) > 0:
+                    dropped_control += 1  # would read as a data edge: a transfer and a longer-lived tensor
+                    continue
+                inputs.append(p)
+                control_edges += 1
         inputs = [p for p in inputs if p != node.name]
         if node.op in _VARIABLE_TYPES or node.name in var_shapes:
             vb = _variable_bytes(node, var_shapes, shapes[node.name], tf)
@@ -232,6 +244,7 @@ def from_graphdef(
         "folded": dict(sorted(Counter(node_by_name[n].op for n in folded).items())),
         "folded_const_bytes": folded_bytes,
         "control_edges": control_edges,
+        "control_edges_dropped": dropped_control,
         "flop_unit": FLOP_UNIT,
         "total_flops": float(sum(op.flops for op in ops)),
         "contraction_flops": contraction_flops,

@@ -131,3 +131,13 @@ class TestErrors:
 
         with pytest.raises(ModelImportError, match="optimizer"):
             from_keras(dense_model, 2, optimizer="no-such-optimizer")
+
+
+class TestControlDependencies:
+    def test_only_output_free_producers_become_control_edges(self, dense_graph):
+        """The step's output Identity waits on every variable read in TF; those are not data edges here."""
+        out = dense_graph[dense_graph.meta["outputs"][0]]
+        carrying = [i for i in out.inputs if dense_graph[i].output_bytes > 0]
+        assert len(carrying) == 1  # the loss, its one data input
+        assert dense_graph.meta["control_edges_dropped"] > 0
+        assert dense_graph.meta["control_edges"] > 0  # e.g. on assigns, which output nothing
