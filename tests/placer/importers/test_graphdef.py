@@ -124,6 +124,20 @@ class TestColocation:
         assert apply.flops == 2 * 3 * 2
 
 
+    def test_tf1_reference_variables(self):
+        import tensorflow as tf
+
+        g = tf.Graph()
+        with g.as_default():
+            x = tf.compat.v1.placeholder(tf.float32, [4, 3], name="x")
+            v = tf.compat.v1.get_variable("w", [3, 2], use_resource=False)
+            tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(tf.matmul(x, v)))
+        og = from_graphdef(g.as_graph_def(), "tf1ref")
+        assert og["w"].op == "VariableV2" and og["w"].param_bytes == 3 * 2 * 4
+        group = {op.name for op in og if op.colocation == "w"}
+        assert {"w", "w/read"} <= group and any(og[n].op == "ApplyGradientDescent" for n in group)
+
+
 class TestErrors:
     def test_truncated_protobuf(self, tmp_path, conv_step):
         raw = conv_step.graph_def().SerializeToString()
