@@ -114,7 +114,10 @@ class PlacementCreate(BaseModel):
                                             "fastest returned) or 'rl' (a training job).")
     options: dict[str, Any] = Field(default_factory=dict, description="Keyword options of the method.")
     objective: str = "step_time"
-    baselines: bool = Field(False, description="Also answer every heuristic's simulated step time.")
+    baselines: bool = Field(False, description="Also answer every candidate heuristic's simulated step time.")
+    candidates: list[str] | None = Field(
+        None, max_length=64, description="method best and baselines: only these heuristics (default: every "
+                                         "heuristic that optimises the objective).")
     wait_seconds: float = Field(30.0, ge=0, description="method rl: how long to wait for the job.")
     budget_seconds: float = Field(60.0, gt=0, le=7 * 86400, description="method rl: training budget.")
     seed: int = Field(0, ge=0, lt=2**31, description="method rl: random seed.")

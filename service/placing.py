@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import logging
 import math
+import time
 from typing import Any
 
 from placer import presets
@@ -77,61 +78,95 @@ def place_one(name: str, graph: OpGraph, cluster: Cluster, *, objective: str = "
         raise PlacerError(f"method {name!r}: bad option value ({e})") from None
 
 
-def place_best(graph: OpGraph, cluster: Cluster, *, objective: str = "step_time") -> tuple[Placement, dict[str, float | None]]:
-    """Every heuristic, the fastest placement that fits in memory returned.
+def candidates(objective: str, names: list[str] | None = None) -> list[str]:
+    """The heuristics `best` and baselines run: those that optimise `objective` (all, if none do).
+
+    Parameters
+    ----------
+    objective : the objective asked for.
+    names : restrict to these (each must be a registered placer).
+
+    Raises
+    ------
+    PlacerError
+        If a name is not a registered placer, or no heuristic is registered.
+    """
+    if names is not None:
+        return [registry.get(n).name for n in dict.fromkeys(names)]
+    heuristics = registry.names(heuristic_only=True)
+    if not heuristics:
+        raise PlacerError("no heuristic placer is registered")
+    fitting = [n for n in heuristics if objective in registry.get(n).objectives]
+    return fitting or heuristics
+
+
+def place_best(graph: OpGraph, cluster: Cluster, *, objective: str = "step_time",
+               names: list[str] | None = None, budget_seconds: float = math.inf
+               ) -> tuple[Placement, dict[str, float | None]]:
+    """Every candidate heuristic (see `candidates`), the fastest placement that fits in memory returned.
+
+    Heuristics run one after another; once `budget_seconds` are spent the rest
+    are skipped (``meta.skipped``), so one request cannot run for ever (the
+    first always runs, and one that has started runs to its end).
 
     Returns
     -------
     (best, step_times) : the winner (``meta.best_of`` lists the candidates)
-        and each heuristic's step time (None where it failed).
+        and each candidate's step time (None where it failed or was skipped).
 
     Raises
     ------
     PlacerError
         If no heuristic is registered or none produced a placement.
     """
-    names = registry.names(heuristic_only=True)
-    if not names:
-        raise PlacerError("method 'best': no heuristic placer is registered")
-    results, step_times, errors = _run_all(names, graph, cluster, objective)
+    results, step_times, problems = _run_all(candidates(objective, names), graph, cluster, objective,
+                                             budget_seconds)
     if not results:
-        raise PlacerError(f"method 'best': every heuristic failed: {errors}")
+        raise PlacerError(f"method 'best': no heuristic produced a placement: {problems}")
     best = min(results, key=lambda p: (p.oom, _finite(p.step_time)))
     best.meta["best_of"] = list(step_times)
-    if errors:
-        best.meta["failed"] = errors
+    best.meta.update(problems)
     return best, step_times
 
 
 def baselines(graph: OpGraph, cluster: Cluster, *, objective: str = "step_time",
-              skip: str | None = None, known: Placement | None = None) -> dict[str, float | None]:
-    """Step time of every heuristic (`known` reused for the method `skip`)."""
-    names = [n for n in registry.names(heuristic_only=True) if n != skip]
-    _, step_times, _ = _run_all(names, graph, cluster, objective)
-    if skip is not None and known is not None and skip in registry.names(heuristic_only=True):
+              names: list[str] | None = None, budget_seconds: float = math.inf,
+              known: Placement | None = None) -> dict[str, float | None]:
+    """Step time of every candidate heuristic; `known` (already placed) is reused for its method."""
+    todo = candidates(objective, names)
+    skip = known.method if known is not None and known.method in todo else None
+    _, step_times, _ = _run_all([n for n in todo if n != skip], graph, cluster, objective, budget_seconds)
+    if skip is not None:
         step_times = {skip: known.step_time, **step_times}
     return step_times
 
 
-def _run_all(names: list[str], graph: OpGraph, cluster: Cluster, objective: str
-             ) -> tuple[list[Placement], dict[str, float | None], dict[str, str]]:
-    """Run each placer; one failing (even with a bug) is recorded, not fatal."""
+def _run_all(names: list[str], graph: OpGraph, cluster: Cluster, objective: str, budget_seconds: float
+             ) -> tuple[list[Placement], dict[str, float | None], dict[str, dict[str, str]]]:
+    """Run each placer until the budget is spent; one failing (even with a bug) is recorded, not fatal."""
     results: list[Placement] = []
     step_times: dict[str, float | None] = {}
-    errors: dict[str, str] = {}
-    for name in names:
+    failed: dict[str, str] = {}
+    skipped: dict[str, str] = {}
+    t0 = time.monotonic()
+    for k, name in enumerate(names):
+        step_times[name] = None
+        if k > 0 and time.monotonic() - t0 > budget_seconds:  # the first always runs
+            skipped[name] = f"not run: the {budget_seconds:g} s budget of this request was spent"
+            continue
         try:
             p = registry.place(name, graph, cluster, objective=objective)
         except PlacerError as e:
-            errors[name], step_times[name] = str(e), None
+            failed[name] = str(e)
             continue
         except Exception as e:  # a bug in one heuristic must not sink the others
             log.exception("placer %r failed on graph %r", name, graph.name)
-            errors[name], step_times[name] = f"{type(e).__name__}: {e}", None
+            failed[name] = f"{type(e).__name__}: {e}"
             continue
         results.append(p)
         step_times[name] = p.step_time
-    return results, step_times, errors
+    problems = {k: v for k, v in (("failed", failed), ("skipped", skipped)) if v}
+    return results, step_times, problems
 
 
 def _finite(x: float | None) -> float:

@@ -38,6 +38,8 @@ class Settings(BaseSettings):
     """Largest graph once gunzipped (413 beyond): a small gzip bomb stays small."""
     max_ops: int = Field(100_000, gt=0)
     """Largest graph accepted, in ops (413 beyond)."""
+    best_seconds: float = Field(60.0, gt=0)
+    """Time budget of one ``best`` (or baselines) request: heuristics not started by then are skipped."""
     max_running_jobs: int = Field(1, ge=1)
     """Training processes run at once; further jobs wait in the queue."""
     max_wait_seconds: float = Field(600.0, ge=0)

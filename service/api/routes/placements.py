@@ -45,7 +45,8 @@ async def create_placement(body: PlacementCreate, response: Response, settings: 
     elif body.method == placing.BEST:
         if body.options:
             raise PlacerError("method 'best' runs every heuristic with its defaults and takes no options")
-        best, steps = await run_in_threadpool(placing.place_best, graph, cluster, objective=body.objective)
+        best, steps = await run_in_threadpool(placing.place_best, graph, cluster, objective=body.objective,
+                                              names=body.candidates, budget_seconds=settings.best_seconds)
         contract = best.to_dict()
         contract["method"] = f"best:{best.method}"
     else:
@@ -53,7 +54,8 @@ async def create_placement(body: PlacementCreate, response: Response, settings: 
                                             objective=body.objective, options=body.options)
         if body.baselines:
             steps = await run_in_threadpool(placing.baselines, graph, cluster, objective=body.objective,
-                                            skip=body.method, known=placement)
+                                            names=body.candidates, budget_seconds=settings.best_seconds,
+                                            known=placement)
         contract = placement.to_dict()
     record = PlacementRecord(
         id=new_id("p"), graph_id=body.graph_id, method=body.method, cluster=cluster.name,

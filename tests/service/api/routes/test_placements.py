@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from placer.placers import registry
+from service import placing
 from tests.service.conftest import tiny_graph, wait_for
 
 
@@ -43,7 +44,7 @@ class TestHeuristic:
         r = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": "4gpu", "method": heuristic,
                                                 "baselines": True})
         base = r.json()["baselines"]
-        assert set(base) == set(registry.names(heuristic_only=True))
+        assert set(base) == set(placing.candidates("step_time")) | {heuristic}
         assert base[heuristic] == r.json()["step_time"]
 
     def test_best(self, client, graph_id, heuristic):
@@ -177,3 +178,30 @@ class TestProperties:
             assert len(r.json()["devices"]) == n and set(r.json()["devices"].values()) <= devices
 
         placed()
+
+
+class TestCandidates:
+    def test_best_of_named_candidates(self, client, graph_id):
+        """candidates restricts best to the named heuristics."""
+        two = registry.names(heuristic_only=True)[:2]
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "method": "best", "candidates": two})
+        assert r.status_code == 201 and list(r.json()["baselines"]) == two
+
+    def test_unknown_candidate(self, client, graph_id):
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "method": "best", "candidates": ["zzz"]})
+        assert r.status_code == 422 and "zzz" in r.json()["detail"]
+
+    def test_default_candidates_fit_the_objective(self, client, graph_id):
+        """By default best runs the heuristics that optimise the objective asked for."""
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "method": "best"})
+        for name in r.json()["baselines"]:
+            assert "step_time" in registry.get(name).objectives
+
+    def test_budget_skips_the_rest(self, make_client):
+        """Once best_seconds are spent the remaining heuristics are skipped, and said to be."""
+        client = make_client(best_seconds=1e-9)
+        gid = client.post("/v1/graphs", json=tiny_graph()).json()["id"]
+        r = client.post("/v1/placements", json={"graph_id": gid, "method": "best"})
+        p = r.json()
+        assert r.status_code == 201 and len(p["meta"].get("skipped", {})) == len(p["baselines"]) - 1
+        assert sum(t is not None for t in p["baselines"].values()) == 1
