@@ -152,6 +152,14 @@ class ThroughputModel:
         """The objective of one placement."""
         return self.loads(assignment).max_load
 
+    def load_batch(self, assignments: np.ndarray) -> np.ndarray:
+        """Per-device loads of K placements (``[K, num_ops]`` -> ``[K, num_devices]``)."""
+        a = self._check(np.atleast_2d(assignments))
+        out = np.empty((a.shape[0], self.num_devices))
+        _load_batch(a, self.times, self.s_off, self.s_idx, self.xfer_time, self.out_bytes,
+                    self.bandwidth, self.latency, self.pays, out)
+        return out
+
     def max_load_batch(self, assignments: np.ndarray) -> np.ndarray:
         """Objective of K placements (``[K, num_ops]`` -> ``[K]``)."""
         a = self._check(np.atleast_2d(assignments))
@@ -204,6 +212,19 @@ def _max_load_batch(a, times, s_off, s_idx, xfer_time, out_bytes, bandwidth, lat
             if compute[d] + comm[d] > best:
                 best = compute[d] + comm[d]
         out[k] = best
+
+
+@numba.njit(cache=True)
+def _load_batch(a, times, s_off, s_idx, xfer_time, out_bytes, bandwidth, latency, pays, out):
+    D = times.shape[1]
+    compute = np.empty(D)
+    comm = np.empty(D)
+    for k in range(a.shape[0]):
+        compute[:] = 0.0
+        comm[:] = 0.0
+        _loads(a[k], times, s_off, s_idx, xfer_time, out_bytes, bandwidth, latency, pays, compute, comm)
+        for d in range(D):
+            out[k, d] = compute[d] + comm[d]
 
 
 def max_load(graph: OpGraph, cluster: Cluster, placement) -> float:
