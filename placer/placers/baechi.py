@@ -3,7 +3,10 @@
 All three spread ops over the GPUs (every device when there is none), never
 put a colocation unit where the memory estimate says it does not fit (see
 `placer.placers.common`), and fall back to the device with the most room
-only when no device has any (``meta["memory_estimate_exceeded"]``).
+only when no device has any (``meta["memory_estimate_exceeded"]``). As in
+Baechi, m-ETF and m-SCT first fuse chains (an op whose only consumer has it
+as only input) into one unit (`placer.placers.common.chain_units`); m-TOPO
+does not, since a fused chain would defeat its even memory shares.
 
 - **m-TOPO**: units in topological order fill one device after another, each
   up to an even share of the total memory (total / k + the largest unit),
@@ -63,6 +66,60 @@ def place_m_topo(graph, cluster, **options):
 
 
 # -- m-ETF and m-SCT: one list scheduler ----------------------------------------
+class _Links:
+    """Transfers as the simulator makes them: each directed link carries one at a time
+    (FIFO), and an output crosses to a device once, however many consumers it has there.
+
+    Baechi's scheduler models communication the same way (a channel per
+    device, tensors cached on the receiver); here the channel is the directed
+    link, as in `placer.simulator`.
+    """
+
+    def __init__(self, problem: Problem, assignment: np.ndarray, finish: np.ndarray):
+        self.problem = problem
+        D = problem.num_devices
+        self.free = [[0.0] * D for _ in range(D)]
+        self.arrived: dict[tuple[int, int], float] = {}
+        self.assignment = assignment
+        self.finish = finish
+        self.p_off, self.p_idx = problem.graph.predecessors
+
+    def _cost(self, m: int, q: int, d: int) -> float:
+        pr = self.problem
+        x = pr.xfer[m]
+        return float(x) if x >= 0 else float(pr.latency[q, d] + pr.out_bytes[m] / pr.bandwidth[q, d])
+
+    def ready_time(self, j: int, d: int, commit: bool = False) -> tuple[float, set[int]]:
+        """When op j's inputs can all be on device `d`, and the source devices of new sends.
+
+        With `commit`, the sends are booked on the links and cached.
+        """
+        ready = 0.0
+        pending: dict[int, list[int]] = {}
+        for m in self.p_idx[self.p_off[j]:self.p_off[j + 1]].tolist():
+            q = int(self.assignment[m])
+            if q == d:
+                t = float(self.finish[m])
+            else:
+                t = self.arrived.get((m, d), -1.0)
+                if t < 0:
+                    pending.setdefault(q, []).append(m)
+                    continue
+            if t > ready:
+                ready = t
+        for q, sources in pending.items():
+            link = self.free[q][d]
+            for m in sorted(sources, key=lambda m: self.finish[m]):
+                link = max(link, float(self.finish[m])) + self._cost(m, q, d)
+                if commit:
+                    self.arrived[(m, d)] = link
+            if commit:
+                self.free[q][d] = link
+            if link > ready:
+                ready = link
+        return ready, set(pending)
+
+
 def list_schedule(problem: Problem, devices: np.ndarray, ledger: MemoryLedger,
                   favorite: np.ndarray | None = None) -> Schedule:
     """ETF list scheduling over `devices`; with `favorite` (child per op, -1: none), SCT.
@@ -77,11 +134,12 @@ def list_schedule(problem: Problem, devices: np.ndarray, ledger: MemoryLedger,
     Returns
     -------
     Schedule
-        The scheduler's own device, start and finish per op
-        (contention-free communication).
+        The scheduler's own device, start and finish per op, with transfers
+        serialised per link (`_Links`).
     """
     n, D = problem.num_ops, problem.num_devices
     devs = np.asarray(devices, dtype=np.int64)
+    devs_l = devs.tolist()
     k = len(devs)
     times = problem.times
     level = static_levels(problem, times[:, devs].mean(axis=1))
@@ -101,8 +159,20 @@ def list_schedule(problem: Problem, devices: np.ndarray, ledger: MemoryLedger,
     assignment = np.full(n, -1, dtype=np.int64)
     start, finish = np.zeros(n), np.zeros(n)
     unit, unit_memory = problem.unit, problem.unit_memory
+    links = _Links(problem, assignment, finish)
+    reads_from: list[set[int]] = [set() for _ in range(D)]  # ready ops with an input on each device
+    stale: set[int] = set()
+
+    def refresh(j: int) -> None:
+        row = [links.ready_time(j, d)[0] for d in devs_l]
+        data_ready[j, devs] = row
+        urgent[j] = max(row)
 
     for _ in range(n):
+        for j in stale:
+            if is_ready[j]:
+                refresh(j)
+        stale.clear()
         R = np.flatnonzero(is_ready)
         units = unit[R]
         pin = pinned[units]
@@ -116,7 +186,7 @@ def list_schedule(problem: Problem, devices: np.ndarray, ledger: MemoryLedger,
         est = np.maximum(rt, free[devs][None, :])
         if favorite is not None:
             for c in range(k):
-                d = int(devs[c])
+                d = devs_l[c]
                 f = int(favorite[last[d]]) if last[d] >= 0 else -1
                 if f < 0 or not is_ready[f]:
                     continue
@@ -126,7 +196,7 @@ def list_schedule(problem: Problem, devices: np.ndarray, ledger: MemoryLedger,
                 if rt[row, c] > rt[row][allowed[row]].min():
                     continue  # another device can start f sooner: d is not kept for it
                 f_est = est[row, c]
-                est[:, c] = np.maximum(urgent[R], free[d])
+                est[:, c] = np.maximum(np.maximum(urgent[R], rt[:, c]), free[d])
                 est[row, c] = f_est
         est[~allowed] = np.inf
         best = est.min()
@@ -135,11 +205,16 @@ def list_schedule(problem: Problem, devices: np.ndarray, ledger: MemoryLedger,
             pick = np.lexsort((tie_c, topo_rank[R[tie_r]], -level[R[tie_r]]))[0]
             tie_r, tie_c = tie_r[pick:pick + 1], tie_c[pick:pick + 1]
         i, d = int(R[tie_r[0]]), int(devs[tie_c[0]])
-        t = float(best)
+        arrival, senders = links.ready_time(i, d, commit=True)
+        t = max(float(free[d]), arrival)
         assignment[i], start[i], finish[i] = d, t, t + times[i, d]
         free[d] = finish[i]
         last[d] = i
         is_ready[i] = False
+        for m in p_idx_l[p_off_l[i]:p_off_l[i + 1]]:
+            reads_from[int(assignment[m])].discard(i)
+        for q in senders:  # these links are busier now: ready times through them change
+            stale.update(reads_from[q])
         u = int(unit[i])
         if pinned[u] < 0:
             pinned[u] = d
@@ -149,12 +224,10 @@ def list_schedule(problem: Problem, devices: np.ndarray, ledger: MemoryLedger,
         for j in s_idx_l[s_off_l[i]:s_off_l[i + 1]]:
             remaining[j] -= 1
             if remaining[j] == 0:
-                row = np.zeros(D)
-                for m in p_idx_l[p_off_l[j]:p_off_l[j + 1]]:
-                    np.maximum(row, finish[m] + problem.comm_times(m, int(assignment[m])), out=row)
-                data_ready[j] = row
-                urgent[j] = row[devs].max()
                 is_ready[j] = True
+                for m in p_idx_l[p_off_l[j]:p_off_l[j + 1]]:
+                    reads_from[int(assignment[m])].add(j)
+                refresh(j)
     return Schedule(assignment, start, finish)
 
 
@@ -162,7 +235,7 @@ def list_schedule(problem: Problem, devices: np.ndarray, ledger: MemoryLedger,
 def place_m_etf(graph, cluster, **options):
     """Memory-constrained ETF over the GPUs; see the module docstring."""
     reject_options("m_etf", options)
-    problem = Problem.build(graph, cluster)
+    problem = Problem.build(graph, cluster, fuse_chains=True)
     ledger = MemoryLedger(problem)
     schedule = list_schedule(problem, problem.candidates, ledger)
     return problem.placement(schedule.assignment, "m_etf", ledger, schedule_length=schedule.length)
@@ -266,7 +339,7 @@ def favorite_children(problem: Problem, devices: np.ndarray, time_limit: float =
 def place_m_sct(graph, cluster, **options):
     """Memory-constrained SCT over the GPUs; option ``lp_time_limit`` (seconds, default 60)."""
     reject_options("m_sct", options, ("lp_time_limit",))
-    problem = Problem.build(graph, cluster)
+    problem = Problem.build(graph, cluster, fuse_chains=True)
     favorite, info = favorite_children(problem, problem.candidates, float(options.get("lp_time_limit", 60.0)))
     ledger = MemoryLedger(problem)
     schedule = list_schedule(problem, problem.candidates, ledger, favorite=favorite)

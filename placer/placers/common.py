@@ -58,21 +58,24 @@ class Problem:
     meta: dict = field(default_factory=dict)
 
     @classmethod
-    def build(cls, graph: OpGraph, cluster: Cluster) -> "Problem":
-        n = len(graph)
+    def build(cls, graph: OpGraph, cluster: Cluster, fuse_chains: bool = False) -> "Problem":
+        """Compile `graph` on `cluster`; `fuse_chains` also merges chains into units (`chain_units`)."""
         out_bytes = np.array([op.output_bytes for op in graph.ops], dtype=np.float64)
         params = np.array([op.param_bytes for op in graph.ops], dtype=np.float64)
         xfer = np.array([-1.0 if op.transfer_time is None else op.transfer_time for op in graph.ops])
         bandwidth, latency = cluster.link_matrices()
+        gpus = np.array([i for i, d in enumerate(cluster.devices) if d.kind == "gpu"], dtype=np.int64)
+        candidates = gpus if gpus.size else np.arange(len(cluster), dtype=np.int64)
+        op_memory = params + out_bytes
         unit = colocation_units(graph)
+        if fuse_chains:
+            smallest = min(cluster.devices[int(d)].memory_bytes for d in candidates)
+            unit = chain_units(graph, unit, op_memory, smallest / (2 * len(candidates)))
         num_units = int(unit.max()) + 1
         order = np.argsort(unit, kind="stable")
         bounds = np.searchsorted(unit[order], np.arange(num_units + 1))
         unit_ops = [order[bounds[u]:bounds[u + 1]] for u in range(num_units)]
-        op_memory = params + out_bytes
         unit_memory = np.bincount(unit, weights=op_memory, minlength=num_units)
-        gpus = np.array([i for i, d in enumerate(cluster.devices) if d.kind == "gpu"], dtype=np.int64)
-        candidates = gpus if gpus.size else np.arange(len(cluster), dtype=np.int64)
         return cls(
             graph=graph, cluster=cluster, times=op_time_matrix(graph, cluster), out_bytes=out_bytes,
             xfer=xfer, bandwidth=bandwidth, latency=latency, unit=unit, unit_ops=unit_ops,
@@ -153,6 +156,43 @@ def colocation_units(graph: OpGraph) -> np.ndarray:
             key_unit[key] = unit[i] = next_id
             next_id += 1
     return unit
+
+
+def chain_units(graph: OpGraph, unit: np.ndarray, op_memory: np.ndarray, max_memory: float) -> np.ndarray:
+    """Merge units along chains: op i joins op j when j is i's only consumer and i is j's only input.
+
+    Baechi's operator fusion: such a pair gains nothing from two devices (j
+    cannot start before i ends) and loses a transfer, so placing them as one
+    shrinks the problem and stops greedy schedulers from splitting chains.
+    A merge that would make a unit heavier than `max_memory` bytes is
+    skipped, so fusion never makes a graph unplaceable. Numbering stays in
+    topological order of each unit's first op.
+    """
+    parent = list(range(int(unit.max()) + 1))
+    memory = np.bincount(unit, weights=op_memory).tolist()
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    p_off, p_idx = graph.predecessors
+    s_off, _ = graph.successors
+    indeg, outdeg = np.diff(p_off), np.diff(s_off)
+    for j in np.flatnonzero(indeg == 1).tolist():
+        i = int(p_idx[p_off[j]])
+        if outdeg[i] == 1:
+            a, b = find(int(unit[i])), find(int(unit[j]))
+            if a != b and memory[a] + memory[b] <= max_memory:
+                parent[max(a, b)] = min(a, b)
+                memory[min(a, b)] = memory[a] + memory[b]
+    root = np.array([find(u) for u in unit.tolist()], dtype=np.int64)
+    renumber: dict[int, int] = {}
+    out = np.empty_like(root)
+    for i in graph.topo_order.tolist():
+        out[i] = renumber.setdefault(int(root[i]), len(renumber))
+    return out
 
 
 def check_colocation(problem: Problem, assignment: np.ndarray) -> None:

@@ -2,9 +2,11 @@
 
 For layered sequence models (LSTM language models, NMT with attention,
 Transformers) the expert of the paper puts each layer, and the attention and
-softmax, on its own GPU in turn (Sutskever et al. 2014; Wu et al. 2016).
+softmax, on its own GPU in turn (Sutskever et al. 2014; Wu et al. 2016);
+an embedding goes with the layer after it.
 Layers are found from the op names: the name scope up to the first part that
-names a layer (``lstm_1``, ``attention``, ``dense``, ``layer_3``...), after
+names a layer (``lstm_1``, ``attention``, ``dense``, ``encoder_0``,
+``layer_3``...; not an unrolled time step such as ``lstm_cell_7``), after
 dropping gradient prefixes so that a layer's backward ops follow it
 (``gradient_tape/lm/lstm_1/...`` belongs to ``lm/lstm_1``, as TensorFlow's
 ``colocate_gradients_with_ops`` would place it). Layers are ordered by their
@@ -27,12 +29,23 @@ from placer.placers.common import Problem, expand_units, fit_to_memory, reject_o
 from placer.placers.registry import register
 
 _GRADIENT_PREFIX = re.compile(r"^(gradient_tape|gradients?|training)(_\d+)?$", re.IGNORECASE)
-_LAYER = re.compile(
-    r"(lstm|gru|rnn|cell|attention|attn|softmax|embedding|embed|dense|logits|projection|layer"
-    r"|ffn|feed_?forward|mlp|output|head)", re.IGNORECASE)
+# a scope part is a layer when one of its "_"-separated words names one ("src_embedding_1",
+# "lstm_0", "attention_output") or it is a numbered encoder/decoder/layer/block ("encoder_0")
+_LAYER_WORDS = {"lstm", "gru", "rnn", "attention", "attn", "softmax", "embedding", "embed", "dense", "logits",
+                "projection", "ffn", "feedforward", "mlp", "output", "head"}
+_NUMBERED = {"encoder", "decoder", "layer", "block"}
+_TIME_STEP = re.compile(r"cell(_\d+)?$", re.IGNORECASE)  # one step of an unrolled RNN, not a layer
 _SEQUENCE = re.compile(r"(lstm|gru|rnn|attention|attn|transformer|multi_?head|encoder|decoder)", re.IGNORECASE)
 _RECURRENT_OPS = {"While", "StatelessWhile", "CudnnRNN", "CudnnRNNV2", "CudnnRNNV3", "BlockLSTM", "BlockLSTMV2",
                   "LSTMBlockCell", "GRUBlockCell"}
+
+
+def _is_layer(part: str) -> bool:
+    if _TIME_STEP.search(part):
+        return False
+    words = part.lower().split("_")
+    return any(w in _LAYER_WORDS or (w in _NUMBERED and k + 1 < len(words) and words[k + 1].isdigit())
+               for k, w in enumerate(words))
 
 
 def layer_key(name: str) -> str | None:
@@ -44,6 +57,10 @@ def layer_key(name: str) -> str | None:
     'lm/lstm_1'
     >>> layer_key("decoder/attention/Softmax")
     'decoder/attention'
+    >>> layer_key("nmt/encoder_0/lstm_cell_7/MatMul")
+    'nmt/encoder_0'
+    >>> layer_key("rnnlm/lstm_0/lstm_cell_3/MatMul")
+    'rnnlm/lstm_0'
     >>> layer_key("sgd/Mul") is None
     True
     """
@@ -51,7 +68,7 @@ def layer_key(name: str) -> str | None:
     while scopes and _GRADIENT_PREFIX.match(scopes[0]):
         scopes = scopes[1:]
     for k, part in enumerate(scopes):
-        if _LAYER.search(part):
+        if _is_layer(part):
             return "/".join(scopes[:k + 1])
     return None
 
@@ -76,6 +93,21 @@ def sequence_layers(problem: Problem) -> tuple[np.ndarray, list[str]] | None:
     ordered = sorted(first, key=first.get)
     index = {k: j for j, k in enumerate(ordered)}
     return np.array([-1 if k is None else index[k] for k in keys], dtype=np.int64), ordered
+
+
+def _deal(names: list[str]) -> np.ndarray:
+    """GPU turn of each layer: one per layer, except that an embedding shares the next layer's turn.
+
+    An embedding lookup is a few microseconds of work; the expert of the
+    paper keeps it with the first layer that reads it.
+    """
+    turn, turns = 0, []
+    for k, name in enumerate(names):
+        turns.append(turn)
+        last_word = name.split("/")[-1].lower().split("_")
+        if not ({"embedding", "embed"} & set(last_word)) or k == len(names) - 1:
+            turn += 1
+    return np.asarray(turns, dtype=np.int64)
 
 
 def follow_neighbours(problem: Problem, device: np.ndarray) -> np.ndarray:
@@ -129,7 +161,8 @@ def place_expert(graph, cluster, **options):
     layers = sequence_layers(problem)
     if layers is not None:
         layer, names = layers
-        op_device = np.where(layer >= 0, devices[np.maximum(layer, 0) % len(devices)], -1)
+        layer_device = devices[_deal(names) % len(devices)]
+        op_device = np.where(layer >= 0, layer_device[np.maximum(layer, 0)], -1)
         op_device = follow_neighbours(problem, op_device)
         # ops that sit in a layer outvote the glue that merely followed them
         unit_device = unit_vote(problem, op_device, np.where(layer >= 0, 1.0, 1e-3))

@@ -127,10 +127,16 @@ def test_colocation_respected_on_benchmark_graphs(path):
     """Every placer keeps every colocation group of every graph in graphs/ together."""
     from placer import presets
 
+    from placer.errors import PlacerError
+
     g = load_graph(path)
-    c = presets.get("4gpu")
+    c = presets.get("2gpu")
     for method in HEURISTICS:
-        assert_colocation_respected(g, registry.place(method, g, c))
+        try:
+            p = registry.place(method, g, c)
+        except PlacerError:  # a placer may refuse a graph it cannot place; that splits nothing
+            continue
+        assert_colocation_respected(g, p)
 
 
 def test_placers_are_deterministic():
