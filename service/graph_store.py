@@ -12,10 +12,17 @@ import json
 import secrets
 import threading
 import time
+import logging
 from collections import OrderedDict
+from pathlib import Path
 
+from placer.errors import PlacerError
 from placer.graph import OpGraph
+from placer.graph_io import load_graph
 from service.storage import GraphRecord, Storage
+
+
+log = logging.getLogger("placer.service")
 
 
 def new_id(prefix: str) -> str:
@@ -42,6 +49,25 @@ class GraphStore:
         self.storage.add_graph(record=record)
         self._remember(record.id, graph)
         return record
+
+    def add_bundled(self, folder: Path) -> list[GraphRecord]:
+        """Store each ``*.json.gz`` graph of `folder` not stored before (source ``bundled:<file>``).
+
+        A file that fails to load is logged and skipped: a bad bundled file must
+        not keep the service from starting.
+        """
+        added = []
+        for path in sorted(folder.glob("*.json.gz")):
+            source = f"bundled:{path.name}"
+            if self.storage.find_graph(source=source) is not None:
+                continue
+            try:
+                graph = load_graph(path)
+            except PlacerError as e:
+                log.warning("bundled graph %s skipped: %s", path, e)
+                continue
+            added.append(self.add(graph, source=source))
+        return added
 
     def load(self, graph_id: str) -> OpGraph | None:
         """The stored graph, or None when no graph has that id."""

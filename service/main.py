@@ -13,7 +13,9 @@ import json
 import logging
 import math
 import os
+import threading
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any, AsyncIterator
 
 from fastapi import FastAPI, Request
@@ -88,6 +90,18 @@ def _too_large(limit: int) -> JSONResponse:
     return JSONResponse({"detail": _too_large_text(limit)}, status_code=413)
 
 
+def _add_bundled(graphs: GraphStore, folder: Path | None) -> None:
+    if folder is None:
+        return
+    try:
+        added = graphs.add_bundled(folder)
+    except Exception:  # never fatal: the service runs without its examples
+        log.exception("storing the bundled graphs of %s failed", folder)
+        return
+    if added:
+        log.info("stored bundled graphs: %s", ", ".join(r.name for r in added))
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the service.
 
@@ -106,10 +120,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.graphs = GraphStore(storage, settings.graph_cache_size)
         app.state.jobs = jobs
         jobs.start()
+        # Bundled graphs are stored in the background: the first start parses them, later ones only look.
+        bundled = threading.Thread(target=_add_bundled, args=(app.state.graphs, settings.bundled_graphs_dir),
+                                   name="placer-bundled", daemon=True)
+        bundled.start()
         try:
             yield
         finally:
             jobs.stop()
+            bundled.join()
             storage.close()
 
     app = FastAPI(

@@ -17,6 +17,12 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 LOOPBACK = "127.0.0.1"
 
 
+def _repo_graphs() -> Path | None:
+    """The repository's bundled graphs, when running from a checkout (or an editable install)."""
+    folder = Path(__file__).resolve().parents[2] / "graphs"
+    return folder if folder.is_dir() else None
+
+
 class Settings(BaseSettings):
     """Configuration of the service (environment variables ``PLACER_<FIELD>``)."""
 
@@ -53,6 +59,9 @@ class Settings(BaseSettings):
     )
     """Command that trains one job (space-separated in the environment); the
     service appends ``GRAPH --cluster C --budget-seconds S --seed N --out DIR [--resume]``."""
+    bundled_graphs_dir: Path | None = Field(default_factory=lambda: _repo_graphs())
+    """Graph files (``*.json.gz``) stored once at first start, so they are listed ready to place;
+    empty for none. Default: the repository's ``graphs/`` folder, when there is one."""
     graph_cache_size: int = Field(16, ge=0)
     """Parsed graphs kept in memory (graphs are immutable, parsing a large one is slow)."""
 
@@ -62,6 +71,11 @@ class Settings(BaseSettings):
         if isinstance(v, str):
             return [k.strip() for k in v.split(",") if k.strip()]
         return v
+
+    @field_validator("bundled_graphs_dir", mode="before")
+    @classmethod
+    def _empty_is_none(cls, v: object) -> object:
+        return None if v == "" else v
 
     @field_validator("train_command", mode="before")
     @classmethod

@@ -25,7 +25,8 @@ MAX_EXAMPLES = 10
 def started(tmp_path_factory):
     """A started app (its lifespan stays open for the module), its schema, and ids that exist."""
     s = Settings(data_dir=tmp_path_factory.mktemp("fuzz"), train_command=FAKE_TRAIN, max_ops=200,
-                 max_upload_bytes=200_000, max_wait_seconds=0.2, job_poll_seconds=0.05, job_stop_seconds=2.0)
+                 max_upload_bytes=200_000, max_wait_seconds=0.2, job_poll_seconds=0.05, job_stop_seconds=2.0,
+                 bundled_graphs_dir=None)
     app = create_app(s)
     with TestClient(app) as client:
         graph_id = client.post("/v1/graphs", json=tiny_graph()).json()["id"]

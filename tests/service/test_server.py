@@ -36,7 +36,7 @@ class Server:
 
     def start(self) -> str:
         env = {**os.environ, "PLACER_TRAIN_COMMAND": " ".join(FAKE_TRAIN), "PLACER_JOB_POLL_SECONDS": "0.05",
-               "PLACER_JOB_STOP_SECONDS": "5"}
+               "PLACER_JOB_STOP_SECONDS": "5", "PLACER_BUNDLED_GRAPHS_DIR": ""}
         env.pop("PLACER_API_KEYS", None)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "placer.cli.main", "serve", "--port", str(self.port),
