@@ -23,6 +23,8 @@ COMMANDS = [
     "import",
     "import-keras",
     "import-split",
+    "measure",
+    "export",
     "serve",
 ]
 # Commands whose module is not the command's name ("import" is a Python keyword).

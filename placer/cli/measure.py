@@ -1,0 +1,59 @@
+"""`placer measure GRAPH --placement P --devices N`: run a placed training step in TensorFlow and time it."""
+
+from __future__ import annotations
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "measure", help="run a placed graph for real in TensorFlow and time its steps",
+        description="Run the TensorFlow training step behind GRAPH with every op pinned to its device from "
+                    "PLACEMENT (variables created, random inputs of the right shapes) on the devices TensorFlow "
+                    "has: GPUs where present, else N logical CPU devices (one thread per kernel). Prints the "
+                    "median step time and its spread (p90 - p10, relative to the median).")
+    p.add_argument("graph", help="graph file with its GraphDef embedded, or a GraphDef (.pb/.pbtxt)")
+    p.add_argument("--placement", required=True, help="placement JSON file ({'devices': {op: device}})")
+    p.add_argument("--devices", type=int, default=2, help="logical CPU devices TensorFlow makes (default 2)")
+    p.add_argument("--graphdef", help="the GraphDef GRAPH was imported from (when not embedded in it)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
+    p.add_argument("--runs", type=int, default=10, help="timed steps (default 10)")
+    p.add_argument("--inter-op-threads", type=int, default=0,
+                   help="TensorFlow's inter-op thread pool (default 0: TF's choice, the core count)")
+    p.add_argument("--grappler", action="store_true",
+                   help="let grappler rewrite the graph (fusions, folding); off by default so the graph run "
+                        "is exactly the graph placed")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from placer.cli.import_graph import quiet_tensorflow
+
+    quiet_tensorflow()
+    from placer.cli.common import human_seconds, print_json, print_table
+    from placer.errors import PlacerError
+    from placer.measure.runner import PlacedStep
+    from placer.measure.source import load_runnable
+    from placer.placement import load_placement
+
+    if args.devices < 1:
+        raise PlacerError(f"--devices must be a positive integer, got {args.devices}")
+    if args.warmup < 0 or args.runs < 1:
+        raise PlacerError(f"need --warmup >= 0 and --runs >= 1, got {args.warmup} and {args.runs}")
+    if args.inter_op_threads < 0:
+        raise PlacerError(f"--inter-op-threads must not be negative, got {args.inter_op_threads}")
+    placement = load_placement(args.placement)
+    graph, graph_def = load_runnable(args.graph, args.graphdef)
+    with PlacedStep(graph, graph_def, placement, args.devices, inter_op_threads=args.inter_op_threads,
+                    optimize=args.grappler) as step:
+        m = step.measure(args.warmup, args.runs)
+    out = {"graph": graph.name, "method": placement.method, "simulated_step_time": placement.step_time,
+           **m.to_dict()}
+    if args.json:
+        print_json(out)
+        return 0
+    print(f"{graph.name} ({placement.method}): median step {human_seconds(m.median)} over {len(m.step_times)} runs, "
+          f"spread {100 * m.spread:.1f}% (min {human_seconds(min(m.step_times))}, "
+          f"max {human_seconds(max(m.step_times))})"
+          + (f"; simulated {human_seconds(placement.step_time)}" if placement.step_time else ""))
+    print_table(["device", "nodes run"], sorted(m.ops_per_device.items()))
+    return 0

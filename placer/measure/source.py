@@ -1,0 +1,169 @@
+"""Where a graph's TensorFlow original comes from, so it can be run for real.
+
+An `OpGraph` is a summary: it cannot be executed. To measure a placement we
+need the `GraphDef` it was imported from. We keep that GraphDef in one of two
+places, both of which keep op names identical to TF node names:
+
+- embedded in the graph's meta (``meta["tf_graphdef"]``: the serialized
+  GraphDef, gzip-compressed and base64-encoded; `attach_graphdef` writes it),
+  so one graph file is all a measurement needs;
+- a GraphDef file the user names (``placer measure --graphdef model.pb``),
+  the same file ``placer import model.pb`` read.
+
+A graph from any other source (JSON written by hand, the MSR importer, a
+synthetic benchmark) has no TF origin and cannot be measured.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+from placer.errors import ModelImportError, PlacerError
+from placer.graph import OpGraph
+
+META_KEY = "tf_graphdef"
+
+
+class NoTensorFlowOrigin(PlacerError):
+    """The graph was not imported from TensorFlow, so it cannot be run."""
+
+
+def attach_graphdef(graph: OpGraph, graph_def) -> OpGraph:
+    """Embed `graph_def` in ``graph.meta`` (in place) and return the graph.
+
+    Parameters
+    ----------
+    graph : a graph imported from `graph_def` (same node names).
+    graph_def : a ``GraphDef`` proto.
+
+    Raises
+    ------
+    ModelImportError
+        If an op of the graph names no node of the GraphDef (they do not belong together).
+    """
+    names = {n.name for n in graph_def.node}
+    missing = [op.name for op in graph if op.name not in names]
+    if missing:
+        raise ModelImportError(f"op {missing[0]!r} of graph {graph.name!r} is no node of the GraphDef "
+                               f"({len(missing)} ops missing): they were not imported from each other")
+    raw = graph_def.SerializeToString()
+    graph.meta[META_KEY] = {
+        "encoding": "gzip+base64",
+        "sha256": hashlib.sha256(raw).hexdigest(),
+        "data": base64.b64encode(gzip.compress(raw, mtime=0)).decode("ascii"),
+    }
+    return graph
+
+
+def graphdef_of(graph: OpGraph, path: str | os.PathLike | None = None):
+    """The GraphDef behind `graph`: read from `path` if given, else from the graph's meta.
+
+    Raises
+    ------
+    NoTensorFlowOrigin
+        If no path is given and the graph carries no GraphDef.
+    ModelImportError
+        If the file or the embedded data is not a GraphDef, or ops of the graph are missing from it.
+    """
+    from tensorflow.core.framework import graph_pb2
+
+    if path is not None:
+        graph_def = read_graphdef(path)
+    else:
+        blob = graph.meta.get(META_KEY)
+        if not isinstance(blob, dict) or "data" not in blob:
+            source = graph.meta.get("source", "unknown source")
+            raise NoTensorFlowOrigin(
+                f"graph {graph.name!r} ({source}) carries no TensorFlow GraphDef, so it cannot be run: "
+                "give the GraphDef it was imported from (--graphdef model.pb), or import it with the "
+                "GraphDef embedded (placer.measure.attach_graphdef)")
+        try:
+            raw = gzip.decompress(base64.b64decode(blob["data"]))
+        except (ValueError, OSError, EOFError) as e:
+            raise ModelImportError(f"graph {graph.name!r}: embedded GraphDef is corrupt ({e})") from None
+        graph_def = graph_pb2.GraphDef()
+        try:
+            graph_def.ParseFromString(raw)
+        except Exception as e:  # protobuf's DecodeError and friends
+            raise ModelImportError(f"graph {graph.name!r}: embedded GraphDef is corrupt ({e})") from None
+    names = {n.name for n in graph_def.node}
+    missing = [op.name for op in graph if op.name not in names]
+    if missing:
+        raise ModelImportError(
+            f"op {missing[0]!r} of graph {graph.name!r} is no node of the GraphDef ({len(missing)} of "
+            f"{len(graph)} ops missing): the graph was not imported from this GraphDef")
+    return graph_def
+
+
+def read_graphdef(path: str | os.PathLike):
+    """Parse a binary (``.pb``) or text (``.pbtxt``) GraphDef file, detected by content."""
+    from google.protobuf import text_format
+    from tensorflow.core.framework import graph_pb2
+
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise ModelImportError(f"GraphDef {str(path)!r}: cannot read ({e.strerror})") from None
+    graph_def = graph_pb2.GraphDef()
+    try:
+        graph_def.ParseFromString(raw)
+        if graph_def.node:
+            return graph_def
+    except Exception:
+        pass
+    try:
+        text_format.Parse(raw.decode("utf-8"), graph_def)
+    except Exception:
+        raise ModelImportError(f"GraphDef {str(path)!r}: not a binary or text GraphDef") from None
+    if not graph_def.node:
+        raise ModelImportError(f"GraphDef {str(path)!r}: has no nodes")
+    return graph_def
+
+
+def variable_specs(graph: OpGraph, graph_def) -> dict[str, tuple[list[int], Any]]:
+    """``{resource placeholder: (shape, dtype)}`` for every captured variable of the graph.
+
+    From ``meta["captures"]`` (written by `from_tf_function`) where present,
+    else from the ``_output_shapes`` of the ``ReadVariableOp`` nodes that read it.
+    """
+    from placer.importers.graphdef import _variable_shapes
+
+    given = {c["placeholder"]: (c["shape"], c["dtype"]) for c in graph.meta.get("captures", [])
+             if c.get("kind") == "variable"}
+    return _variable_shapes(list(graph_def.node), given)
+
+
+def load_runnable(path: str | os.PathLike, graphdef_path: str | os.PathLike | None = None):
+    """``(OpGraph, GraphDef)`` from a graph file, or from a GraphDef file imported on the spot.
+
+    Parameters
+    ----------
+    path : a JSON graph (its GraphDef embedded, or given as `graphdef_path`), or a
+        ``.pb`` / ``.pbtxt`` GraphDef whose placeholders have fixed shapes.
+    graphdef_path : the GraphDef a JSON graph was imported from.
+
+    Raises
+    ------
+    NoTensorFlowOrigin
+        If a JSON graph carries no GraphDef and none is given.
+    ModelImportError
+        If a file cannot be read or does not belong with the other.
+    """
+    from placer.importers import detect_format, import_file
+
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise ModelImportError(f"{str(path)!r}: cannot read ({e.strerror})") from None
+    fmt = detect_format(raw, str(path))
+    graph = import_file(path, fmt)
+    if fmt in ("graphdef", "pbtxt") and graphdef_path is None:
+        graphdef_path = path
+    return graph, graphdef_of(graph, graphdef_path)

@@ -1,0 +1,88 @@
+"""`placer measure` and `placer export` end to end on a tiny graph."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from placer.graph_io import save_graph
+from placer.placement import save_placement
+from tests.placer.measure.conftest import split_placement
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    import keras
+
+    from placer.importers import keras_step
+    from placer.importers.keras_models import from_tf_function
+    from placer.measure import attach_graphdef
+
+    keras.utils.set_random_seed(1)
+    inp = keras.Input((8,))
+    model = keras.Model(inp, keras.layers.Dense(3)(keras.layers.Dense(6, activation="relu")(inp)), name="cli_mlp")
+    step = keras_step(model, 2)
+    d = tmp_path_factory.mktemp("measure")
+    graph = from_tf_function(step.concrete_function(), step.signature, "cli_mlp",
+                             variable_paths=step.variable_paths, meta=step.meta)
+    (d / "model.pb").write_bytes(step.graph_def().SerializeToString())
+    save_graph(graph, d / "plain.json")
+    attach_graphdef(graph, step.graph_def())
+    save_graph(graph, d / "graph.json.gz")
+    save_placement(split_placement(graph), d / "p.json")
+    return d
+
+
+def test_measure_json(cli, files):
+    r = cli("measure", files / "graph.json.gz", "--placement", files / "p.json", "--devices", "2",
+            "--warmup", "1", "--runs", "3", "--json")
+    assert r.code == 0, r.err
+    out = json.loads(r.out)
+    assert out["median"] > 0 and out["runs"] == 3
+    assert set(out["ops_per_device"]) == {"/device:CPU:0", "/device:CPU:1"}
+
+
+def test_measure_graphdef_given_beside_the_graph(cli, files):
+    r = cli("measure", files / "plain.json", "--graphdef", files / "model.pb", "--placement", files / "p.json",
+            "--runs", "2")
+    assert r.code == 0, r.err
+    assert "median step" in r.out
+
+
+def test_measure_graph_without_origin(cli, files):
+    r = cli("measure", files / "plain.json", "--placement", files / "p.json")
+    assert r.code == 1
+    assert "carries no TensorFlow GraphDef" in r.err and len(r.err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{not json", "not valid JSON"),
+    ('{"devices": {"ghost": "/device:CPU:0"}}', "'ghost'"),
+    ('{"devices": 3}', "'devices' must be an object"),
+])
+def test_bad_placement_file(cli, files, tmp_path, content, message):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    r = cli("measure", files / "graph.json.gz", "--placement", bad)
+    assert r.code == 1
+    assert message in r.err and len(r.err.strip().splitlines()) == 1
+
+
+def test_placement_on_missing_device(cli, files, tmp_path):
+    p = json.loads((files / "p.json").read_text())
+    p["devices"] = {k: "/device:GPU:1" for k in p["devices"]}
+    (tmp_path / "gpu.json").write_text(json.dumps(p))
+    r = cli("measure", files / "graph.json.gz", "--placement", tmp_path / "gpu.json")
+    assert r.code == 1 and "GPU:1, which TensorFlow does not have" in r.err
+
+
+def test_export(cli, files, tmp_path):
+    from placer.measure.source import read_graphdef
+
+    out = tmp_path / "placed.pb"
+    r = cli("export", files / "model.pb", "--placement", files / "p.json", "-o", out, "--json")
+    assert r.code == 0, r.err
+    placed = read_graphdef(out)
+    assert all(n.device in ("/device:CPU:0", "/device:CPU:1") for n in placed.node)
+    assert json.loads(r.out)["nodes"] == len(placed.node)
