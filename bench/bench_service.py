@@ -1,0 +1,244 @@
+"""Benchmark: the REST service through a real uvicorn server on loopback.
+
+Prints measured figures and writes them to bench/results/service.json.
+
+1. Latency of ``POST /v1/placements`` (one heuristic, a stored graph) for
+   graphs/inception_v3.json.gz and a 10k-op synthetic graph
+   (`placer.synthetic.layered_graph(10000)`): p50 / p99 / max over N requests
+   made one after another, measured at the client (HTTP + JSON + placing +
+   simulating).
+2. A load run: C concurrent clients for S seconds, each looping over a mix
+   of placements (70%, Inception-V3) and gzip graph uploads (30%, 200-op
+   graphs), while a training job runs in the service: requests served,
+   errors, p50 / p99 per kind.
+
+The training job is ``placer train`` when the CLI has it; otherwise the run
+says so and uses ``--train-command`` (nothing is trained silently in its place).
+
+Run: .venv/bin/python bench/bench_service.py [--quick] [--clients 20] [--load-seconds 60]
+Loopback only; bounded in requests (--requests) and time (--load-seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gzip
+import json
+import os
+import random
+import shlex
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+RESULTS = Path(__file__).parent / "results"
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (nearest rank) of `values`."""
+    ordered = sorted(values)
+    k = max(0, min(len(ordered) - 1, int(round(q / 100 * len(ordered) + 0.5)) - 1))
+    return ordered[k]
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {"n": 0}
+    return {"n": len(values), "p50_ms": 1e3 * statistics.median(values), "p99_ms": 1e3 * percentile(values, 99),
+            "max_ms": 1e3 * max(values)}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def has_train_command() -> bool:
+    from placer.cli.main import COMMANDS
+
+    return "train" in COMMANDS
+
+
+def start_server(data_dir: Path, port: int, train_command: str | None) -> subprocess.Popen:
+    import httpx
+
+    env = {**os.environ, "PLACER_BUNDLED_GRAPHS_DIR": "", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    env.pop("PLACER_API_KEYS", None)
+    if train_command:
+        env["PLACER_TRAIN_COMMAND"] = train_command
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "placer.cli.main", "serve", "--host", "127.0.0.1", "--port", str(port),
+         "--data-dir", str(data_dir), "--log-level", "warning"],
+        env=env, stdout=subprocess.DEVNULL, stderr=open(data_dir / "server.log", "wb"),
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"server exited; see {data_dir / 'server.log'}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    proc.kill()
+    raise SystemExit("server did not come up within 120 s")
+
+
+def upload(client, graph) -> str:
+    body = gzip.compress(json.dumps(graph.to_dict(), separators=(",", ":")).encode())
+    r = client.post("/v1/graphs", content=body, headers={"content-type": "application/gzip"})
+    r.raise_for_status()
+    return r.json()["id"]
+
+
+def latency(client, graph_id: str, method: str, cluster: str, n: int) -> dict:
+    """n placements one after another; the first (warm-up) is reported apart."""
+    times, step_time = [], None
+    for k in range(n + 1):
+        t0 = time.perf_counter()
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": cluster, "method": method})
+        dt = time.perf_counter() - t0
+        r.raise_for_status()
+        step_time = r.json()["step_time"]
+        if k == 0:
+            first = dt
+        else:
+            times.append(dt)
+    return {"first_ms": 1e3 * first, **summary(times), "step_time": step_time}
+
+
+async def load_run(url: str, place_graph_id: str, clients: int, seconds: float, method: str, cluster: str,
+                   upload_bodies: list[bytes]) -> dict:
+    """`clients` loops of mixed requests for `seconds`; every failure is counted, none retried."""
+    import httpx
+
+    lat: dict[str, list[float]] = {"placement": [], "upload": []}
+    errors: dict[str, int] = {}
+    deadline = time.monotonic() + seconds
+
+    async def one_client(k: int) -> None:
+        rng = random.Random(k)
+        async with httpx.AsyncClient(base_url=url, timeout=120) as c:
+            while time.monotonic() < deadline:
+                kind = "placement" if rng.random() < 0.7 else "upload"
+                t0 = time.perf_counter()
+                try:
+                    if kind == "placement":
+                        r = await c.post("/v1/placements", json={"graph_id": place_graph_id, "cluster": cluster,
+                                                                 "method": method})
+                    else:
+                        r = await c.post("/v1/graphs", content=rng.choice(upload_bodies),
+                                         headers={"content-type": "application/gzip"})
+                    ok = r.status_code < 300
+                    tag = f"{kind} HTTP {r.status_code}"
+                except httpx.HTTPError as e:
+                    ok, tag = False, f"{kind} {type(e).__name__}"
+                if ok:
+                    lat[kind].append(time.perf_counter() - t0)
+                else:
+                    errors[tag] = errors.get(tag, 0) + 1
+
+    t0 = time.monotonic()
+    await asyncio.gather(*(one_client(k) for k in range(clients)))
+    wall = time.monotonic() - t0
+    served = sum(len(v) for v in lat.values())
+    return {"clients": clients, "seconds": wall, "served": served, "per_second": served / wall,
+            "errors": sum(errors.values()), "error_kinds": errors,
+            "placement": summary(lat["placement"]), "upload": summary(lat["upload"]),
+            "all": summary(lat["placement"] + lat["upload"])}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--methods", default="metis,heft", help="heuristics to time (comma list)")
+    p.add_argument("--cluster", default="4gpu")
+    p.add_argument("--requests", type=int, default=30, help="placements per graph and method")
+    p.add_argument("--clients", type=int, default=20)
+    p.add_argument("--load-seconds", type=float, default=60.0)
+    p.add_argument("--load-method", default="metis")
+    p.add_argument("--train-command", default=None,
+                   help="train command when 'placer train' is missing (e.g. a stand-in); see the docstring")
+    p.add_argument("--quick", action="store_true", help="5 requests, 4 clients for 10 s")
+    args = p.parse_args()
+    if args.quick:
+        args.requests, args.clients, args.load_seconds = 5, 4, 10.0
+
+    import httpx
+
+    from placer.graph_io import load_graph
+    from placer.synthetic import layered_graph
+
+    train = None if has_train_command() else args.train_command
+    train_note = "placer train" if has_train_command() else (
+        f"stand-in {train!r} (placer train is not in this build)" if train else "none (placer train is not in this build)")
+    graphs = {"inception_v3": load_graph(ROOT / "graphs" / "inception_v3.json.gz"),
+              "layered10000": layered_graph(10000)}
+    results: dict = {"cluster": args.cluster, "training_job": train_note, "latency": {}, "load": None}
+    with tempfile.TemporaryDirectory(prefix="bench-service-") as tmp:
+        data_dir = Path(tmp)
+        port = free_port()
+        server = start_server(data_dir, port, train)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            with httpx.Client(base_url=url, timeout=600) as client:
+                ids = {name: upload(client, g) for name, g in graphs.items()}
+                print(f"server {url}; cluster {args.cluster}; {args.requests} sequential requests per row")
+                print(f"{'graph':14} {'ops':>6} {'method':12} {'first ms':>9} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}  step time")
+                for name, g in graphs.items():
+                    for method in args.methods.split(","):
+                        row = latency(client, ids[name], method, args.cluster, args.requests)
+                        results["latency"][f"{name}/{method}"] = {"ops": len(g), **row}
+                        print(f"{name:14} {len(g):6d} {method:12} {row['first_ms']:9.1f} {row['p50_ms']:8.1f} "
+                              f"{row['p99_ms']:8.1f} {row['max_ms']:8.1f}  {row['step_time']:.4f} s", flush=True)
+
+                job_id = None
+                if has_train_command() or train:
+                    r = client.post("/v1/jobs", json={"graph_id": ids["inception_v3"], "cluster": args.cluster,
+                                                      "budget_seconds": args.load_seconds + 30})
+                    r.raise_for_status()
+                    job_id = r.json()["id"]
+                    time.sleep(2)
+                bodies = [gzip.compress(json.dumps(layered_graph(200, seed=s).to_dict()).encode()) for s in range(8)]
+                print(f"load: {args.clients} clients x {args.load_seconds:.0f} s, 70% placements "
+                      f"({args.load_method}, inception_v3) / 30% uploads (200 ops); training job: {train_note}",
+                      flush=True)
+                load = asyncio.run(load_run(url, ids["inception_v3"], args.clients, args.load_seconds,
+                                            args.load_method, args.cluster, bodies))
+                if job_id:
+                    job = client.get(f"/v1/jobs/{job_id}").json()
+                    load["training_job"] = {"state": job["state"], "progress": job["progress"]}
+                    client.delete(f"/v1/jobs/{job_id}")
+                results["load"] = load
+                print(f"  served {load['served']} requests in {load['seconds']:.1f} s "
+                      f"({load['per_second']:.1f}/s), errors {load['errors']} {load['error_kinds'] or ''}")
+                for kind in ("placement", "upload", "all"):
+                    s = load[kind]
+                    if s["n"]:
+                        print(f"  {kind:9} n={s['n']:5d}  p50 {s['p50_ms']:8.1f} ms  p99 {s['p99_ms']:8.1f} ms  "
+                              f"max {s['max_ms']:8.1f} ms")
+                if job_id:
+                    print(f"  training job during the run: {load['training_job']}")
+        finally:
+            server.send_signal(signal.SIGTERM)
+            try:
+                server.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                server.kill()
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / ("service-quick.json" if args.quick else "service.json")
+    out.write_text(json.dumps(results, indent=1))
+    print(f"wrote {out.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
