@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
@@ -19,6 +21,9 @@ def add_parser(sub) -> None:
     p.add_argument("--no-fold", action="store_true", help="GraphDef: keep Const and NoOp nodes as ops")
     p.add_argument("--allow-unknown-shapes", action="store_true",
                    help="GraphDef: treat dimensions shape inference cannot fix as 1 instead of failing")
+    p.add_argument("--cluster-out", metavar="FILE",
+                   help="MSR workload: also write the cluster it defines (maxFPGAs accelerators with "
+                        "maxSizePerFPGA bytes, plus its CPUs) as a cluster JSON file")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(run=run)
 
@@ -82,6 +87,25 @@ def print_summary(s: dict) -> None:
         line += f", {fallback} ops without a FLOP rule (fallback: output elements)"
     print(line)
     print(f"wrote {s['output']}")
+    if s.get("cluster_output"):
+        print(f"wrote {s['cluster_output']} (the workload's cluster)")
+
+
+def write_msr_cluster(path, fmt: str | None, graph_name: str, out: str) -> str:
+    """Write the cluster an MSR workload defines (``--cluster-out``); other formats define none."""
+    import json
+
+    from placer.errors import ModelImportError
+    from placer.graph_io import parse_json_bytes, write_atomic
+    from placer.importers import detect_format
+    from placer.importers.msr import cluster_from_msr
+
+    raw = path.read_bytes()
+    if (fmt or detect_format(raw, str(path))) != "msr":
+        raise ModelImportError(f"--cluster-out: {str(path)!r} is not an MSR workload; only those define a cluster")
+    cluster = cluster_from_msr(parse_json_bytes(raw, f"MSR workload {str(path)!r}"), f"msr-{graph_name}")
+    write_atomic(Path(out), json.dumps(cluster.to_dict(), indent=1).encode())
+    return out
 
 
 def run(args) -> int:
@@ -127,8 +151,11 @@ def run(args) -> int:
         if args.fmt and args.fmt not in FORMATS:
             raise ModelImportError(f"unknown format {args.fmt!r} (known: {', '.join(FORMATS)})")
         graph = import_file(path, args.fmt, args.name)
+    cluster_output = write_msr_cluster(path, args.fmt, graph.name, args.cluster_out) if args.cluster_out else None
     save_graph(graph, args.output)
     summary = summarise(graph, args.output)
+    if cluster_output:
+        summary["cluster_output"] = cluster_output
     if args.json:
         print_json(summary)
     else:

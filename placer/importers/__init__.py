@@ -122,6 +122,8 @@ def import_file(path: str | os.PathLike, fmt: str | None = None, name: str | Non
 def default_name(path: str | os.PathLike) -> str:
     """A graph name from a file name: ``graphs/resnet50.json.gz`` -> ``resnet50``."""
     path = Path(path)
+    if path.name == "graph.txt" and path.parent.name:  # PipeDream profiles: <model>/graph.txt
+        return path.parent.name
     stem = path.name
     for ext in (".gz", ".json", ".pbtxt", ".pb", ".txt"):
         if stem.endswith(ext) and len(stem) > len(ext):
@@ -175,6 +177,12 @@ def _load_graphdef(raw: bytes, name: str) -> OpGraph:
     return from_graphdef_bytes(raw, name)
 
 
+# Public profiled datasets (placer.importers.msr, .pipedream; no TensorFlow). An MSR
+# workload is JSON too, so it must be tried before the JSON catch-all.
+from placer.importers import msr as _msr, pipedream as _pipedream  # noqa: E402
+
+register_format("msr", _msr.sniff_bytes, _msr.load_bytes)
+register_format("pipedream", _pipedream.sniff_bytes, _pipedream.load_bytes)
 register_format("json", _sniff_json, _load_json)
 register_format("pbtxt", _sniff_pbtxt, _load_pbtxt)
 register_format("graphdef", _sniff_graphdef, _load_graphdef)
