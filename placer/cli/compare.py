@@ -16,6 +16,9 @@ def add_parser(sub) -> None:
                    help="preset names or cluster JSON files")
     p.add_argument("--methods", default="all",
                    help="'all' (every heuristic) or a comma-separated list of methods (default: all)")
+    p.add_argument("--objective", choices=("step_time", "throughput"), default="step_time",
+                   help="step_time (default) or throughput: rows gain max_load (the pipelined max device "
+                        "load) and the winner is the smallest max_load")
     p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
     p.add_argument("--plot", metavar="PNG", help="also draw a bar chart of step time / lower bound to this file")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -41,7 +44,8 @@ def run(args) -> int:
         print(f"[{done}/{total}] {row['graph']} on {row['cluster']} by {row['method']}: {what}",
               file=sys.stderr, flush=True)
 
-    rows = compare(graphs, clusters, methods, progress=progress)
+    rows = compare(graphs, clusters, methods, progress=progress, objective=args.objective)
+    key = "max_load" if args.objective == "throughput" else "step_time"
     if args.plot:
         from placer.plots import compare_chart
 
@@ -50,7 +54,7 @@ def run(args) -> int:
     if args.json:
         print_json(rows)
     else:
-        best = winners(rows)
+        best = winners(rows, key)
         table = []
         for r in rows:
             mark = "*" if best.get((r["graph"], r["cluster"])) == r["method"] else ""
@@ -58,9 +62,13 @@ def run(args) -> int:
                           human_seconds(r["step_time"]), human_seconds(r["lower_bound"]),
                           "-" if r["oom"] is None else ("yes" if r["oom"] else "no"),
                           "-" if r["place_seconds"] is None else f"{r['place_seconds']:.3f}",
-                          r.get("error", "")))
-        print_table(list(ROW_FIELDS) + ["error"], table)
-        print("* fastest placement that fits, per graph and cluster")
+                          r.get("error", ""))
+                         + ((("-" if r.get("max_load") is None else f"{r['max_load']:.6g}")
+                             + (" (ignored)" if r.get("ignored_objective") else ""),) if key == "max_load" else ()))
+        print_table(list(ROW_FIELDS) + ["error"] + (["max_load"] if key == "max_load" else []), table)
+        print("* fastest placement that fits, per graph and cluster"
+              + (" (smallest max_load; '(ignored)': the method does not optimise throughput)"
+                 if key == "max_load" else ""))
         if args.plot:
             print(f"wrote {args.plot}")
     if failed:

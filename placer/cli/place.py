@@ -10,6 +10,9 @@ def add_parser(sub) -> None:
     p.add_argument("graph", help="graph file (.json or .json.gz)")
     p.add_argument("--cluster", required=True, help="preset name (see `placer clusters`) or cluster JSON file")
     p.add_argument("--method", required=True, help="placement method (see `placer place --list`)")
+    p.add_argument("--objective", choices=("step_time", "throughput"), default="step_time",
+                   help="what to make small: one step's time (default) or the pipelined max device load "
+                        "(`max_load`); a method that does not optimise it says so")
     p.add_argument("-o", "--output", help="write the placement JSON (the Placement contract) to this file")
     p.add_argument("--json", action="store_true", help="print the placement as JSON")
     p.set_defaults(run=run)
@@ -26,7 +29,7 @@ def run(args) -> int:
     registry.get(args.method)  # unknown method: fail before loading anything big
     graph = load_graph(args.graph)
     cluster = load_cluster(args.cluster)
-    placement = registry.place(args.method, graph, cluster)
+    placement = registry.place(args.method, graph, cluster, objective=args.objective)
     if args.output:
         save_placement(placement, args.output)
     if args.json:
@@ -38,6 +41,10 @@ def run(args) -> int:
     print(f"{graph.name} on {cluster.name} by {placement.method}: step time {human_seconds(placement.step_time)} "
           f"(lower bound {human_seconds(placement.lower_bound)}), placed in "
           f"{placement.meta['place_seconds']:.3f} s" + ("  OUT OF MEMORY" if placement.oom else ""))
+    if placement.max_load is not None:
+        print(f"  throughput: max load {placement.max_load:.6g}")
+    if "ignored_objective" in placement.meta:
+        print(f"  ({placement.method} does not optimise {placement.meta['ignored_objective']}; it placed as usual)")
     for dev in cluster.device_names:
         if dev in counts or placement.peak_memory.get(dev, 0) > 0:
             print(f"  {dev}: {counts.get(dev, 0)} ops, peak memory {human_bytes(placement.peak_memory.get(dev, 0.0))}")

@@ -27,7 +27,9 @@ def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: lis
     graphs, clusters : what to place on what.
     methods : placer names (already resolved, e.g. by `registry.resolve`).
     progress : called after each row as ``progress(done, total, row)``.
-    place_options : passed to `registry.place` (e.g. a future ``objective``).
+    place_options : passed to `registry.place` (e.g. ``objective="throughput"``, which
+        adds ``max_load`` to each row, and ``ignored_objective`` for methods
+        that do not optimise it).
 
     Returns
     -------
@@ -52,17 +54,21 @@ def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: lis
                 else:
                     row.update(step_time=p.step_time, lower_bound=p.lower_bound, oom=p.oom,
                                place_seconds=p.meta.get("place_seconds"))
+                    if p.max_load is not None:
+                        row["max_load"] = p.max_load
+                    if "ignored_objective" in p.meta:
+                        row["ignored_objective"] = p.meta["ignored_objective"]
                 rows.append(row)
                 if progress is not None:
                     progress(len(rows), total, row)
     return rows
 
 
-def winners(rows: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
-    """The method with the shortest step time that fits, per (graph, cluster)."""
+def winners(rows: list[dict[str, Any]], by: str = "step_time") -> dict[tuple[str, str], str]:
+    """The method with the smallest `by` (``step_time`` or ``max_load``) that fits, per (graph, cluster)."""
     best: dict[tuple[str, str], tuple[float, str]] = {}
     for r in rows:
-        t = r.get("step_time")
+        t = r.get(by)
         if t is None or r.get("oom") or not math.isfinite(t):
             continue
         key = (r["graph"], r["cluster"])

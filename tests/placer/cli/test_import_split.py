@@ -81,3 +81,22 @@ def test_published_expert_max_load_from_the_command_line(cli, tmp_path):
     r = cli("simulate", tmp_path / "g.json", "--cluster", tmp_path / "c.json", "--placement", tmp_path / "p.json",
             "--objective", "throughput", "--json")
     assert json.loads(r.out)["max_load"] == pytest.approx(43.9183, abs=5e-5)
+
+
+def test_place_and_compare_with_throughput_objective(cli, msr_files):
+    d = msr_files
+    cli("import", d / "tiny.json", "-o", d / "g.json", "--cluster-out", d / "c.json")
+    r = cli("place", d / "g.json", "--cluster", d / "c.json", "--method", "pipeline_dp", "--objective", "throughput",
+            "--json")
+    assert r.code == 0, r.err
+    placement = json.loads(r.out)
+    assert placement["objective"] == "throughput" and placement["max_load"] == 6.625
+    r = cli("compare", d / "g.json", "--cluster", d / "c.json", "--methods", "single,pipeline_dp",
+            "--objective", "throughput", "--json", "--quiet")
+    assert r.code == 0, r.err
+    rows = {row["method"]: row for row in json.loads(r.out)}
+    assert rows["single"]["ignored_objective"] == "throughput"
+    assert rows["pipeline_dp"]["max_load"] == 6.625 and "ignored_objective" not in rows["pipeline_dp"]
+    r = cli("compare", d / "g.json", "--cluster", d / "c.json", "--methods", "single,pipeline_dp",
+            "--objective", "throughput", "--quiet")
+    assert "pipeline_dp*" in r.out and "(ignored)" in r.out
