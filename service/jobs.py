@@ -44,6 +44,10 @@ MAX_STARTS = 5
 """A job whose process has been started this often is failed rather than resumed again."""
 
 
+class JobQueueFull(Exception):
+    """Too many jobs wait for a slot (HTTP 429)."""
+
+
 def read_json(path: Path) -> Any | None:
     """A JSON file's content, or None when it is missing or not (yet) valid JSON."""
     try:
@@ -137,6 +141,17 @@ class JobRunner:
                     self._term_sent[job_id] = time.monotonic()
                 self._wake.set()
             return record
+
+    def check_capacity(self) -> None:
+        """Refuse a new job while ``max_queued_jobs`` jobs already wait for a slot.
+
+        Raises
+        ------
+        JobQueueFull
+        """
+        waiting = len(self.storage.list_jobs(limit=self.settings.max_queued_jobs + 1, offset=0, states=("queued",)))
+        if waiting >= self.settings.max_queued_jobs:
+            raise JobQueueFull(f"{waiting} jobs are already waiting (max_queued_jobs); try again later")
 
     def running_count(self) -> int:
         with self._lock:

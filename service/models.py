@@ -12,7 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-ID_PATTERN = r"^[a-z]_[0-9a-f]{16}$"
+MAX_DEVICES = 256
+"""Largest inline cluster: the simulator holds device x device link matrices and op x device times."""
 
 
 # Error body of every 4xx/5xx answer.
@@ -75,8 +76,8 @@ class ClusterSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str
-    devices: list[DeviceSpec]
-    links: list[LinkSpec] = Field(default_factory=list)
+    devices: list[DeviceSpec] = Field(min_length=1, max_length=MAX_DEVICES)
+    links: list[LinkSpec] = Field(default_factory=list, max_length=MAX_DEVICES * (MAX_DEVICES - 1) // 2)
     default_link: LinkSpec | None = None
     meta: dict[str, Any] = Field(default_factory=dict)
 

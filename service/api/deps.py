@@ -15,7 +15,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from service.core.config import Settings
 from service.graph_store import GraphStore
-from service.jobs import JobRunner
+from service.jobs import JobQueueFull, JobRunner
 from service.storage import Storage
 
 _bearer = HTTPBearer(auto_error=False, description="One of PLACER_API_KEYS, when the service has keys.")
@@ -41,6 +41,14 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 StorageDep = Annotated[Storage, Depends(get_storage)]
 GraphsDep = Annotated[GraphStore, Depends(get_graphs)]
 JobsDep = Annotated[JobRunner, Depends(get_jobs)]
+
+
+def job_capacity(jobs: JobsDep) -> None:
+    """429 while the job queue is full (checked before a request starts a job)."""
+    try:
+        jobs.check_capacity()
+    except JobQueueFull as e:
+        raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, str(e)) from None
 
 
 def require_api_key(

@@ -48,6 +48,8 @@ class Settings(BaseSettings):
     """Time budget of one ``best`` (or baselines) request: heuristics not started by then are skipped."""
     max_running_jobs: int = Field(1, ge=1)
     """Training processes run at once; further jobs wait in the queue."""
+    max_queued_jobs: int = Field(100, ge=0)
+    """Jobs allowed to wait for a slot; beyond, new jobs are refused with 429."""
     max_wait_seconds: float = Field(600.0, ge=0)
     """Longest a ``method: rl`` placement request may wait for its job."""
     job_poll_seconds: float = Field(0.5, gt=0)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query, Response, status
+from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
 from fastapi.concurrency import run_in_threadpool
 
 from service import placing
-from service.api.deps import GraphsDep, JobsDep, SettingsDep, StorageDep
+from service.api.deps import GraphsDep, JobsDep, SettingsDep, StorageDep, job_capacity
 from service.api.routes.graphs import ERRORS, graph_for_request
 from service.jobs import JobRunner
-from service.models import JobCreate, JobProgress, JobPublic, JobsPublic, JobState
+from service.models import ErrorPublic, JobCreate, JobProgress, JobPublic, JobsPublic, JobState
 from service.storage import JobRecord
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
@@ -38,7 +38,9 @@ def _progress(values: dict) -> JobProgress | None:
         return None
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=JobPublic, responses=ERRORS)
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=JobPublic,
+             responses={**ERRORS, 429: {"model": ErrorPublic, "description": "The job queue is full."}},
+             dependencies=[Depends(job_capacity)])
 async def create_job(body: JobCreate, settings: SettingsDep, graphs: GraphsDep, jobs: JobsDep) -> JobPublic:
     """Start training a placement policy for a graph and cluster, within a time budget."""
     graph = await run_in_threadpool(graph_for_request, graphs, settings, graph_id=body.graph_id, graph=body.graph)

@@ -12,18 +12,19 @@ from fastapi.concurrency import run_in_threadpool
 from placer.errors import PlacerError
 from placer.placement import Placement
 from service import placing
-from service.api.deps import GraphsDep, JobsDep, SettingsDep, StorageDep
+from service.api.deps import GraphsDep, JobsDep, SettingsDep, StorageDep, job_capacity
 from service.api.routes.graphs import ERRORS, graph_for_request
 from service.graph_store import new_id
 from service.jobs import FINISHED, JobRunner
-from service.models import PlacementCreate, PlacementPublic
+from service.models import ErrorPublic, PlacementCreate, PlacementPublic
 from service.storage import JobRecord, PlacementRecord, Storage
 
 router = APIRouter(prefix="/placements", tags=["placements"])
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=PlacementPublic,
-             responses={**ERRORS, 202: {"model": PlacementPublic,
+             responses={**ERRORS, 429: {"model": ErrorPublic, "description": "method rl: the job queue is full."},
+                        202: {"model": PlacementPublic,
                                         "description": "method rl: the job has no placement yet; follow job_id."}})
 async def create_placement(body: PlacementCreate, response: Response, settings: SettingsDep,
                            storage: StorageDep, graphs: GraphsDep, jobs: JobsDep) -> PlacementPublic:
@@ -38,6 +39,7 @@ async def create_placement(body: PlacementCreate, response: Response, settings: 
             raise PlacerError("method 'rl' takes no options; give budget_seconds, seed and wait_seconds")
         if body.objective != "step_time":
             raise PlacerError(f"method 'rl' optimises step_time only, not {body.objective!r}")
+        job_capacity(jobs)
         job = await run_in_threadpool(jobs.submit, graph=graph, cluster=cluster, graph_id=body.graph_id,
                                       budget_seconds=body.budget_seconds, seed=body.seed)
         job = await _wait_for(storage, job, min(body.wait_seconds, settings.max_wait_seconds))

@@ -59,3 +59,17 @@ class TestJobs:
         r = client.post("/v1/jobs", json={"graph_id": graph_id, "cluster": "nope"})
         assert r.status_code == 422 and "nope" in r.json()["detail"]
         assert client.get("/v1/jobs?state=sleeping").status_code == 422
+
+
+def test_queue_full_is_429(make_client):
+    """Past max_queued_jobs waiting, new jobs (and rl placements) are refused with 429."""
+    client = make_client(max_queued_jobs=1)
+    gid = client.post("/v1/graphs", json=tiny_graph()).json()["id"]
+    running = client.post("/v1/jobs", json={"graph_id": gid, "budget_seconds": 60}).json()
+    queued = client.post("/v1/jobs", json={"graph_id": gid, "budget_seconds": 60}).json()
+    assert queued["state"] == "queued"
+    r = client.post("/v1/jobs", json={"graph_id": gid})
+    assert r.status_code == 429 and "max_queued_jobs" in r.json()["detail"]
+    assert client.post("/v1/placements", json={"graph_id": gid, "method": "rl"}).status_code == 429
+    for job in (queued, running):
+        client.delete(f"/v1/jobs/{job['id']}")

@@ -205,3 +205,14 @@ class TestCandidates:
         p = r.json()
         assert r.status_code == 201 and len(p["meta"].get("skipped", {})) == len(p["baselines"]) - 1
         assert sum(t is not None for t in p["baselines"].values()) == 1
+
+
+def test_inline_cluster_device_limit(client, graph_id):
+    """An inline cluster over MAX_DEVICES devices is refused before anything is allocated for it."""
+    from service.models import MAX_DEVICES
+
+    dev = {"kind": "cpu", "peak_flops": 1e12, "memory_bandwidth": 1e11, "memory_bytes": 1e10}
+    cluster = {"name": "big", "default_link": {"bandwidth": 1e10},
+               "devices": [{"name": f"d{i}", **dev} for i in range(MAX_DEVICES + 1)]}
+    r = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": cluster, "method": "best"})
+    assert r.status_code == 422
