@@ -47,6 +47,7 @@ def run(args) -> int:
     except StorageError as e:
         raise PlacerError(str(e)) from None
 
+    _check_can_listen(settings.host, settings.port)
     app = create_app(settings)
     shown_host = f"[{settings.host}]" if ":" in settings.host else settings.host
     print(f"placer serve: http://{shown_host}:{settings.port}  (API docs at /docs; data in "
@@ -59,3 +60,22 @@ def run(args) -> int:
                   "anyone who can reach this port can use the service", flush=True)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level)
     return 0
+
+
+def _check_can_listen(host: str, port: int) -> None:
+    """Fail in one line when the address is taken or not ours, before the app starts."""
+    import socket
+
+    from placer.errors import PlacerError
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        raise PlacerError(f"cannot listen on {host}:{port} ({e.strerror})") from None
+    family, _, _, _, addr = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(addr)
+        except OSError as e:
+            raise PlacerError(f"cannot listen on {host}:{port} ({e.strerror})") from None
