@@ -1,0 +1,102 @@
+"""Checkpoints of a training run: the TF checkpoint of policy and optimizer, plus the trainer state.
+
+Layout inside a run's folder::
+
+    checkpoint/step-N*        tf.train.Checkpoint of the policy and Adam (latest only)
+    trainer_state.json        config, step, samples, elapsed, baseline, best placement, warm start,
+                              and which checkpoint holds the matching weights
+
+The JSON is written (atomically) after the checkpoint, so it never points at
+weights that are not on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from placer.errors import PlacerError
+from placer.graph_io import read_json_file, write_atomic
+from placer.rl.trainer import TrainConfig, Trainer, TrainerState
+
+STATE_FILE = "trainer_state.json"
+CHECKPOINT_DIR = "checkpoint"
+FORMAT = 1
+
+
+def _tf_checkpoint(trainer: Trainer):
+    import tensorflow as tf
+
+    return tf.train.Checkpoint(policy=trainer.policy, optimizer=trainer.optimizer)
+
+
+def save(trainer: Trainer, directory: str | Path) -> Path:
+    """Save the run in `directory`; returns the path of the state file."""
+    directory = Path(directory)
+    ckpt_dir = directory / CHECKPOINT_DIR
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    prefix = f"step-{trainer.state.step}"
+    _tf_checkpoint(trainer).write(str(ckpt_dir / prefix))
+    state = {
+        "format": FORMAT,
+        "graph": trainer.graph.name,
+        "cluster": trainer.cluster.name,
+        "num_ops": len(trainer.graph),
+        "num_devices": len(trainer.cluster),
+        "num_groups": trainer.grouping.num_groups,
+        "config": asdict(trainer.config),
+        "state": trainer.state.to_dict(),
+        "checkpoint": f"{CHECKPOINT_DIR}/{prefix}",
+    }
+    path = directory / STATE_FILE
+    write_atomic(path, json.dumps(state, indent=1).encode())
+    for old in ckpt_dir.iterdir():  # keep only the weights the state file names
+        if not old.name.startswith(prefix + ".") and old.name != "checkpoint":
+            old.unlink() if old.is_file() else shutil.rmtree(old)
+    return path
+
+
+def load_state(directory: str | Path) -> dict[str, Any] | None:
+    """The saved state of the run in `directory`, or None when there is none."""
+    path = Path(directory) / STATE_FILE
+    if not path.exists():
+        return None
+    saved = read_json_file(path, "trainer state")
+    if not isinstance(saved, dict) or saved.get("format") != FORMAT:
+        raise PlacerError(f"trainer state {str(path)!r}: not a state file this version can read")
+    return saved
+
+
+def config_of(saved: dict[str, Any]) -> TrainConfig:
+    """The config a saved run was trained with."""
+    return TrainConfig(**saved["config"])
+
+
+def restore(trainer: Trainer, directory: str | Path, saved: dict[str, Any] | None = None) -> None:
+    """Load weights, optimizer and state saved in `directory` into `trainer`.
+
+    Raises
+    ------
+    PlacerError
+        If there is no saved run, or it was trained on another graph, cluster or grouping.
+    """
+    directory = Path(directory)
+    saved = load_state(directory) if saved is None else saved
+    if saved is None:
+        raise PlacerError(f"no training run to resume in {str(directory)!r} (no {STATE_FILE})")
+    mine = {"graph": trainer.graph.name, "cluster": trainer.cluster.name, "num_ops": len(trainer.graph),
+            "num_devices": len(trainer.cluster), "num_groups": trainer.grouping.num_groups}
+    for key, value in mine.items():
+        if saved.get(key) != value:
+            raise PlacerError(f"cannot resume the run in {str(directory)!r}: it has {key} {saved.get(key)!r}, "
+                              f"this one {value!r}")
+    try:
+        _tf_checkpoint(trainer).read(str(directory / saved["checkpoint"])).assert_consumed()
+    except (ValueError, AssertionError) as e:
+        raise PlacerError(f"checkpoint in {str(directory)!r} does not match the policy: {e}") from None
+    except Exception as e:  # tf.errors.NotFoundError and friends
+        raise PlacerError(f"cannot read the checkpoint in {str(directory)!r}: {type(e).__name__}") from None
+    trainer.state = TrainerState.from_dict(saved["state"])

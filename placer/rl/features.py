@@ -1,0 +1,177 @@
+"""Features: what the policy knows about each group and each device.
+
+Every feature is a share, a ratio or a position, never a raw count, size or
+name, so the same policy reads a 300-op graph and a 15,000-op one, on 2 or 8
+devices. Shares are scaled by the number of groups (a group of average
+weight reads 1) and passed through ``log1p``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from placer.cluster import Cluster
+from placer.graph import OpGraph
+from placer.rl.grouping import Grouping
+
+# Op types by role, matched in order against the op type; anything else is "other".
+OP_CATEGORIES: list[tuple[str, re.Pattern]] = [
+    ("optimizer", re.compile(r"^(Resource)?Apply|^AssignSub|^AssignAdd|^Assign")),
+    ("gradient", re.compile(r"Grad|Backprop")),
+    ("conv", re.compile(r"Conv|Pool|DepthwiseConv")),
+    ("matmul", re.compile(r"MatMul|Einsum|Tensordot")),
+    ("norm", re.compile(r"BatchNorm|LayerNorm|Moments|L2Loss|FusedBatchNorm|Norm")),
+    ("activation", re.compile(r"^(Relu|Relu6|Elu|Selu|Sigmoid|Tanh|Softmax|LogSoftmax|Softplus|Gelu)")),
+    ("elementwise", re.compile(r"^(Add|AddV2|AddN|Sub|Mul|Div|RealDiv|Neg|Square|Sqrt|Rsqrt|Exp|Log|Maximum|Minimum|BiasAdd|Cast|Pow)")),
+    ("reduction", re.compile(r"^(Sum|Mean|Max|Min|Prod|ArgMax|ArgMin|All|Any)$|Reduce")),
+    ("shape", re.compile(r"Reshape|Transpose|Concat|Split|Slice|Pack|Unpack|Squeeze|ExpandDims|Tile|Pad|Gather|Shape|Fill|Identity")),
+    ("variable", re.compile(r"Variable|ReadVariable|Placeholder|VarHandle")),
+    ("const", re.compile(r"^Const$|ZerosLike|OnesLike")),
+    ("recurrent", re.compile(r"LSTM|GRU|RNN|While|Enter|Exit|NextIteration|Merge|Switch")),
+]
+CATEGORY_NAMES = [name for name, _ in OP_CATEGORIES] + ["other"]
+NUM_GROUP_FEATURES = len(CATEGORY_NAMES) + 14
+NUM_DEVICE_FEATURES = 7
+
+
+def op_category(op_type: str) -> int:
+    """Index in `CATEGORY_NAMES` of an op type."""
+    for k, (_, pattern) in enumerate(OP_CATEGORIES):
+        if pattern.search(op_type):
+            return k
+    return len(OP_CATEGORIES)
+
+
+def group_features(graph: OpGraph, cluster: Cluster, grouping: Grouping, times: np.ndarray) -> np.ndarray:
+    """Features ``[G, NUM_GROUP_FEATURES]`` (float32) of each group, in group order.
+
+    Columns: op-category histogram (shares of the group's ops), then the
+    group's share of ops, compute time, weights and output bytes (scaled by
+    G, ``log1p``), its slow/fast device time ratio, memory as a share of the
+    smallest device, bytes sent and received over the slowest link relative
+    to its compute time, in/out degree among groups, topological position
+    (first and last op), and how early and how late on the critical path its
+    ops sit.
+    """
+    n, G = len(graph), grouping.num_groups
+    gid = grouping.group_of_op
+    cat = np.array([op_category(op.op) for op in graph.ops])
+    hist = np.zeros((G, len(CATEGORY_NAMES)))
+    np.add.at(hist, (gid, cat), 1.0)
+    count = hist.sum(axis=1)
+    hist /= count[:, None]
+
+    fast = times.min(axis=1)
+    slow = times.max(axis=1)
+    params = np.array([op.param_bytes for op in graph.ops])
+    out = np.array([op.output_bytes for op in graph.ops])
+
+    def share(values: np.ndarray) -> np.ndarray:
+        per_group = np.bincount(gid, weights=values, minlength=G)
+        total = per_group.sum()
+        return np.log1p(per_group / total * G) if total > 0 else np.zeros(G)
+
+    g_fast = np.bincount(gid, weights=fast, minlength=G)
+    g_slow = np.bincount(gid, weights=slow, minlength=G)
+    min_mem = min(d.memory_bytes for d in cluster.devices)
+    g_mem = np.bincount(gid, weights=params + out, minlength=G) / min_mem
+
+    p_off, p_idx = graph.predecessors
+    dst = np.repeat(np.arange(n), np.diff(p_off))
+    src = p_idx
+    cross = gid[src] != gid[dst]
+    bw, lat = cluster.link_matrices()
+    slowest_bw = bw[np.isfinite(bw)].min() if len(cluster) > 1 else np.inf
+    link_time = out[src[cross]] / slowest_bw
+    sent = np.bincount(gid[src[cross]], weights=link_time, minlength=G)
+    received = np.bincount(gid[dst[cross]], weights=link_time, minlength=G)
+    pairs = np.unique(np.stack([gid[src[cross]], gid[dst[cross]]]), axis=1) if cross.any() else np.zeros((2, 0), int)
+    out_deg = np.bincount(pairs[0], minlength=G)
+    in_deg = np.bincount(pairs[1], minlength=G)
+
+    rank = graph.topo_rank / max(n - 1, 1)
+    first = np.full(G, np.inf)
+    last = np.full(G, -np.inf)
+    np.minimum.at(first, gid, rank)
+    np.maximum.at(last, gid, rank)
+    top, bottom = _levels(graph, fast)
+    cp = max(float((top + fast).max()), 1e-30)
+    early = np.bincount(gid, weights=top / cp, minlength=G) / count
+    late = np.bincount(gid, weights=bottom / cp, minlength=G) / count
+
+    cols = [
+        hist,
+        share(np.ones(n))[:, None],
+        share(fast)[:, None],
+        share(params)[:, None],
+        share(out)[:, None],
+        np.log10(np.maximum(g_slow, 1e-30) / np.maximum(g_fast, 1e-30))[:, None] / 3.0,
+        np.log1p(g_mem)[:, None],
+        np.log1p(sent / np.maximum(g_fast, 1e-12))[:, None] / 5.0,
+        np.log1p(received / np.maximum(g_fast, 1e-12))[:, None] / 5.0,
+        np.log1p(out_deg)[:, None] / 3.0,
+        np.log1p(in_deg)[:, None] / 3.0,
+        first[:, None],
+        last[:, None],
+        np.stack([early, late], axis=1),
+    ]
+    feats = np.concatenate(cols, axis=1).astype(np.float32)
+    assert feats.shape == (G, NUM_GROUP_FEATURES)
+    return np.nan_to_num(feats, nan=0.0, posinf=10.0, neginf=-10.0)
+
+
+def _levels(graph: OpGraph, op_time: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Top level (earliest start) and bottom level (longest path to the end) of every op."""
+    p_off, p_idx = graph.predecessors
+    order = graph.topo_order.tolist()
+    top = np.zeros(len(graph))
+    bottom = np.zeros(len(graph))
+    p_off_l, p_idx_l = p_off.tolist(), p_idx.tolist()
+    t = op_time.tolist()
+    top_l = [0.0] * len(graph)
+    for i in order:
+        preds = p_idx_l[p_off_l[i]:p_off_l[i + 1]]
+        if preds:
+            top_l[i] = max(top_l[j] + t[j] for j in preds)
+    bot_l = [0.0] * len(graph)
+    for i in reversed(order):
+        bot_l[i] += t[i]
+        for j in p_idx_l[p_off_l[i]:p_off_l[i + 1]]:
+            if bot_l[i] > bot_l[j]:
+                bot_l[j] = bot_l[i]
+    top[:] = top_l
+    bottom[:] = bot_l
+    return top, bottom
+
+
+def device_features(cluster: Cluster) -> np.ndarray:
+    """Features ``[D, NUM_DEVICE_FEATURES]`` (float32) of each device.
+
+    Columns: kind (gpu, cpu, other), peak FLOP/s, memory bandwidth and memory
+    relative to the cluster's best (log10), and the device's mean link
+    bandwidth relative to the cluster's best link.
+    """
+    devs = cluster.devices
+    flops = np.array([d.peak_flops for d in devs])
+    mbw = np.array([d.memory_bandwidth for d in devs])
+    mem = np.array([d.memory_bytes for d in devs])
+    bw, _ = cluster.link_matrices()
+    if len(devs) > 1:
+        finite = np.where(np.isfinite(bw), bw, np.nan)
+        mean_bw = np.nanmean(finite, axis=1)
+        link = np.log10(mean_bw / np.nanmax(finite))
+    else:
+        link = np.zeros(1)
+    feats = np.stack([
+        np.array([d.kind == "gpu" for d in devs], dtype=float),
+        np.array([d.kind == "cpu" for d in devs], dtype=float),
+        np.array([d.kind not in ("gpu", "cpu") for d in devs], dtype=float),
+        np.log10(flops / flops.max()),
+        np.log10(mbw / mbw.max()),
+        np.log10(mem / mem.max()),
+        link,
+    ], axis=1).astype(np.float32)
+    assert feats.shape[1] == NUM_DEVICE_FEATURES
+    return feats

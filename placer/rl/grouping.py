@@ -1,0 +1,213 @@
+"""Grouping: thousands of ops become at most G groups, and the policy places groups.
+
+Two steps, in the order the paper's co-location heuristics take them:
+
+1. ops sharing a colocation key are merged (a group never splits a
+   colocation set, so every placement of groups honours TensorFlow's rule);
+2. the graph of groups is coarsened by heavy-edge matching, as METIS does:
+   each pass merges disjoint pairs of adjacent groups, the pairs exchanging
+   the most bytes first, so that large tensors end up inside a group and never
+   have to cross a link. A merge is refused when the pair would exceed a
+   compute share (keeps groups balanced, relaxed when nothing else merges) or
+   a memory cap (a fraction of the smallest device: a group must always fit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from placer.cluster import Cluster
+from placer.cost_model import op_time_matrix
+from placer.errors import PlacerError
+from placer.graph import OpGraph
+
+DEFAULT_MAX_GROUPS = 256
+
+
+@dataclass(frozen=True)
+class Grouping:
+    """Which group each op belongs to.
+
+    Attributes
+    ----------
+    group_of_op : ``[num_ops]`` group index per op (graph order). Groups are
+        numbered in topological order (by their earliest op), the order the
+        policy reads them in.
+    num_groups : G.
+    """
+
+    group_of_op: np.ndarray
+    num_groups: int
+
+    def expand(self, group_devices: np.ndarray) -> np.ndarray:
+        """Device per op ``[..., num_ops]`` from device per group ``[..., G]``."""
+        return np.asarray(group_devices)[..., self.group_of_op]
+
+    def project(self, op_devices: np.ndarray, num_devices: int, weights: np.ndarray | None = None) -> np.ndarray:
+        """Device per group from device per op: the device holding most of the group's weight.
+
+        Used to turn a heuristic's op placement into a target the policy can imitate.
+        """
+        w = np.ones(len(self.group_of_op)) if weights is None else np.asarray(weights, dtype=np.float64)
+        votes = np.zeros((self.num_groups, num_devices))
+        np.add.at(votes, (self.group_of_op, np.asarray(op_devices)), w + 1e-12)
+        return votes.argmax(axis=1).astype(np.int64)
+
+    def sizes(self) -> np.ndarray:
+        """Ops per group."""
+        return np.bincount(self.group_of_op, minlength=self.num_groups)
+
+
+def group_graph(graph: OpGraph, cluster: Cluster, max_groups: int = DEFAULT_MAX_GROUPS,
+                times: np.ndarray | None = None, memory_fraction: float = 0.5) -> Grouping:
+    """Group the ops of `graph` into at most `max_groups` groups for placement on `cluster`.
+
+    Parameters
+    ----------
+    graph : the graph.
+    cluster : where the groups will be placed (compute times and memory cap).
+    max_groups : G, the most groups to return.
+    times : ``[num_ops, num_devices]`` compute seconds; default the cost model's.
+    memory_fraction : a group's weights plus outputs stay under this fraction
+        of the smallest device's memory (colocation sets excepted: they are
+        never split, whatever their size).
+
+    Returns
+    -------
+    Grouping
+
+    Raises
+    ------
+    PlacerError
+        If `max_groups` is below 1, or the memory cap forbids every merge
+        that would reach it.
+
+    Examples
+    --------
+    >>> from placer import presets
+    >>> from placer.synthetic import layered_graph
+    >>> g = group_graph(layered_graph(500), presets.get("2gpu"), max_groups=40)
+    >>> g.num_groups <= 40
+    True
+    """
+    if not isinstance(max_groups, (int, np.integer)) or isinstance(max_groups, bool) or max_groups < 1:
+        raise PlacerError(f"groups must be a positive integer, got {max_groups!r}")
+    n = len(graph)
+    if times is None:
+        times = op_time_matrix(graph, cluster)
+    op_time = times.min(axis=1)
+    op_mem = np.array([op.param_bytes + op.output_bytes for op in graph.ops], dtype=np.float64)
+    out_bytes = np.array([op.output_bytes for op in graph.ops], dtype=np.float64)
+    mem_cap = memory_fraction * min(d.memory_bytes for d in cluster.devices)
+
+    gid = _colocation_ids(graph)
+    num = int(gid.max()) + 1
+    p_off, p_idx = graph.predecessors
+    dst = np.repeat(np.arange(n), np.diff(p_off))
+    src = p_idx
+    edge_w = out_bytes[src] + 1.0  # +1: a tensor of unknown size still ties its ops
+
+    time_cap = 2.0 * op_time.sum() / max_groups
+    while num > max_groups:
+        g_time = np.bincount(gid, weights=op_time, minlength=num)
+        g_mem = np.bincount(gid, weights=op_mem, minlength=num)
+        merged = _heavy_edge_matching(gid[src], gid[dst], edge_w, g_time, g_mem, time_cap, mem_cap,
+                                      num - max_groups)
+        if merged is None and np.isfinite(time_cap):
+            time_cap = time_cap * 2 if time_cap * 2 < g_time.sum() else np.inf
+            continue
+        if merged is None:
+            merged = _merge_topological_neighbours(gid, graph.topo_rank, g_mem, mem_cap, num - max_groups)
+        if merged is None:
+            raise PlacerError(
+                f"cannot group graph {graph.name!r} into {max_groups} groups: every further merge "
+                f"would put a group over {memory_fraction:g} of the smallest device's memory; "
+                "ask for more groups"
+            )
+        gid = merged[gid]
+        num = int(gid.max()) + 1
+    return Grouping(_number_topologically(gid, graph.topo_rank), num)
+
+
+def _colocation_ids(graph: OpGraph) -> np.ndarray:
+    """A group id per op: one per colocation key, one per op without a key."""
+    gid = np.full(len(graph), -1, dtype=np.int64)
+    for members in graph.colocation_groups().values():
+        gid[members] = members[0]
+    free = gid < 0
+    gid[free] = np.nonzero(free)[0]
+    _, dense = np.unique(gid, return_inverse=True)
+    return dense.astype(np.int64)
+
+
+def _heavy_edge_matching(a: np.ndarray, b: np.ndarray, w: np.ndarray, g_time: np.ndarray, g_mem: np.ndarray,
+                         time_cap: float, mem_cap: float, max_merges: int) -> np.ndarray | None:
+    """One coarsening pass: new id per old group, or None when no pair may merge.
+
+    Pairs are visited heaviest first (ties by ids, so the result is
+    deterministic); each group joins at most one pair per pass.
+    """
+    keep = a != b
+    a, b, w = np.minimum(a[keep], b[keep]), np.maximum(a[keep], b[keep]), w[keep]
+    if a.size == 0:
+        return None
+    num = len(g_time)
+    key = a * num + b
+    uniq, inv = np.unique(key, return_inverse=True)
+    weight = np.bincount(inv, weights=w)
+    pa, pb = uniq // num, uniq % num
+    order = np.lexsort((pb, pa, -weight))
+    matched = np.zeros(num, dtype=bool)
+    new_id = np.arange(num)
+    merges = 0
+    for k in order:
+        x, y = pa[k], pb[k]
+        if matched[x] or matched[y]:
+            continue
+        if g_time[x] + g_time[y] > time_cap or g_mem[x] + g_mem[y] > mem_cap:
+            continue
+        matched[x] = matched[y] = True
+        new_id[y] = x
+        merges += 1
+        if merges >= max_merges:
+            break
+    if merges == 0:
+        return None
+    _, dense = np.unique(new_id, return_inverse=True)
+    return dense.astype(np.int64)
+
+
+def _merge_topological_neighbours(gid: np.ndarray, rank: np.ndarray, g_mem: np.ndarray, mem_cap: float,
+                                  max_merges: int) -> np.ndarray | None:
+    """Last resort when no edge may merge: join groups adjacent in topological order."""
+    num = len(g_mem)
+    first = np.full(num, len(gid), dtype=np.int64)
+    np.minimum.at(first, gid, rank)
+    order = np.argsort(first, kind="stable")
+    new_id = np.arange(num)
+    merges = 0
+    k = 0
+    while k + 1 < num and merges < max_merges:
+        x, y = order[k], order[k + 1]
+        if g_mem[x] + g_mem[y] <= mem_cap:
+            new_id[y] = x
+            merges += 1
+            k += 2
+        else:
+            k += 1
+    if merges == 0:
+        return None
+    _, dense = np.unique(new_id, return_inverse=True)
+    return dense.astype(np.int64)
+
+
+def _number_topologically(gid: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """Renumber groups by their earliest op in topological order."""
+    num = int(gid.max()) + 1
+    first = np.full(num, len(gid), dtype=np.int64)
+    np.minimum.at(first, gid, rank)
+    new = np.empty(num, dtype=np.int64)
+    new[np.argsort(first, kind="stable")] = np.arange(num)
+    return new[gid]

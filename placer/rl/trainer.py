@@ -1,0 +1,410 @@
+"""REINFORCE training of the placement policy against the simulator.
+
+One step: decode K placements in one batched pass, expand them from groups to
+ops, score all K in one call of the simulator, turn step times into rewards,
+and take one policy-gradient step:
+
+    reward     r_k = -sqrt(step_time_k / lower_bound) - [oom_k] * oom_penalty * (1 + overflow_k)
+    advantage  A_k = clip((r_k - b) / (std(r) + eps), -5, 5),  b an EMA of mean rewards
+    loss       -mean_k(A_k * log p(placement_k)) - entropy_weight * mean_k(entropy_k)
+
+with Adam and global-norm gradient clipping. Dividing by the step time's
+lower bound puts every graph on the same reward scale (1 is perfect), which a
+policy trained across graphs needs.
+
+Improvements on the paper, each optional: the best placement seen so far
+replayed as one of the K samples of every step (``replay_best``; a form of
+self-imitation learning, Oh et al. 2018), a warm start that first imitates
+the best heuristic's placement (``warm_start="heuristic"``; the paper's cold
+start is ``"none"``), and advantages normalised by the batch's spread.
+
+Sampling is seeded by ``(seed, step)`` with stateless ops, so a run is
+reproducible and a resumed run draws the same samples as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from placer.cluster import Cluster
+from placer.cost_model import op_time_matrix
+from placer.errors import PlacerError
+from placer.graph import OpGraph
+from placer.placement import Placement
+from placer.rl.features import NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, device_features, group_features
+from placer.rl.grouping import DEFAULT_MAX_GROUPS, Grouping, group_graph
+from placer.rl.policy import MAX_DEVICES, PolicyConfig
+from placer.simulator import Simulator
+
+WARM_STARTS = ("heuristic", "none")
+IMITATION_LR_FACTOR = 5.0
+"""The warm start's supervised steps take bigger Adam steps than REINFORCE."""
+IMITATION_TARGET = 0.9
+"""The warm start stops once the target's mean per-group probability passes this."""
+
+
+@dataclass
+class TrainConfig:
+    """Hyperparameters of one training run (saved with its checkpoints)."""
+
+    samples: int = 32
+    """K: placements sampled and simulated per step."""
+    groups: int = DEFAULT_MAX_GROUPS
+    """G: the most groups the ops are coarsened into."""
+    hidden: int = 64
+    """LSTM units (encoder per direction, decoder) and attention width."""
+    learning_rate: float = 2e-3
+    """Adam step size."""
+    entropy_weight: float = 0.01
+    """Weight of the entropy bonus (keeps exploring)."""
+    baseline_decay: float = 0.9
+    """EMA decay of the reward baseline."""
+    clip_norm: float = 1.0
+    """Global gradient-norm clip."""
+    oom_penalty: float = 1.0
+    """Reward subtracted from an out-of-memory placement, times (1 + its worst overflow)."""
+    replay_best: bool = True
+    """Put the best placement seen so far among each step's samples (self-imitation: its advantage
+    pulls the policy toward it whenever it beats the baseline). False: plain on-policy REINFORCE."""
+    warm_start: str = "heuristic"
+    """'heuristic': imitate the best heuristic first; 'none': the paper's cold start."""
+    imitation_steps: int = 200
+    """Most supervised steps of the warm start."""
+    seed: int = 0
+    """Seeds the weights and every sample."""
+    jit: bool = True
+    """Compile the passes with XLA (fast steps; about 10 s to compile). False: plain graph mode,
+    quicker to trace, as fast on tiny graphs (the tests)."""
+
+    def check(self) -> "TrainConfig":
+        """Raise PlacerError on a value no run can use."""
+        for name in ("samples", "groups", "hidden"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise PlacerError(f"{name} must be a positive integer, got {v!r}")
+        if self.samples < 2:
+            raise PlacerError("samples must be at least 2 (the advantage compares samples)")
+        for name in ("learning_rate", "clip_norm"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise PlacerError(f"{name} must be a positive number, got {v!r}")
+        for name in ("entropy_weight", "oom_penalty"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                raise PlacerError(f"{name} must be a non-negative number, got {v!r}")
+        if not 0 <= self.baseline_decay < 1:
+            raise PlacerError(f"baseline_decay must be in [0, 1), got {self.baseline_decay!r}")
+        if self.warm_start not in WARM_STARTS:
+            raise PlacerError(f"warm_start must be one of {', '.join(WARM_STARTS)}, got {self.warm_start!r}")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or not 0 <= self.seed < 2**31:
+            raise PlacerError(f"seed must be an integer in [0, 2**31), got {self.seed!r}")
+        return self
+
+
+@dataclass
+class Best:
+    """The best placement seen so far (non-OOM beats OOM, then lower step time)."""
+
+    step_time: float = math.inf
+    oom: bool = True
+    group_devices: list[int] = field(default_factory=list)
+    step: int = -1
+    elapsed_seconds: float = 0.0
+
+    def better(self, step_time: float, oom: bool) -> bool:
+        return (not oom and self.oom) or (oom == self.oom and step_time < self.step_time)
+
+
+@dataclass
+class TrainerState:
+    """Everything besides the network and optimizer that a resumed run needs."""
+
+    step: int = 0
+    samples: int = 0
+    elapsed_seconds: float = 0.0
+    baseline: float | None = None
+    best: Best = field(default_factory=Best)
+    warm_start: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TrainerState":
+        d = dict(d)
+        d["best"] = Best(**d.get("best", {}))
+        return cls(**d)
+
+
+@dataclass
+class StepStats:
+    """Named scalars of one step (one row of ``history.csv``)."""
+
+    step: int
+    elapsed_seconds: float
+    samples: int
+    mean_step_time: float
+    min_step_time: float
+    best_step_time: float
+    mean_reward: float
+    baseline: float
+    entropy: float
+    oom_fraction: float
+    loss: float
+    grad_norm: float
+    samples_per_second: float
+
+    FIELDS = ("step", "elapsed_seconds", "samples", "mean_step_time", "min_step_time", "best_step_time",
+              "mean_reward", "baseline", "entropy", "oom_fraction", "loss", "grad_norm", "samples_per_second")
+
+
+class Trainer:
+    """Trains a placement policy for one graph on one cluster.
+
+    Parameters
+    ----------
+    graph, cluster : what to place, and where.
+    config : hyperparameters.
+
+    Raises
+    ------
+    PlacerError
+        On a bad config, or a cluster with more than `MAX_DEVICES` devices.
+    """
+
+    def __init__(self, graph: OpGraph, cluster: Cluster, config: TrainConfig | None = None):
+        import tensorflow as tf
+
+        from placer.rl.optimizer import Adam
+        from placer.rl.policy import PlacementPolicy
+
+        self.config = (config or TrainConfig()).check()
+        if len(cluster) > MAX_DEVICES:
+            raise PlacerError(f"cluster {cluster.name!r} has {len(cluster)} devices; the policy handles at most "
+                              f"{MAX_DEVICES}")
+        self.graph, self.cluster = graph, cluster
+        self.sim = Simulator(graph, cluster)
+        self.times = self.sim.times
+        self.grouping: Grouping = group_graph(graph, cluster, self.config.groups, self.times)
+        self.group_feats = tf.constant(group_features(graph, cluster, self.grouping, self.times))
+        self.device_feats = tf.constant(device_features(cluster))
+        self.policy = PlacementPolicy(
+            PolicyConfig(NUM_GROUP_FEATURES, NUM_DEVICE_FEATURES, hidden=self.config.hidden,
+                         attention=self.config.hidden),
+            seed=self.config.seed,
+        )
+        self.optimizer = Adam(self.policy.trainable_variables, self.config.learning_rate)
+        self.state = TrainerState()
+        self._build_functions()
+
+    # -- compiled passes -----------------------------------------------------
+    def _build_functions(self) -> None:
+        import tensorflow as tf
+
+        policy, opt, K = self.policy, self.optimizer, self.config.samples
+        clip = float(self.config.clip_norm)
+        jit = bool(self.config.jit)
+
+        @tf.function(jit_compile=jit)
+        def sample(groups, devices, seed):
+            return policy.decode(groups, devices, K, seed)
+
+        @tf.function(jit_compile=jit)
+        def greedy(groups, devices):
+            return policy.decode(groups, devices, 1, tf.zeros([2], tf.int32), greedy=True)
+
+        @tf.function(jit_compile=jit)
+        def update(groups, devices, actions, advantage, entropy_weight):
+            with tf.GradientTape() as tape:
+                d = policy.decode(groups, devices, K, tf.zeros([2], tf.int32), actions=actions)
+                # entropy summed over groups, like the log-probability, so the bonus keeps its
+                # weight whatever the number of groups
+                num_groups = tf.cast(tf.shape(groups)[0], tf.float32)
+                loss = (-tf.reduce_mean(advantage * d.log_prob)
+                        - entropy_weight * num_groups * tf.reduce_mean(d.entropy))
+            grads = tape.gradient(loss, policy.trainable_variables)
+            grads, norm = tf.clip_by_global_norm(grads, clip)
+            opt.apply(grads)
+            return loss, norm, d.log_prob
+
+        @tf.function(jit_compile=jit)
+        def log_prob(groups, devices, actions):
+            return policy.decode(groups, devices, K, tf.zeros([2], tf.int32), actions=actions).log_prob
+
+        self._sample, self._greedy, self._update, self._log_prob = sample, greedy, update, log_prob
+
+    def sample(self, step: int):
+        """K placements of groups ``[K, G]`` and their entropies, drawn with seed ``(seed, step)``."""
+        import tensorflow as tf
+
+        d = self._sample(self.group_feats, self.device_feats, tf.constant([self.config.seed, step], tf.int32))
+        return d.actions.numpy().astype(np.int64), d.entropy.numpy()
+
+    def greedy(self) -> np.ndarray:
+        """The most likely placement of groups ``[G]``."""
+        return self._greedy(self.group_feats, self.device_feats).actions.numpy()[0].astype(np.int64)
+
+    def log_prob(self, actions: np.ndarray) -> np.ndarray:
+        """Log-probability ``[K]`` of K placements of groups ``[K, G]`` under the current policy."""
+        import tensorflow as tf
+
+        return self._log_prob(self.group_feats, self.device_feats, tf.constant(actions, tf.int32)).numpy()
+
+    def update(self, actions: np.ndarray, advantage: np.ndarray, entropy_weight: float | None = None):
+        """One gradient step on ``-mean(advantage * log p(actions)) - entropy_weight * entropy``.
+
+        Returns ``(loss, grad_norm, log_prob [K])``, log-probabilities before the step.
+        """
+        import tensorflow as tf
+
+        ew = self.config.entropy_weight if entropy_weight is None else entropy_weight
+        loss, norm, logp = self._update(self.group_feats, self.device_feats, tf.constant(actions, tf.int32),
+                                        tf.constant(advantage, tf.float32), tf.constant(ew, tf.float32))
+        return float(loss), float(norm), logp.numpy()
+
+    # -- rewards -------------------------------------------------------------
+    def score(self, group_devices: np.ndarray):
+        """Simulate placements of groups ``[K, G]``: ``(step_time [K], oom [K], reward [K])``."""
+        res = self.sim.run_batch(self.grouping.expand(group_devices))
+        overflow = np.max(res.peak_memory / self.sim.memory_bytes[None, :] - 1.0, axis=1)
+        reward = -np.sqrt(res.step_time / self.sim.lower_bound)
+        reward = reward - res.oom * self.config.oom_penalty * (1.0 + np.maximum(overflow, 0.0))
+        return res.step_time, res.oom, reward
+
+    def _track_best(self, group_devices: np.ndarray, step_time: np.ndarray, oom: np.ndarray, step: int,
+                    elapsed: float) -> None:
+        k = int(np.lexsort((step_time, oom))[0])
+        if self.state.best.better(float(step_time[k]), bool(oom[k])):
+            self.state.best = Best(float(step_time[k]), bool(oom[k]), group_devices[k].tolist(), step, elapsed)
+
+    # -- warm start ------------------------------------------------------------
+    def warm_start(self, should_stop: Callable[[], bool] = lambda: False) -> dict[str, Any]:
+        """Imitate the best heuristic placement (projected onto groups), if the config asks for it.
+
+        The projected placement is scored and counts as a sample at step 0, so
+        the best placement is never worse than it. Returns what was done (also
+        stored in the trainer state and the placement's meta).
+        """
+        t0 = time.perf_counter()
+        if self.config.warm_start == "none":
+            self.state.warm_start = {"method": "none"}
+            return self.state.warm_start
+        name, op_devices, heur_time = self._best_heuristic()
+        heuristic_seconds = time.perf_counter() - t0
+        target = self.grouping.project(op_devices, len(self.cluster), weights=self.times.min(axis=1))
+        step_time, oom, _ = self.score(target[None, :])
+        self._track_best(target[None, :], step_time, oom, 0, self.state.elapsed_seconds)
+        actions = np.tile(target, (self.config.samples, 1))
+        ones = np.ones(self.config.samples, dtype=np.float32)
+        steps, per_group = 0, -math.inf
+        G = self.grouping.num_groups
+        lr = self.optimizer.learning_rate.numpy()
+        self.optimizer.learning_rate.assign(lr * IMITATION_LR_FACTOR)
+        while steps < self.config.imitation_steps and not should_stop():
+            _, _, logp = self.update(actions, ones, entropy_weight=0.0)
+            steps += 1
+            per_group = float(np.exp(logp.mean() / G))
+            if per_group > IMITATION_TARGET:
+                break
+        self.optimizer.learning_rate.assign(lr)
+        self.state.warm_start = {
+            "method": "heuristic", "heuristic": name, "heuristic_step_time": heur_time,
+            "projected_step_time": float(step_time[0]), "imitation_steps": steps,
+            "imitation_probability": per_group, "heuristic_seconds": heuristic_seconds,
+            "seconds": time.perf_counter() - t0,
+        }
+        return self.state.warm_start
+
+    def _best_heuristic(self) -> tuple[str, np.ndarray, float]:
+        """The registered heuristic (or single device) whose placement simulates fastest without OOM."""
+        from placer.placers import registry
+
+        candidates: list[tuple[bool, float, str, np.ndarray]] = []
+        for d in range(len(self.cluster)):
+            a = np.full(len(self.graph), d, dtype=np.int64)
+            r = self.sim.run(a)
+            candidates.append((r.oom, r.step_time, f"single_device:{self.cluster.devices[d].name}", a))
+        for name in registry.names(heuristic_only=True):
+            try:
+                p = registry.place(name, self.graph, self.cluster)
+            except PlacerError:
+                continue
+            candidates.append((p.oom, float(p.step_time), name, p.assignment(self.graph, self.cluster)))
+        oom, step_time, name, assignment = min(candidates, key=lambda c: (c[0], c[1]))
+        return name, assignment, step_time
+
+    # -- REINFORCE ---------------------------------------------------------------
+    def step(self) -> StepStats:
+        """One REINFORCE step; updates the state (step, samples, baseline, best)."""
+        t0 = time.perf_counter()
+        s = self.state
+        actions, entropy = self.sample(s.step)
+        if self.config.replay_best and s.best.group_devices:
+            actions[-1] = s.best.group_devices
+        step_time, oom, reward = self.score(actions)
+        baseline = float(reward.mean()) if s.baseline is None else s.baseline
+        advantage = np.clip((reward - baseline) / (reward.std() + 1e-6), -5.0, 5.0)
+        loss, norm, _ = self.update(actions, advantage.astype(np.float32))
+        s.baseline = self.config.baseline_decay * baseline + (1 - self.config.baseline_decay) * float(reward.mean())
+        dt = time.perf_counter() - t0
+        s.elapsed_seconds += dt
+        self._track_best(actions, step_time, oom, s.step + 1, s.elapsed_seconds)
+        s.step += 1
+        s.samples += len(actions)
+        return StepStats(
+            step=s.step, elapsed_seconds=s.elapsed_seconds, samples=s.samples,
+            mean_step_time=float(step_time.mean()), min_step_time=float(step_time.min()),
+            best_step_time=s.best.step_time, mean_reward=float(reward.mean()), baseline=s.baseline,
+            entropy=float(entropy.mean()), oom_fraction=float(oom.mean()), loss=loss, grad_norm=norm,
+            samples_per_second=len(actions) / dt,
+        )
+
+    # -- results -----------------------------------------------------------------
+    def best_placement(self) -> Placement:
+        """The best placement seen, scored by the simulator, with how it was found in ``meta``."""
+        b = self.state.best
+        if not b.group_devices:
+            raise PlacerError("training has not scored any placement yet")
+        ops = self.grouping.expand(np.asarray(b.group_devices))
+        placement = Placement.from_assignment(self.graph, self.cluster, ops, "rl")
+        placement.meta.update({
+            "steps": self.state.step, "samples": self.state.samples,
+            "train_seconds": self.state.elapsed_seconds, "found_at_step": b.step,
+            "found_at_seconds": b.elapsed_seconds, "groups": self.grouping.num_groups,
+            "warm_start": self.state.warm_start,
+            "policy": {"kind": "seq2seq bi-LSTM encoder + LSTM decoder with attention", "hidden": self.config.hidden,
+                       "parameters": int(sum(int(np.prod(v.shape)) for v in self.policy.trainable_variables))},
+            "config": asdict(self.config),
+        })
+        return self.sim.evaluate(placement)
+
+
+def train(trainer: Trainer, *, budget_seconds: float | None = None, max_steps: int | None = None,
+          on_step: Callable[[StepStats], None] | None = None,
+          should_stop: Callable[[], bool] = lambda: False) -> str:
+    """Run steps until the budget or step count is reached (both count the whole run, resumed or not).
+
+    Returns why it stopped: ``"done"`` or ``"interrupted"`` (when `should_stop` said so).
+    """
+    if budget_seconds is None and max_steps is None:
+        raise PlacerError("give a time budget or a number of steps")
+    s = trainer.state
+    if not s.warm_start:
+        t0 = time.perf_counter()
+        trainer.warm_start(should_stop)
+        s.elapsed_seconds += time.perf_counter() - t0
+    while True:
+        if should_stop():
+            return "interrupted"
+        if max_steps is not None and s.step >= max_steps:
+            return "done"
+        if budget_seconds is not None and s.elapsed_seconds >= budget_seconds:
+            return "done"
+        stats = trainer.step()
+        if on_step is not None:
+            on_step(stats)

@@ -1,0 +1,50 @@
+"""Checkpoints: a resumed run continues exactly where the interrupted one stopped."""
+
+import pytest
+
+from placer.errors import PlacerError
+from placer.rl import checkpoint
+from placer.rl.trainer import TrainConfig, Trainer, train
+from placer.synthetic import layered_graph
+from tests.placer.rl.conftest import two_chains
+
+
+def _config():
+    return TrainConfig(samples=8, groups=16, hidden=16, learning_rate=1e-2, warm_start="none", seed=7,
+                       jit=False)
+
+
+def test_resume_gives_the_same_run_as_no_interruption(chains, pair, tmp_path):
+    """Rewards, losses and best placement of 3 + 3 resumed steps equal those of 6 steps in one go."""
+    whole = Trainer(chains, pair, _config())
+    rows_whole = []
+    train(whole, max_steps=6, on_step=rows_whole.append)
+
+    first = Trainer(chains, pair, _config())
+    rows = []
+    train(first, max_steps=3, on_step=rows.append)
+    checkpoint.save(first, tmp_path)
+    saved = checkpoint.load_state(tmp_path)
+    resumed = Trainer(chains, pair, checkpoint.config_of(saved))
+    checkpoint.restore(resumed, tmp_path, saved)
+    assert resumed.state.step == 3
+    train(resumed, max_steps=6, on_step=rows.append)
+
+    assert [r.mean_reward for r in rows] == [r.mean_reward for r in rows_whole]
+    assert [r.loss for r in rows] == [r.loss for r in rows_whole]
+    assert (resumed.state.best.step_time, resumed.state.best.group_devices, resumed.state.best.step) == (
+        whole.state.best.step_time, whole.state.best.group_devices, whole.state.best.step)
+
+
+def test_resume_refuses_another_graph(pair, tmp_path):
+    trainer = Trainer(two_chains(), pair, _config())
+    checkpoint.save(trainer, tmp_path)
+    other = Trainer(two_chains(length=4), pair, _config())
+    with pytest.raises(PlacerError, match="num_ops"):
+        checkpoint.restore(other, tmp_path)
+
+
+def test_nothing_to_resume(pair, tmp_path):
+    assert checkpoint.load_state(tmp_path) is None
+    with pytest.raises(PlacerError, match="no training run"):
+        checkpoint.restore(Trainer(two_chains(), pair, _config()), tmp_path)

@@ -1,0 +1,76 @@
+"""Grouping: colocation first, then heavy-edge coarsening to at most G groups."""
+
+import numpy as np
+import pytest
+
+from placer import presets
+from placer.errors import PlacerError
+from placer.graph import OpGraph
+from placer.rl.grouping import group_graph
+from placer.synthetic import layered_graph
+from tests.placer.helpers import op, two_device_cluster
+
+
+def _colocated_graph(n: int = 400) -> OpGraph:
+    g = layered_graph(n, seed=5)
+    for i, o in enumerate(g.ops):
+        if i % 7 == 0:
+            o.colocation = f"var{i % 21}"  # three keys spread over the whole graph
+    return OpGraph(g.name, g.ops)
+
+
+@pytest.mark.parametrize("max_groups", [1, 5, 32, 100])
+def test_never_more_than_max_groups_and_colocation_kept(max_groups):
+    """Every colocation set lands in one group, whatever G."""
+    g = _colocated_graph()
+    grouping = group_graph(g, presets.get("2gpu"), max_groups)
+    assert 1 <= grouping.num_groups <= max_groups
+    assert set(np.unique(grouping.group_of_op)) == set(range(grouping.num_groups))
+    for members in g.colocation_groups().values():
+        assert len(set(grouping.group_of_op[members])) == 1
+
+
+def test_small_graph_keeps_one_op_per_group():
+    g = layered_graph(20)
+    grouping = group_graph(g, presets.get("2gpu"), 64)
+    assert grouping.num_groups == 20
+
+
+def test_groups_are_numbered_in_topological_order():
+    g = layered_graph(300, seed=1)
+    grouping = group_graph(g, presets.get("4gpu"), 30)
+    first = [g.topo_rank[grouping.group_of_op == k].min() for k in range(grouping.num_groups)]
+    assert first == sorted(first)
+
+
+def test_heavy_edges_are_merged_first():
+    """In a chain a-b-c-d whose middle tensor is huge, b and c share a group."""
+    g = OpGraph("chain", [op("a", out=1.0), op("b", ["a"], out=1e9), op("c", ["b"], out=1.0), op("d", ["c"])])
+    grouping = group_graph(g, two_device_cluster(), 3)
+    gid = grouping.group_of_op
+    assert gid[1] == gid[2] and grouping.num_groups == 3
+
+
+def test_memory_cap_is_never_exceeded():
+    """Two ops each holding 40% of a device's memory never share a group when the cap is 50%."""
+    cluster = two_device_cluster(memory=100.0)
+    g = OpGraph("big", [op("a", params=40.0), op("b", ["a"], params=40.0), op("c", ["b"])])
+    grouping = group_graph(g, cluster, 2)
+    assert grouping.group_of_op[0] != grouping.group_of_op[1]
+    with pytest.raises(PlacerError, match="memory"):
+        group_graph(g, cluster, 1)
+
+
+def test_bad_group_count_is_refused():
+    with pytest.raises(PlacerError, match="positive integer"):
+        group_graph(layered_graph(10), presets.get("2gpu"), 0)
+
+
+def test_expand_and_project_are_inverse_on_group_placements():
+    g = layered_graph(200, seed=2)
+    grouping = group_graph(g, presets.get("4gpu"), 25)
+    rng = np.random.default_rng(0)
+    groups = rng.integers(0, 5, size=grouping.num_groups)
+    ops = grouping.expand(groups)
+    assert ops.shape == (200,)
+    np.testing.assert_array_equal(grouping.project(ops, 5), groups)
