@@ -85,3 +85,39 @@ def improve(model: ThroughputModel, assignment: np.ndarray, unit: np.ndarray, *,
         loads = cand[k]
         cur = (float(peak[k]), float(sumsq[k]))
     return a, float(loads.max())
+
+
+def balanced_starts(model: ThroughputModel, unit: np.ndarray) -> dict[str, np.ndarray]:
+    """Non-contiguous starting points for `improve`, each within memory when it can be.
+
+    - ``lpt``: units by decreasing compute, each to the accelerator with the
+      least compute so far (Graham's longest-processing-time rule; ignores
+      communication, which the search then weighs);
+    - ``round_robin``: units in graph order dealt over the accelerators.
+
+    Accelerators are the non-CPU devices (all devices if there are none).
+    """
+    D = model.num_devices
+    accel = np.array([i for i, d in enumerate(model.cluster.devices) if d.kind != "cpu"] or list(range(D)))
+    num_units = int(unit.max()) + 1
+    fastest = model.times[:, accel].min(axis=1)
+    unit_time = np.bincount(unit, weights=np.where(np.isfinite(fastest), fastest, 0.0), minlength=num_units)
+    unit_mem = np.bincount(unit, weights=model.params, minlength=num_units)
+    first = np.full(num_units, len(unit))
+    np.minimum.at(first, unit, np.arange(len(unit)))
+
+    def deal(order: np.ndarray, pick) -> np.ndarray:
+        held = np.zeros(D)
+        busy = np.zeros(D)
+        unit_device = np.empty(num_units, dtype=np.int64)
+        for k, u in enumerate(order.tolist()):
+            room = accel[held[accel] + unit_mem[u] <= model.memory_bytes[accel]]
+            d = int(pick(k, room if len(room) else accel, busy))
+            unit_device[u] = d
+            held[d] += unit_mem[u]
+            busy[d] += unit_time[u]
+        return unit_device[unit]
+
+    lpt = deal(np.argsort(-unit_time, kind="stable"), lambda k, devs, busy: devs[np.argmin(busy[devs])])
+    rr = deal(np.argsort(first, kind="stable"), lambda k, devs, busy: devs[k % len(devs)])
+    return {"lpt": lpt, "round_robin": rr}

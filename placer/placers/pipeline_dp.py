@@ -20,8 +20,9 @@ When the DAG has too many ideals (wide graphs), the zero-time units are fused
 first (as the authors' solver does); if there are still too many, the DP
 runs over a few topological orders (contiguous splits of one order, as
 PipeDream does) instead. Finally `placer.placers.load_search` moves units
-between devices while that lowers the max load, which can leave the
-contiguous space and beat the DP.
+between devices while that lowers the max load, starting from the DP's split
+and from two balanced non-contiguous placements (LPT, round robin), and the
+best result wins: it can leave the contiguous space and beat the DP.
 """
 
 from __future__ import annotations
@@ -384,7 +385,7 @@ def place_pipeline_dp(graph: OpGraph, cluster: Cluster, **options) -> Placement:
     ``pair_budget``, ``local_search`` (default True), ``search_seconds``
     (the local search's time limit, default 5), ``seed``.
     """
-    from placer.placers.load_search import improve
+    from placer.placers.load_search import balanced_starts, improve
 
     reject_options("pipeline_dp", options, ("objective", "max_ideals", "pair_budget", "local_search", "search_seconds",
                                                  "seed"))
@@ -402,9 +403,19 @@ def place_pipeline_dp(graph: OpGraph, cluster: Cluster, **options) -> Placement:
     info["dp_max_load"] = dp_load
     if options.get("local_search", True):
         t1 = time.perf_counter()
-        assignment, searched = improve(model, assignment, colocation_units(graph), seed=int(options.get("seed", 0)),
-                                       time_limit=float(options.get("search_seconds", 5.0)))
-        info["local_search_max_load"] = searched
+        unit = colocation_units(graph)
+        starts = {"dp": assignment, **balanced_starts(model, unit)}
+        budget = float(options.get("search_seconds", 5.0)) / len(starts)
+        results = {}
+        for name, start in starts.items():
+            if name != "dp" and not exceeded and not model.loads(start).memory_ok:
+                continue
+            a, value = improve(model, start, unit, seed=int(options.get("seed", 0)), time_limit=budget)
+            results[name] = (value, a)
+        best = min(results, key=lambda k: (results[k][0], k != "dp"))
+        assignment = results[best][1]
+        info["local_search"] = {name: value for name, (value, _) in results.items()}
+        info["local_search_best_start"] = best
         info["local_search_seconds"] = time.perf_counter() - t1
     return Placement.from_assignment(graph, cluster, assignment, "pipeline_dp",
                                      meta={"pipeline_dp": info, "memory_estimate_exceeded": exceeded})

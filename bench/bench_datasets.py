@@ -1,0 +1,196 @@
+"""Benchmark: our placers on public profiled graphs, next to the published optima.
+
+For every MSR dnn-partitioning workload (throughput inputs: layer and operator
+graphs, inference and training, on the cluster each defines) and every
+PipeDream profile (on the ``4gpu`` preset: host CPU + 4 V100 over PCIe):
+
+- the published splits (human experts, the authors' DP) converted with
+  `placer.importers.msr.load_split` and scored by our throughput objective
+  (``max_load``) and simulator (``step_time``);
+- every heuristic placer and ``pipeline_dp``, run with ``objective="throughput"``
+  (placers that do not optimise it place as they always do): the max load and
+  step time of the placement, and the seconds the placer took.
+
+Rows are saved as they come to ``bench/results/datasets.json``; a rerun skips
+rows already there (``--fresh`` starts over), so an interrupted run resumes.
+The tables are printed and written to ``bench/results/datasets.md``.
+
+Run: .venv/bin/python bench/bench_datasets.py [--methods all,pipeline_dp] [--only SUBSTRING] [--fresh]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+from placer import presets  # noqa: E402
+from placer.importers import msr, pipedream  # noqa: E402
+from placer.objectives import ThroughputModel  # noqa: E402
+from placer.placers import registry  # noqa: E402
+from placer.simulator import Simulator  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+DATASETS = ROOT / ".." / "shared" / "datasets"
+MSR = DATASETS / "msr_dnn_partitioning"
+PIPEDREAM = DATASETS / "pipedream_profiles"
+RESULTS = ROOT / "bench" / "results"
+PIPEDREAM_CLUSTER = "4gpu"
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def workloads() -> list[dict]:
+    """Every workload: how to load it, its cluster, and its published splits."""
+    out = []
+    for path in sorted((MSR / "throughput-inputs").glob("*/*.json")):
+        kind, stem = path.parent.name, path.stem
+        splits = {}
+        dp = MSR / "reproduced_outputs" / f"{kind}__{stem}.dp.json"
+        if dp.exists():
+            splits["published DP"] = dp
+        expert = MSR / "human-experts" / f"{stem}_expert.json"
+        if kind == "LayerGraphs" and expert.exists():
+            splits["published expert"] = expert
+        out.append({"id": f"msr/{'layer' if kind == 'LayerGraphs' else 'operator'}/{stem}", "path": path,
+                    "format": "msr", "splits": splits})
+    for path in sorted(PIPEDREAM.glob("*/*/graph.txt")):
+        out.append({"id": f"pipedream/{path.parent.name}", "path": path, "format": "pipedream", "splits": {}})
+    return out
+
+
+def load(w: dict):
+    if w["format"] == "msr":
+        return msr.load(w["path"]), msr.load_cluster(w["path"])
+    return pipedream.load(w["path"]), presets.get(PIPEDREAM_CLUSTER)
+
+
+def score(graph, cluster, placement) -> dict:
+    model = ThroughputModel(graph, cluster)
+    a = placement.assignment(graph, cluster)
+    loads = model.loads(a)
+    res = Simulator(graph, cluster).run(a)
+    return {"max_load": loads.max_load, "step_time": res.step_time, "fits": loads.memory_ok,
+            "colocation_ok": loads.colocation_ok, "oom": res.oom}
+
+
+def run_workload(w: dict, methods: list[str], done: dict, save) -> None:
+    graph, cluster = load(w)
+    log(f"{w['id']}: {len(graph)} ops on {cluster.name} ({len(cluster)} devices)")
+    for label, split in w["splits"].items():
+        key = f"{w['id']}|{label}"
+        if key in done:
+            continue
+        p = msr.load_split(w["path"], split)
+        row = {"workload": w["id"], "method": label, "ops": len(graph), "cluster": cluster.name,
+               "published_max_load": p.meta.get("published_max_load"), "seconds": None, **score(graph, cluster, p)}
+        save(key, row)
+    for method in methods:
+        key = f"{w['id']}|{method}"
+        if key in done:
+            continue
+        t0 = time.perf_counter()
+        try:
+            p = registry.place(method, graph, cluster, objective="throughput")
+        except Exception as e:  # one failing placer must not sink the table
+            row = {"workload": w["id"], "method": method, "error": f"{type(e).__name__}: {e}"}
+        else:
+            row = {"workload": w["id"], "method": method, "ops": len(graph), "cluster": cluster.name,
+                   "seconds": p.meta["place_seconds"], "ignored_objective": "ignored_objective" in p.meta,
+                   **score(graph, cluster, p)}
+            if method == "pipeline_dp":
+                info = p.meta["pipeline_dp"]
+                row["dp_max_load"] = info["dp_max_load"]
+                row["dp_search"] = info["search"]
+        log(f"  {method}: " + (row.get("error") or
+                               f"max_load {row['max_load']:.6g}, step {row['step_time']:.6g}, "
+                               f"{time.perf_counter() - t0:.2f} s"))
+        save(key, row)
+
+
+def fmt(x, digits: int = 6) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "-"
+    return f"{x:.{digits}g}"
+
+
+def tables(rows: dict, methods: list[str]) -> str:
+    by_workload: dict[str, dict[str, dict]] = {}
+    for row in rows.values():
+        by_workload.setdefault(row["workload"], {})[row["method"]] = row
+    lines = ["## Max load (throughput objective; smaller is better)", "",
+             "MSR times are the dataset's (ms); PipeDream max loads are in seconds. "
+             "`DP only` is pipeline_dp before its local search; `vs DP` compares our best with the published DP.", "",
+             "| workload | ops | expert | published DP | DP only | pipeline_dp | vs DP | best heuristic | pipeline_dp s |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    heuristics = [m for m in methods if m != "pipeline_dp"]
+    for wid, r in by_workload.items():
+        dp = r.get("pipeline_dp", {})
+        pub = r.get("published DP", {}).get("max_load")
+        ours = dp.get("max_load")
+        vs = f"{(ours / pub - 1) * 100:+.2f}%" if pub and ours is not None else "-"
+        cands = [(r[m]["max_load"], m) for m in heuristics if m in r and "max_load" in r[m] and r[m]["fits"]]
+        best = min(cands) if cands else None
+        lines.append(f"| {wid} | {next((x['ops'] for x in r.values() if 'ops' in x), '-')} | "
+                     f"{fmt(r.get('published expert', {}).get('max_load'))} | {fmt(pub)} | {fmt(dp.get('dp_max_load'))} | "
+                     f"{fmt(ours)} | {vs} | {fmt(best[0]) + ' (' + best[1] + ')' if best else '-'} | "
+                     f"{fmt(dp.get('seconds'), 3)} |")
+    lines += ["", "## Every placer: max load / step time / placer seconds", "",
+              "A placement over memory (throughput model: weights) is marked `!`.", "",
+              "| workload | " + " | ".join(["published expert", "published DP"] + methods) + " |",
+              "|---|" + "---|" * (len(methods) + 2)]
+    for wid, r in by_workload.items():
+        cells = []
+        for m in ["published expert", "published DP"] + methods:
+            x = r.get(m)
+            if x is None:
+                cells.append("")
+            elif "error" in x:
+                cells.append("error")
+            else:
+                cells.append(f"{fmt(x['max_load'], 4)}{'' if x['fits'] else '!'} / {fmt(x['step_time'], 4)}"
+                             + (f" / {x['seconds']:.2f}s" if x.get("seconds") is not None else ""))
+        lines.append(f"| {wid} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--methods", default="all,pipeline_dp", help="placers (default: every heuristic + pipeline_dp)")
+    parser.add_argument("--only", help="run only workloads whose id contains this")
+    parser.add_argument("--fresh", action="store_true", help="ignore saved rows")
+    args = parser.parse_args()
+    if not MSR.is_dir():
+        log(f"datasets not found at {DATASETS} (expected ../shared/datasets beside the clone)")
+        return 1
+    methods = registry.resolve(args.methods)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    store = RESULTS / "datasets.json"
+    rows: dict = {} if args.fresh or not store.exists() else json.loads(store.read_text())
+
+    def save(key: str, row: dict) -> None:
+        rows[key] = row
+        tmp = store.with_suffix(".tmp")
+        tmp.write_text(json.dumps(rows, indent=1))
+        tmp.replace(store)
+
+    for w in workloads():
+        if args.only and args.only not in w["id"]:
+            continue
+        run_workload(w, methods, rows, save)
+    text = tables(rows, methods)
+    (RESULTS / "datasets.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
