@@ -1,16 +1,16 @@
 """`m_topo`, `m_etf`, `m_sct`: the memory-constrained placers of Baechi (Jeon et al., SoCC 2020).
 
 All three spread ops over the GPUs (every device when there is none), never
-put a colocation unit where the memory estimate says it does not fit (see
-`placer.placers.common`), and fall back to the device with the most room
+put an op where the memory estimate says it does not fit (m-ETF and m-SCT:
+`LiveMemory` along their schedule; see `placer.placers.common`), and fall back to the device with the most room
 only when no device has any (``meta["memory_estimate_exceeded"]``). As in
 Baechi, m-ETF and m-SCT first fuse chains (an op whose only consumer has it
 as only input) into one unit (`placer.placers.common.chain_units`); m-TOPO
 does not, since a fused chain would defeat its even memory shares.
 
 - **m-TOPO**: units in topological order fill one device after another, each
-  up to an even share of the total memory (total / k + the largest unit),
-  as Baechi's ``TopoUniform``.
+  up to an even share of the total static memory (total / k + the largest
+  unit), as Baechi's ``TopoUniform``; the simulator then checks the fit.
 - **m-ETF**: Earliest Task First list scheduling (Hwang et al., SIAM J.
   Comput. 1989): repeatedly start the (ready op, device) pair that can start
   earliest, given when the device is free and when the op's inputs can
@@ -34,7 +34,8 @@ from __future__ import annotations
 import numpy as np
 
 from placer.errors import PlacerError
-from placer.placers.common import MemoryLedger, Problem, expand_units, reject_options, static_levels
+from placer.placers.common import (LiveMemory, MemoryLedger, Problem, expand_units, fit_to_memory,
+                                   reject_options, static_levels)
 from placer.placers.heft import Schedule
 from placer.placers.registry import register
 
@@ -42,27 +43,26 @@ from placer.placers.registry import register
 # -- m-TOPO -------------------------------------------------------------------
 @register("m_topo", description="Baechi m-TOPO: topological order fills each GPU up to an even memory share")
 def place_m_topo(graph, cluster, **options):
-    """Fill devices in topological order up to total memory / k + the largest unit each."""
+    """Fill devices in topological order up to total memory / k + the largest unit each.
+
+    The share balances Baechi's static memory (weights + outputs); whether
+    the result fits is then checked with the simulator (`fit_to_memory`).
+    """
     reject_options("m_topo", options)
     problem = Problem.build(graph, cluster)
     devices = problem.candidates
     share = problem.unit_memory.sum() / len(devices) + problem.unit_memory.max()
-    limit = np.full(problem.num_devices, share)
-    ledger = MemoryLedger(problem, limit=limit)
+    shares = MemoryLedger(problem, limit=np.full(problem.num_devices, share))
     unit_device = np.empty(problem.num_units, dtype=np.int64)
     k = 0
     for u in range(problem.num_units):
-        while k < len(devices) - 1 and not ledger.fits(u, int(devices[k])):
+        while k < len(devices) - 1 and not shares.fits(u, int(devices[k])):
             k += 1
         d = int(devices[k])
-        if not ledger.fits(u, d):  # the last device is full: the most room, over the share
-            d = int(devices[np.argmax(problem.capacity[devices] - ledger.used[devices])])
-        ledger.charge(u, d)
+        shares.charge(u, d)
         unit_device[u] = d
-    over = ledger.used > problem.capacity
-    ledger.exceeded = bool(over.any())
-    return problem.placement(expand_units(problem, unit_device), "m_topo", ledger,
-                             memory_share=float(share))
+    unit_device, ledger = fit_to_memory(problem, unit_device, devices)
+    return problem.placement(expand_units(problem, unit_device), "m_topo", ledger, memory_share=float(share))
 
 
 # -- m-ETF and m-SCT: one list scheduler ----------------------------------------
@@ -120,7 +120,7 @@ class _Links:
         return ready, set(pending)
 
 
-def list_schedule(problem: Problem, devices: np.ndarray, ledger: MemoryLedger,
+def list_schedule(problem: Problem, devices: np.ndarray, memory: LiveMemory,
                   favorite: np.ndarray | None = None) -> Schedule:
     """ETF list scheduling over `devices`; with `favorite` (child per op, -1: none), SCT.
 
@@ -128,7 +128,7 @@ def list_schedule(problem: Problem, devices: np.ndarray, ledger: MemoryLedger,
     ----------
     problem : the compiled graph and cluster.
     devices : the devices to use.
-    ledger : memory ledger; a unit is charged when its first op is placed.
+    memory : live-memory account; a device without room for an op is not offered.
     favorite : favourite child of each op (SCT), or None for plain ETF.
 
     Returns
@@ -158,7 +158,7 @@ def list_schedule(problem: Problem, devices: np.ndarray, ledger: MemoryLedger,
     pinned = np.full(problem.num_units, -1, dtype=np.int64)
     assignment = np.full(n, -1, dtype=np.int64)
     start, finish = np.zeros(n), np.zeros(n)
-    unit, unit_memory = problem.unit, problem.unit_memory
+    unit = problem.unit
     links = _Links(problem, assignment, finish)
     reads_from: list[set[int]] = [set() for _ in range(D)]  # ready ops with an input on each device
     stale: set[int] = set()
@@ -169,41 +169,45 @@ def list_schedule(problem: Problem, devices: np.ndarray, ledger: MemoryLedger,
         urgent[j] = max(row)
 
     for _ in range(n):
-        for j in stale:
-            if is_ready[j]:
-                refresh(j)
-        stale.clear()
         R = np.flatnonzero(is_ready)
         units = unit[R]
         pin = pinned[units]
-        room = ledger.limit[devs] - ledger.used[devs]
-        allowed = np.where(pin[:, None] >= 0, pin[:, None] == devs[None, :],
-                           unit_memory[units][:, None] <= room[None, :])
+        room = memory.room()[devs]
+        need = memory.need(R, units, pin)
+        allowed = np.where(pin[:, None] >= 0, pin[:, None] == devs[None, :], need[:, None] <= room[None, :])
         stuck = ~allowed.any(axis=1)
         if stuck.any():  # no device has room: the one with the most, over the estimate
             allowed[np.flatnonzero(stuck), int(np.argmax(room))] = True
-        rt = data_ready[R][:, devs]
-        est = np.maximum(rt, free[devs][None, :])
-        if favorite is not None:
-            for c in range(k):
-                d = devs_l[c]
-                f = int(favorite[last[d]]) if last[d] >= 0 else -1
-                if f < 0 or not is_ready[f]:
-                    continue
-                row = int(np.searchsorted(R, f))
-                if not allowed[row, c]:
-                    continue
-                if rt[row, c] > rt[row][allowed[row]].min():
-                    continue  # another device can start f sooner: d is not kept for it
-                f_est = est[row, c]
-                est[:, c] = np.maximum(np.maximum(urgent[R], rt[:, c]), free[d])
-                est[row, c] = f_est
-        est[~allowed] = np.inf
-        best = est.min()
-        tie_r, tie_c = np.nonzero(est <= best)
-        if len(tie_r) > 1:
-            pick = np.lexsort((tie_c, topo_rank[R[tie_r]], -level[R[tie_r]]))[0]
-            tie_r, tie_c = tie_r[pick:pick + 1], tie_c[pick:pick + 1]
+        # Lazy greedy: links only get busier, so a stale ready time is a lower bound;
+        # refresh the winner until it is fresh, and it is the true earliest pair.
+        while True:
+            rt = data_ready[R][:, devs]
+            est = np.maximum(rt, free[devs][None, :])
+            if favorite is not None:
+                for c in range(k):
+                    d = devs_l[c]
+                    f = int(favorite[last[d]]) if last[d] >= 0 else -1
+                    if f < 0 or not is_ready[f]:
+                        continue
+                    row = int(np.searchsorted(R, f))
+                    if not allowed[row, c]:
+                        continue
+                    if rt[row, c] > rt[row][allowed[row]].min():
+                        continue  # another device can start f sooner: d is not kept for it
+                    f_est = est[row, c]
+                    est[:, c] = np.maximum(np.maximum(urgent[R], rt[:, c]), free[d])
+                    est[row, c] = f_est
+            est[~allowed] = np.inf
+            best = est.min()
+            tie_r, tie_c = np.nonzero(est <= best)
+            if len(tie_r) > 1:
+                pick = np.lexsort((tie_c, topo_rank[R[tie_r]], -level[R[tie_r]]))[0]
+                tie_r, tie_c = tie_r[pick:pick + 1], tie_c[pick:pick + 1]
+            chosen = int(R[tie_r[0]])
+            if chosen not in stale:
+                break
+            stale.discard(chosen)
+            refresh(chosen)
         i, d = int(R[tie_r[0]]), int(devs[tie_c[0]])
         arrival, senders = links.ready_time(i, d, commit=True)
         t = max(float(free[d]), arrival)
@@ -213,14 +217,15 @@ def list_schedule(problem: Problem, devices: np.ndarray, ledger: MemoryLedger,
         is_ready[i] = False
         for m in p_idx_l[p_off_l[i]:p_off_l[i + 1]]:
             reads_from[int(assignment[m])].discard(i)
-        for q in senders:  # these links are busier now: ready times through them change
+        stale.discard(i)
+        for q in senders:  # these links are busier now: ready times through them may grow
             stale.update(reads_from[q])
         u = int(unit[i])
+        new_unit = None
         if pinned[u] < 0:
             pinned[u] = d
-            ledger.charge(u, d)
-            if ledger.used[d] > ledger.limit[d]:
-                ledger.exceeded = True
+            new_unit = u
+        memory.place(i, d, new_unit, assignment)
         for j in s_idx_l[s_off_l[i]:s_off_l[i + 1]]:
             remaining[j] -= 1
             if remaining[j] == 0:
@@ -236,9 +241,9 @@ def place_m_etf(graph, cluster, **options):
     """Memory-constrained ETF over the GPUs; see the module docstring."""
     reject_options("m_etf", options)
     problem = Problem.build(graph, cluster, fuse_chains=True)
-    ledger = MemoryLedger(problem)
-    schedule = list_schedule(problem, problem.candidates, ledger)
-    return problem.placement(schedule.assignment, "m_etf", ledger, schedule_length=schedule.length)
+    memory = LiveMemory(problem)
+    schedule = list_schedule(problem, problem.candidates, memory)
+    return problem.placement(schedule.assignment, "m_etf", memory, schedule_length=schedule.length)
 
 
 # -- m-SCT's favourite children -----------------------------------------------------
@@ -341,6 +346,6 @@ def place_m_sct(graph, cluster, **options):
     reject_options("m_sct", options, ("lp_time_limit",))
     problem = Problem.build(graph, cluster, fuse_chains=True)
     favorite, info = favorite_children(problem, problem.candidates, float(options.get("lp_time_limit", 60.0)))
-    ledger = MemoryLedger(problem)
-    schedule = list_schedule(problem, problem.candidates, ledger, favorite=favorite)
-    return problem.placement(schedule.assignment, "m_sct", ledger, schedule_length=schedule.length, **info)
+    memory = LiveMemory(problem)
+    schedule = list_schedule(problem, problem.candidates, memory, favorite=favorite)
+    return problem.placement(schedule.assignment, "m_sct", memory, schedule_length=schedule.length, **info)

@@ -15,8 +15,9 @@ Two phases, as in the paper:
 
 HEFT is for heterogeneous devices, so it uses every device of the cluster,
 CPU included. Additions for this project: a colocation unit is pinned to the
-device of its first placed op, and a device whose memory estimate is full is
-not offered (see `placer.placers.common`). Communication, as in the paper,
+device of its first placed op, and a device without room for an op (by
+`LiveMemory` along HEFT's own order) is not offered (see
+`placer.placers.common`). Communication, as in the paper,
 is contention-free; the simulator serialises each link, so its step time can
 be longer than HEFT's own schedule length (``meta["schedule_length"]``).
 """
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placer.placers.common import MemoryLedger, Problem, reject_options
+from placer.placers.common import LiveMemory, Problem, reject_options
 from placer.placers.registry import register
 
 
@@ -86,15 +87,15 @@ def _earliest_slot(starts: list[float], ends: list[float], ready: float, duratio
 
 
 def heft(problem: Problem, devices: np.ndarray | None = None,
-         ledger: MemoryLedger | None = None) -> Schedule:
+         memory: LiveMemory | None = None) -> Schedule:
     """Run HEFT on a compiled problem.
 
     Parameters
     ----------
     problem : the graph and cluster as arrays.
     devices : devices HEFT may use (all of the cluster's by default).
-    ledger : memory ledger; devices without room for an op's unit are skipped
-        (a fresh ledger of device capacities by default).
+    memory : live-memory account; devices without room for an op are skipped
+        (a fresh account of the device capacities by default).
 
     Returns
     -------
@@ -102,7 +103,7 @@ def heft(problem: Problem, devices: np.ndarray | None = None,
         Device, start and finish per op; ``length`` is HEFT's makespan.
     """
     devs = np.arange(problem.num_devices) if devices is None else np.asarray(devices)
-    ledger = MemoryLedger(problem) if ledger is None else ledger
+    memory = LiveMemory(problem) if memory is None else memory
     times = problem.times
     rank = upward_ranks(problem, times[:, devs].mean(axis=1), problem.mean_comm_time(devs))
     p_off, p_idx = problem.graph.predecessors
@@ -118,7 +119,12 @@ def heft(problem: Problem, devices: np.ndarray | None = None,
         for m in p_idx[p_off[i]:p_off[i + 1]].tolist():
             np.maximum(ready, finish[m] + problem.comm_times(m, int(assignment[m])), out=ready)
         u = int(problem.unit[i])
-        choices = [int(pinned[u])] if pinned[u] >= 0 else ledger.choose(u, devs).tolist()
+        if pinned[u] >= 0:
+            choices = [int(pinned[u])]
+        else:
+            room = memory.room()[devs]
+            need = memory.need(np.array([i]), np.array([u]), pinned[[u]])[0]
+            choices = devs[room >= need].tolist() or [int(devs[np.argmax(room)])]
         best = None
         for d in choices:
             dur = float(times[i, d])
@@ -130,9 +136,11 @@ def heft(problem: Problem, devices: np.ndarray | None = None,
             starts[d].insert(k, t)
             ends[d].insert(k, t + dur)
         assignment[i], start[i], finish[i] = d, t, t + dur
+        new_unit = None
         if pinned[u] < 0:
             pinned[u] = d
-            ledger.charge(u, d)
+            new_unit = u
+        memory.place(i, d, new_unit, assignment)
     return Schedule(assignment, start, finish)
 
 
@@ -141,6 +149,6 @@ def place_heft(graph, cluster, **options):
     """HEFT over every device of the cluster; see the module docstring."""
     reject_options("heft", options)
     problem = Problem.build(graph, cluster)
-    ledger = MemoryLedger(problem)
-    schedule = heft(problem, ledger=ledger)
-    return problem.placement(schedule.assignment, "heft", ledger, schedule_length=schedule.length)
+    memory = LiveMemory(problem)
+    schedule = heft(problem, memory=memory)
+    return problem.placement(schedule.assignment, "heft", memory, schedule_length=schedule.length)

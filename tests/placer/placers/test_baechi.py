@@ -7,7 +7,7 @@ from placer.cluster import Cluster, Device, Link
 from placer.graph import Op, OpGraph
 from placer.placers import registry
 from placer.placers.baechi import favorite_children, list_schedule
-from placer.placers.common import MemoryLedger, Problem
+from placer.placers.common import LiveMemory, Problem
 
 
 def cluster(n=2, memory=1e12, bandwidth=1.0, latency=0.0):
@@ -33,21 +33,21 @@ class TestMEtf:
         """a -> (b, c): b and c start together on two devices."""
         g = OpGraph("fork", [op("a", out=0.1), op("b", ["a"], cost=5), op("c", ["a"], cost=5)])
         problem = Problem.build(g, cluster())
-        s = list_schedule(problem, problem.candidates, MemoryLedger(problem))
+        s = list_schedule(problem, problem.candidates, LiveMemory(problem))
         assert s.length == pytest.approx(6.1)
         assert len(set(s.assignment[1:])) == 2
 
     def test_fork_stays_together_when_communication_is_dear(self):
         g = OpGraph("fork", [op("a", out=100.0), op("b", ["a"], cost=5), op("c", ["a"], cost=5)])
         problem = Problem.build(g, cluster())
-        s = list_schedule(problem, problem.candidates, MemoryLedger(problem))
+        s = list_schedule(problem, problem.candidates, LiveMemory(problem))
         assert s.length == 11.0 and len(set(s.assignment)) == 1
 
     def test_ties_go_to_the_larger_static_level(self):
         """Two roots ready at 0 on one device: the one heading the longer path goes first."""
         g = OpGraph("t", [op("short"), op("long"), op("tail", ["long"], cost=3)])
         problem = Problem.build(g, cluster(1))
-        s = list_schedule(problem, problem.candidates, MemoryLedger(problem))
+        s = list_schedule(problem, problem.candidates, LiveMemory(problem))
         assert s.start[g.index["long"]] == 0.0
         # at t=1 "tail" (level 3) and "short" (level 1) can both start: tail first again
         assert s.start[g.index["tail"]] == 1.0 and s.start[g.index["short"]] == 4.0
@@ -85,6 +85,6 @@ def test_list_schedule_respects_pinned_units():
     """Ops of one colocation unit land together even when a split would be faster."""
     g = OpGraph("pin", [op("a", colocation="v"), op("b"), op("c", ["a", "b"], colocation="v")])
     problem = Problem.build(g, cluster())
-    s = list_schedule(problem, problem.candidates, MemoryLedger(problem))
+    s = list_schedule(problem, problem.candidates, LiveMemory(problem))
     assert s.assignment[g.index["a"]] == s.assignment[g.index["c"]]
     assert np.all(s.finish >= s.start)
