@@ -1,0 +1,41 @@
+"""End to end with the real trainer: ``method: rl`` runs `placer train` as a job and answers its placement.
+
+Skipped while `placer train` is not in the CLI. Small graph, small budget:
+this checks the contract between the service and the trainer (arguments,
+progress.json, best_placement.json), not learning. Stop/resume and crash
+recovery are covered with the stand-in trainer in test_jobs.py and test_server.py.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from placer import presets
+from placer.cli.main import COMMANDS
+from placer.placement import Placement
+from placer.simulator import Simulator
+from placer.synthetic import layered_graph
+
+pytestmark = pytest.mark.skipif("train" not in COMMANDS, reason="placer train is not in this build")
+
+REAL_TRAIN = [sys.executable, "-m", "placer.cli.main", "train"]
+
+
+def test_rl_placement_through_a_real_training_job(make_client):
+    """The job trains, finishes "done", and its best placement is what the simulator says it is."""
+    graph = layered_graph(40, seed=1)
+    client = make_client(train_command=REAL_TRAIN, max_wait_seconds=300)
+    gid = client.post("/v1/graphs", json=graph.to_dict()).json()["id"]
+    r = client.post("/v1/placements", json={"graph_id": gid, "cluster": "2gpu", "method": "rl",
+                                            "budget_seconds": 5, "seed": 1, "wait_seconds": 300})
+    assert r.status_code == 201, r.text
+    p = r.json()
+    job = client.get(f"/v1/jobs/{p['job_id']}").json()
+    assert job["state"] == "done", (job["error"], job["progress"])
+    assert p["job_state"] == "done" and set(p["devices"]) == set(graph.names)
+    assert set(job["progress"]) >= {"step", "samples", "elapsed_seconds", "best_step_time"}
+    assert job["progress"]["best_step_time"] == pytest.approx(p["step_time"])
+    simulated = Simulator(graph, presets.get("2gpu")).evaluate(Placement.from_dict(job["result"]))
+    assert simulated.step_time == pytest.approx(p["step_time"], rel=1e-9)
