@@ -21,8 +21,8 @@ first (as the authors' solver does); if there are still too many, the DP
 runs over a few topological orders (contiguous splits of one order, as
 PipeDream does) instead. Finally `placer.placers.load_search` moves units
 between devices while that lowers the max load, starting from the DP's split
-and from two balanced non-contiguous placements (LPT, round robin), and the
-best result wins: it can leave the contiguous space and beat the DP.
+and from three balanced non-contiguous placements (LPT, round robin, the
+METIS partition), and the best result wins: it can leave the contiguous space and beat the DP.
 """
 
 from __future__ import annotations
@@ -125,6 +125,17 @@ class _Compiled:
             s -= int(self.radix[c])
             i = j
         return unit_device[self.dag.unit]
+
+
+def _metis_start(graph: OpGraph, cluster: Cluster) -> dict[str, np.ndarray]:
+    """METIS's balanced min-cut partition (the ``metis`` placer) as one more local-search start."""
+    from placer.placers.metis import place_metis
+
+    try:
+        p = place_metis(graph, cluster)
+    except Exception:  # a start is optional; the DP split and the others remain
+        return {}
+    return {"metis": p.assignment(graph, cluster)}
 
 
 def _greedy_split(dag: UnitDag, order: np.ndarray, times: np.ndarray, model: ThroughputModel) -> np.ndarray:
@@ -404,7 +415,7 @@ def place_pipeline_dp(graph: OpGraph, cluster: Cluster, **options) -> Placement:
     if options.get("local_search", True):
         t1 = time.perf_counter()
         unit = colocation_units(graph)
-        starts = {"dp": assignment, **balanced_starts(model, unit)}
+        starts = {"dp": assignment, **balanced_starts(model, unit), **_metis_start(graph, cluster)}
         budget = float(options.get("search_seconds", 5.0)) / len(starts)
         results = {}
         for name, start in starts.items():
