@@ -18,6 +18,12 @@ What is still unknown is an error naming the op if the tensor holds floats
 index tensors of data-dependent size (``BroadcastGradientArgs``) get 1s.
 Either way the op is listed in ``meta["unknown_shape_ops"]``.
 
+Calls of nested `tf.function`s (``StatefulPartitionedCall``) are inlined
+first, as TensorFlow's runtime does, so their ops are counted and placed;
+``meta["inlined_function_calls"]`` says how many. Functional loops and
+conditionals (``While``, ``If``) stay single ops (FLOPs by the fallback,
+counted in ``meta["function_call_ops"]``): build RNNs unrolled.
+
 Folding (default ``Const`` and ``NoOp``): a folded node is removed; its bytes
 become weight bytes (`param_bytes`) of each consumer (a constant lives where
 it is used), and the node's own inputs (control dependencies) pass on to its
@@ -138,9 +144,10 @@ def from_graphdef(
     """
     import tensorflow as tf
 
-    nodes = list(graph_def.node)
-    if not nodes:
+    if not graph_def.node:
         raise ModelImportError("GraphDef has no nodes")
+    graph_def, inlined = _inline_function_calls(graph_def)
+    nodes = list(graph_def.node)
     fold = set(fold)
     input_shapes = {k: [int(d) for d in v] for k, v in (input_shapes or {}).items()}
     known_names = {n.name for n in nodes}
@@ -259,10 +266,11 @@ def from_graphdef(
     }
     if unknown_ops:
         info_meta["unknown_shape_ops"] = unknown_ops
-    calls = sum(1 for n in nodes if n.op in ("PartitionedCall", "StatefulPartitionedCall", "While",
-                                             "StatelessWhile", "If", "StatelessIf"))
+    if inlined:
+        info_meta["inlined_function_calls"] = inlined
+    calls = sum(1 for n in nodes if n.op in _CALL_TYPES | _CONTROL_FLOW_TYPES)
     if calls:
-        info_meta["function_call_ops"] = calls  # their bodies are not expanded; FLOPs fall back
+        info_meta["function_call_ops"] = calls  # bodies not expanded (loops, conditionals); FLOPs fall back
     info_meta.update(meta or {})
     return OpGraph(name, ops, info_meta)
 
@@ -303,6 +311,45 @@ def _shape_list(shape_proto) -> list[int] | None:
     return None if any(d < 0 for d in dims) else dims
 
 
+_CALL_TYPES = {"PartitionedCall", "StatefulPartitionedCall"}
+_CONTROL_FLOW_TYPES = {"While", "StatelessWhile", "If", "StatelessIf", "Case", "StatelessCase"}
+
+
+def _inline_function_calls(graph_def):
+    """Inline calls of library functions (nested `tf.function`s), as TF's runtime does.
+
+    Uses grappler's function optimizer only, fetching every sink so nothing is
+    pruned. Nodes outside functions keep their names; a function's body gets
+    the call node's name as prefix (``StatefulPartitionedCall/MatMul``), as in
+    TensorFlow's own runtime graph. Functional loops and conditionals
+    (``While``, ``If``) are left as they are: lowering them would create cycles.
+    Returns the (possibly new) GraphDef and the number of calls inlined.
+    """
+    functions = {f.signature.name for f in graph_def.library.function}
+    calls = [n for n in graph_def.node if n.op in _CALL_TYPES or n.op in functions]
+    if not calls:
+        return graph_def, 0
+    from tensorflow.core.protobuf import config_pb2, meta_graph_pb2, rewriter_config_pb2
+    from tensorflow.python.grappler import tf_optimizer
+
+    consumed = {i.lstrip("^").partition(":")[0] for n in graph_def.node for i in n.input}
+    metagraph = meta_graph_pb2.MetaGraphDef(graph_def=graph_def)
+    metagraph.collection_def["train_op"].node_list.value.extend(
+        n.name for n in graph_def.node if n.name not in consumed)
+    config = config_pb2.ConfigProto()
+    rewrite = config.graph_options.rewrite_options
+    rewrite.optimizers.append("function")
+    rewrite.min_graph_nodes = -1
+    rewrite.meta_optimizer_iterations = rewriter_config_pb2.RewriterConfig.ONE
+    try:
+        inlined = tf_optimizer.OptimizeGraph(config, metagraph)
+    except Exception as e:  # grappler raises plain errors on malformed graphs
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ModelImportError(f"cannot inline the GraphDef's function calls: {first}") from None
+    left = sum(1 for n in inlined.node if n.op in _CALL_TYPES)
+    return inlined, len(calls) - left
+
+
 def _variable_shapes(nodes, given) -> dict[str, tuple[list[int], Any]]:
     """Shapes and dtypes of the resource placeholders that stand for variables."""
     from tensorflow.python.framework import dtypes
@@ -314,10 +361,21 @@ def _variable_shapes(nodes, given) -> dict[str, tuple[list[int], Any]]:
         n.name for n in nodes
         if n.op == "Placeholder" and n.attr["dtype"].type == dtypes.resource.as_datatype_enum
     }
+    by_name = {n.name: n for n in nodes}
+
+    def source(name: str) -> str:
+        """Follow a handle back through Identity ops (inlined function inputs) to its producer."""
+        for _ in range(64):
+            node = by_name.get(name)
+            if node is None or node.op != "Identity" or not node.input:
+                break
+            name = node.input[0].partition(":")[0]
+        return name
+
     for n in nodes:
         if n.op != "ReadVariableOp" or "_output_shapes" not in n.attr:
             continue
-        src = n.input[0].partition(":")[0] if n.input else ""
+        src = source(n.input[0].partition(":")[0]) if n.input else ""
         if src in resource_placeholders and src not in out:
             shape = _shape_list(n.attr["_output_shapes"].list.shape[0])
             if shape is not None:

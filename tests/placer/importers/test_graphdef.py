@@ -68,6 +68,45 @@ def _placeholder_graph(shape):
     return g.as_graph_def()
 
 
+@pytest.fixture(scope="module")
+def nested():
+    """outer(x) = 2 * inner(x), inner(x) = relu(x @ w): a call of a nested tf.function."""
+    import tensorflow as tf
+
+    w = tf.Variable(tf.ones([3, 2]))
+
+    @tf.function
+    def inner(x):
+        return tf.nn.relu(tf.matmul(x, w))
+
+    @tf.function
+    def outer(x):
+        return inner(x) * 2.0
+
+    return outer, [tf.TensorSpec([4, 3])]
+
+
+class TestNestedFunctions:
+    def test_calls_are_inlined_and_counted(self, nested):
+        g = from_tf_function(nested[0], nested[1], "nested")
+        assert g.meta["inlined_function_calls"] == 1
+        assert "function_call_ops" not in g.meta and g.meta["flops_fallback"] == {}
+        mm = next(op for op in g if op.op == "MatMul")
+        assert mm.flops == 2 * 4 * 3 * 2 and mm.output_shapes == [[4, 2]]
+        assert "mul" in g.index  # nodes outside the function keep their names
+
+    def test_file_of_nested_function_reimports_the_same(self, tmp_path, nested):
+        import tensorflow as tf
+
+        fn, sig = nested
+        cf = fn.get_concrete_function(*sig)
+        tf.io.write_graph(cf.graph.as_graph_def(add_shapes=True), str(tmp_path), "n.pb", as_text=False)
+        again = import_file(tmp_path / "n.pb")
+        assert _graph_dict(again) == _graph_dict(from_tf_function(cf, sig, "n"))
+        var = next(op for op in again if op.param_bytes == 3 * 2 * 4)
+        assert var.colocation is not None
+
+
 class TestShapes:
     def test_batch_fills_the_unknown_dimension(self):
         g = from_graphdef(_placeholder_graph([None, 3]), "tiny", batch_size=7)
