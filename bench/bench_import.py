@@ -148,9 +148,9 @@ def bench_grappler(app: str = "resnet50", batch: int = 32) -> dict:
 
     # grappler's shape inference, like TF's, cannot see the shapes of variables captured as
     # resource placeholders; give it the same stand-ins our importer uses (VarHandleOps)
-    from placer.importers.graphdef import _inference_copy, _variable_shapes
+    from placer.importers.graphdef import with_variable_shapes
 
-    shaped, _ = _inference_copy(graph_def, None, {}, _variable_shapes(list(graph_def.node), None), False)
+    shaped = with_variable_shapes(graph_def)
     tf_gpu = "/job:localhost/replica:0/task:0/device:GPU:0"
     for node in shaped.node:
         node.device = tf_gpu

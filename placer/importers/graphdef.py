@@ -275,6 +275,19 @@ def from_graphdef(
     return OpGraph(name, ops, info_meta)
 
 
+def with_variable_shapes(graph_def, variable_shapes: Mapping[str, tuple[Iterable[int], Any]] | None = None):
+    """A copy of `graph_def` whose variable placeholders are ``VarHandleOp``s of known shape.
+
+    For tools that run their own shape inference on a `tf.function`'s GraphDef
+    (grappler's cost estimator, say): without it, every read of a captured
+    variable has an unknown shape, and so has every matmul or convolution using
+    it. Shapes are `variable_shapes` or read from ``_output_shapes``.
+    """
+    var_shapes = _variable_shapes(list(graph_def.node), variable_shapes)
+    shaped, _ = _inference_copy(graph_def, None, {}, var_shapes, True)
+    return shaped
+
+
 # -- helpers ----------------------------------------------------------------------
 def _parse_inputs(inputs: Iterable[str]) -> tuple[list[tuple[str, int]], list[str]]:
     """NodeDef inputs -> ([(producer, output index)], [control producers])."""

@@ -226,3 +226,17 @@ class TestErrors:
         og = from_graphdef(g.as_graph_def(), "inv")
         assert og["inv"].flops == 4 * 5 * 5
         assert og.meta["flops_fallback"] == {"MatrixInverse": 1}
+
+
+def test_with_variable_shapes_gives_tf_the_shapes_of_captured_variables(conv_step):
+    import tensorflow as tf
+
+    from placer.importers.graphdef import with_variable_shapes
+
+    shaped = with_variable_shapes(conv_step.graph_def())
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.graph_util.import_graph_def(shaped, name="")
+    conv = next(op for op in graph.get_operations() if op.type == "Conv2D")
+    assert conv.outputs[0].shape.as_list() == [BATCH, 6, 6, 5]
+    assert conv.inputs[1].shape.as_list() == [3, 3, 3, 5]
