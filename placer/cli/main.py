@@ -20,6 +20,7 @@ COMMANDS = [
     "clusters",
     "place",
     "compare",
+    "train",
     "import",
     "import-keras",
     "import-split",

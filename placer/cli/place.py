@@ -13,6 +13,8 @@ def add_parser(sub) -> None:
     p.add_argument("--objective", choices=("step_time", "throughput"), default="step_time",
                    help="what to make small: one step's time (default) or the pipelined max device load "
                         "(`max_load`); a method that does not optimise it says so")
+    p.add_argument("--budget-seconds", type=float, metavar="S",
+                   help="learned methods (rl): training budget in seconds (default 60)")
     p.add_argument("-o", "--output", help="write the placement JSON (the Placement contract) to this file")
     p.add_argument("--json", action="store_true", help="print the placement as JSON")
     p.set_defaults(run=run)
@@ -22,6 +24,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from placer.cli.common import human_bytes, human_seconds, print_json
     from placer.cluster import load_cluster
+    from placer.errors import PlacerError
     from placer.graph_io import load_graph
     from placer.placement import save_placement
     from placer.placers import registry
@@ -29,7 +32,12 @@ def run(args) -> int:
     registry.get(args.method)  # unknown method: fail before loading anything big
     graph = load_graph(args.graph)
     cluster = load_cluster(args.cluster)
-    placement = registry.place(args.method, graph, cluster, objective=args.objective)
+    options = {}
+    if args.budget_seconds is not None:
+        if registry.get(args.method).heuristic:
+            raise PlacerError(f"--budget-seconds applies to learned methods (rl), not {args.method!r}")
+        options["budget_seconds"] = args.budget_seconds
+    placement = registry.place(args.method, graph, cluster, objective=args.objective, **options)
     if args.output:
         save_placement(placement, args.output)
     if args.json:

@@ -61,7 +61,8 @@ class Grouping:
 
 
 def group_graph(graph: OpGraph, cluster: Cluster, max_groups: int = DEFAULT_MAX_GROUPS,
-                times: np.ndarray | None = None, memory_fraction: float = 0.5) -> Grouping:
+                times: np.ndarray | None = None, memory_fraction: float = 0.5,
+                respect: np.ndarray | None = None) -> Grouping:
     """Group the ops of `graph` into at most `max_groups` groups for placement on `cluster`.
 
     Parameters
@@ -73,6 +74,10 @@ def group_graph(graph: OpGraph, cluster: Cluster, max_groups: int = DEFAULT_MAX_
     memory_fraction : a group's weights plus outputs stay under this fraction
         of the smallest device's memory (colocation sets excepted: they are
         never split, whatever their size).
+    respect : optional device per op of a reference placement (e.g. the best
+        heuristic's): ops on different devices there are merged only when
+        nothing else reaches `max_groups`, so the reference usually stays
+        expressible as a placement of groups (what a warm start imitates).
 
     Returns
     -------
@@ -110,14 +115,28 @@ def group_graph(graph: OpGraph, cluster: Cluster, max_groups: int = DEFAULT_MAX_
     edge_w = out_bytes[src] + 1.0  # +1: a tensor of unknown size still ties its ops
 
     time_cap = 2.0 * op_time.sum() / max_groups
+    label = None
+    if respect is not None:
+        label = np.zeros(num, dtype=np.int64)
+        label[gid] = np.asarray(respect, dtype=np.int64)  # a colocation set shares one device anyway
     while num > max_groups:
         g_time = np.bincount(gid, weights=op_time, minlength=num)
         g_mem = np.bincount(gid, weights=op_mem, minlength=num)
         merged = _heavy_edge_matching(gid[src], gid[dst], edge_w, g_time, g_mem, time_cap, mem_cap,
-                                      num - max_groups)
+                                      num - max_groups, label)
         if merged is None and np.isfinite(time_cap):
             time_cap = time_cap * 2 if time_cap * 2 < g_time.sum() else np.inf
             continue
+        if merged is None and label is not None:
+            merged = _merge_topological_neighbours(gid, graph.topo_rank, g_mem, mem_cap, num - max_groups, label)
+        if merged is None and label is not None:
+            label = None  # the reference cannot be kept whole within max_groups
+            time_cap = 2.0 * op_time.sum() / max_groups
+            continue
+        if label is not None:
+            new_label = np.zeros(int(merged.max()) + 1, dtype=np.int64)
+            new_label[merged] = label
+            label = new_label
         if merged is None:
             merged = _merge_topological_neighbours(gid, graph.topo_rank, g_mem, mem_cap, num - max_groups)
         if merged is None:
@@ -143,7 +162,8 @@ def _colocation_ids(graph: OpGraph) -> np.ndarray:
 
 
 def _heavy_edge_matching(a: np.ndarray, b: np.ndarray, w: np.ndarray, g_time: np.ndarray, g_mem: np.ndarray,
-                         time_cap: float, mem_cap: float, max_merges: int) -> np.ndarray | None:
+                         time_cap: float, mem_cap: float, max_merges: int,
+                         label: np.ndarray | None = None) -> np.ndarray | None:
     """One coarsening pass: new id per old group, or None when no pair may merge.
 
     Pairs are visited heaviest first (ties by ids, so the result is
@@ -168,6 +188,8 @@ def _heavy_edge_matching(a: np.ndarray, b: np.ndarray, w: np.ndarray, g_time: np
             continue
         if g_time[x] + g_time[y] > time_cap or g_mem[x] + g_mem[y] > mem_cap:
             continue
+        if label is not None and label[x] != label[y]:
+            continue
         matched[x] = matched[y] = True
         new_id[y] = x
         merges += 1
@@ -180,18 +202,23 @@ def _heavy_edge_matching(a: np.ndarray, b: np.ndarray, w: np.ndarray, g_time: np
 
 
 def _merge_topological_neighbours(gid: np.ndarray, rank: np.ndarray, g_mem: np.ndarray, mem_cap: float,
-                                  max_merges: int) -> np.ndarray | None:
-    """Last resort when no edge may merge: join groups adjacent in topological order."""
+                                  max_merges: int, label: np.ndarray | None = None) -> np.ndarray | None:
+    """Last resort when no edge may merge: join groups adjacent in topological order.
+
+    With `label`, only groups of the same label, adjacent among that label's groups.
+    """
     num = len(g_mem)
     first = np.full(num, len(gid), dtype=np.int64)
     np.minimum.at(first, gid, rank)
     order = np.argsort(first, kind="stable")
+    if label is not None:
+        order = order[np.argsort(label[order], kind="stable")]
     new_id = np.arange(num)
     merges = 0
     k = 0
     while k + 1 < num and merges < max_merges:
         x, y = order[k], order[k + 1]
-        if g_mem[x] + g_mem[y] <= mem_cap:
+        if (label is None or label[x] == label[y]) and g_mem[x] + g_mem[y] <= mem_cap:
             new_id[y] = x
             merges += 1
             k += 2

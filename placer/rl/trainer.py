@@ -42,6 +42,8 @@ from placer.rl.policy import MAX_DEVICES, PolicyConfig
 from placer.simulator import Simulator
 
 WARM_STARTS = ("heuristic", "none")
+JIT_MIN_GROUPS = 64
+"""Below this many groups the decoder loop is short and XLA's compile time does not pay off."""
 IMITATION_LR_FACTOR = 5.0
 """The warm start's supervised steps take bigger Adam steps than REINFORCE."""
 IMITATION_TARGET = 0.9
@@ -77,9 +79,9 @@ class TrainConfig:
     """Most supervised steps of the warm start."""
     seed: int = 0
     """Seeds the weights and every sample."""
-    jit: bool = True
-    """Compile the passes with XLA (fast steps; about 10 s to compile). False: plain graph mode,
-    quicker to trace, as fast on tiny graphs (the tests)."""
+    jit: bool | None = None
+    """Compile the passes with XLA (fast steps, 10-30 s to compile); False: plain graph mode (quicker
+    to trace, as fast for few groups); None: XLA from `JIT_MIN_GROUPS` groups on."""
 
     def check(self) -> "TrainConfig":
         """Raise PlacerError on a value no run can use."""
@@ -190,7 +192,14 @@ class Trainer:
         self.graph, self.cluster = graph, cluster
         self.sim = Simulator(graph, cluster)
         self.times = self.sim.times
-        self.grouping: Grouping = group_graph(graph, cluster, self.config.groups, self.times)
+        t0 = time.perf_counter()
+        self.reference: tuple[str, np.ndarray, float] | None = None
+        self.heuristic_seconds = 0.0
+        if self.config.warm_start == "heuristic":
+            self.reference = self._best_heuristic()
+            self.heuristic_seconds = time.perf_counter() - t0
+        self.grouping: Grouping = group_graph(graph, cluster, self.config.groups, self.times,
+                                              respect=None if self.reference is None else self.reference[1])
         self.group_feats = tf.constant(group_features(graph, cluster, self.grouping, self.times))
         self.device_feats = tf.constant(device_features(cluster))
         self.policy = PlacementPolicy(
@@ -199,6 +208,8 @@ class Trainer:
             seed=self.config.seed,
         )
         self.optimizer = Adam(self.policy.trainable_variables, self.config.learning_rate)
+        self.setup_seconds = time.perf_counter() - t0
+        """Heuristics, grouping and features: part of a fresh run's time, not of a resumed one's."""
         self.state = TrainerState()
         self._build_functions()
 
@@ -208,7 +219,7 @@ class Trainer:
 
         policy, opt, K = self.policy, self.optimizer, self.config.samples
         clip = float(self.config.clip_norm)
-        jit = bool(self.config.jit)
+        jit = self.grouping.num_groups >= JIT_MIN_GROUPS if self.config.jit is None else bool(self.config.jit)
 
         @tf.function(jit_compile=jit)
         def sample(groups, devices, seed):
@@ -286,7 +297,8 @@ class Trainer:
     def warm_start(self, should_stop: Callable[[], bool] = lambda: False) -> dict[str, Any]:
         """Imitate the best heuristic placement (projected onto groups), if the config asks for it.
 
-        The projected placement is scored and counts as a sample at step 0, so
+        The heuristic was chosen before grouping, and the grouping keeps its
+        device boundaries where it can, so the projection is usually exact. The projected placement is scored and counts as a sample at step 0, so
         the best placement is never worse than it. Returns what was done (also
         stored in the trainer state and the placement's meta).
         """
@@ -294,8 +306,8 @@ class Trainer:
         if self.config.warm_start == "none":
             self.state.warm_start = {"method": "none"}
             return self.state.warm_start
-        name, op_devices, heur_time = self._best_heuristic()
-        heuristic_seconds = time.perf_counter() - t0
+        name, op_devices, heur_time = self.reference
+        heuristic_seconds = self.heuristic_seconds
         target = self.grouping.project(op_devices, len(self.cluster), weights=self.times.min(axis=1))
         step_time, oom, _ = self.score(target[None, :])
         self._track_best(target[None, :], step_time, oom, 0, self.state.elapsed_seconds)
@@ -395,8 +407,14 @@ def train(trainer: Trainer, *, budget_seconds: float | None = None, max_steps: i
         raise PlacerError("give a time budget or a number of steps")
     s = trainer.state
     if not s.warm_start:
+        s.elapsed_seconds += trainer.setup_seconds
         t0 = time.perf_counter()
-        trainer.warm_start(should_stop)
+
+        def imitation_over() -> bool:  # the warm start may take at most half the budget
+            spent = s.elapsed_seconds + time.perf_counter() - t0
+            return should_stop() or (budget_seconds is not None and spent > budget_seconds / 2)
+
+        trainer.warm_start(imitation_over)
         s.elapsed_seconds += time.perf_counter() - t0
     while True:
         if should_stop():

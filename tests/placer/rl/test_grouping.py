@@ -74,3 +74,14 @@ def test_expand_and_project_are_inverse_on_group_placements():
     ops = grouping.expand(groups)
     assert ops.shape == (200,)
     np.testing.assert_array_equal(grouping.project(ops, 5), groups)
+
+
+def test_respect_keeps_a_reference_placement_expressible():
+    """Groups never straddle the reference's devices, so projecting it onto groups loses nothing."""
+    g = layered_graph(400, seed=6)
+    reference = (g.topo_rank * 3 // 400).astype(np.int64)  # three contiguous blocks
+    grouping = group_graph(g, presets.get("4gpu"), 12, respect=reference)
+    assert grouping.num_groups <= 12
+    for k in range(grouping.num_groups):
+        assert len(set(reference[grouping.group_of_op == k])) == 1
+    np.testing.assert_array_equal(grouping.expand(grouping.project(reference, 5)), reference)

@@ -1,0 +1,310 @@
+"""`placer train GRAPH --cluster C --out DIR`: train the learned placer, resumably.
+
+The REST service runs training jobs as subprocesses of exactly this command
+and reads the files it writes in DIR (names are a contract):
+
+- ``progress.json``: rewritten atomically after every step: ``{"state":
+  "running"|"done"|"interrupted"|"failed", "step", "samples",
+  "elapsed_seconds", "budget_seconds", "best_step_time", "mean_reward",
+  "entropy", "error"}``;
+- ``best_placement.json``: the best placement so far (the Placement
+  contract, method "rl"), rewritten at each checkpoint and at the end;
+- ``history.csv`` (one row per step), ``curve.png`` (at the end);
+- ``trainer_state.json`` and ``checkpoint/``: what ``--resume`` continues from.
+
+SIGINT (Ctrl-C) and SIGTERM finish the current step, save a checkpoint, mark
+the run "interrupted" and exit with code 130.
+"""
+
+from __future__ import annotations
+
+CHECKPOINT_EVERY_SECONDS = 30.0
+DEFAULT_BUDGET_SECONDS = 600.0
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("train", help="train the learned placer (REINFORCE) on one graph and cluster",
+                       description="Train the seq2seq placement policy with REINFORCE against the simulator. "
+                                   "Writes DIR/best_placement.json, history.csv, curve.png, progress.json and a "
+                                   "checkpoint; Ctrl-C or SIGTERM saves and stops, --resume continues.")
+    p.add_argument("graph", help="graph file (.json or .json.gz)")
+    p.add_argument("--cluster", required=True, help="preset name (see `placer clusters`) or cluster JSON file")
+    p.add_argument("--out", required=True, metavar="DIR", help="folder for the run's files")
+    p.add_argument("--budget-seconds", type=float, default=None, metavar="S",
+                   help=f"wall-clock budget of the whole run, resumes included (default {DEFAULT_BUDGET_SECONDS:g} "
+                        "unless --steps is given)")
+    p.add_argument("--steps", type=int, default=None, metavar="N", help="stop after N REINFORCE steps in all")
+    p.add_argument("--seed", type=int, default=None, help="seed of weights and samples (default 0)")
+    p.add_argument("--samples", type=int, default=None, metavar="K", help="placements sampled per step (default 32)")
+    p.add_argument("--groups", type=int, default=None, metavar="G", help="most groups the ops are coarsened into "
+                                                                         "(default 256)")
+    p.add_argument("--warm-start", choices=("heuristic", "none"), default=None,
+                   help="'heuristic' (default): first imitate the best heuristic placement; "
+                        "'none': the paper's cold start")
+    p.add_argument("--resume", action="store_true", help="continue the run saved in DIR")
+    p.add_argument("--json", action="store_true", help="print a summary of the run as JSON")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    import os
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    from pathlib import Path
+
+    from placer.errors import PlacerError
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise PlacerError(f"--out {str(out)!r} is a file, not a folder")
+    if args.budget_seconds is not None and not (args.budget_seconds > 0):
+        raise PlacerError(f"--budget-seconds must be positive, got {args.budget_seconds:g}")
+    if args.steps is not None and args.steps < 1:
+        raise PlacerError(f"--steps must be at least 1, got {args.steps}")
+    budget = args.budget_seconds
+    if budget is None and args.steps is None:
+        budget = DEFAULT_BUDGET_SECONDS
+    session = _Session(args, out, budget)
+    return session.run()
+
+
+class _Session:
+    """One invocation of `placer train`: set up or resume, loop, write the files."""
+
+    def __init__(self, args, out, budget):
+        self.args, self.out, self.budget = args, out, budget
+        self.stop_requested = False
+        self.trainer = None
+        self.last = None  # the latest StepStats
+
+    # -- set-up ----------------------------------------------------------------
+    def _make_trainer(self):
+        from placer.cluster import load_cluster
+        from placer.errors import PlacerError
+        from placer.graph_io import load_graph
+        from placer.rl import checkpoint
+        from placer.rl.trainer import TrainConfig, Trainer
+
+        args = self.args
+        graph = load_graph(args.graph)
+        cluster = load_cluster(args.cluster)
+        given = {k: v for k, v in (("seed", args.seed), ("samples", args.samples), ("groups", args.groups),
+                                   ("warm_start", args.warm_start)) if v is not None}
+        saved = checkpoint.load_state(self.out)
+        if saved is not None and not args.resume:
+            raise PlacerError(f"{str(self.out)!r} already holds a training run; pass --resume to continue it "
+                              "or choose another --out")
+        if saved is None:  # nothing saved yet (new run, or stopped before its first checkpoint): start fresh
+            return Trainer(graph, cluster, TrainConfig(**given)), False
+        config = checkpoint.config_of(saved)
+        for key, value in given.items():
+            if getattr(config, key) != value:
+                raise PlacerError(f"cannot resume with {key}={value!r}: the run in {str(self.out)!r} was trained "
+                                  f"with {key}={getattr(config, key)!r}")
+        trainer = Trainer(graph, cluster, config)
+        checkpoint.restore(trainer, self.out, saved)
+        return trainer, True
+
+    def _on_signal(self, signum, frame) -> None:
+        if self.stop_requested:  # a second Ctrl-C: stop now
+            raise KeyboardInterrupt
+        self.stop_requested = True
+
+    # -- the run -----------------------------------------------------------------
+    def run(self) -> int:
+        import signal
+        import sys
+
+        self.out.mkdir(parents=True, exist_ok=True)
+        old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            self.trainer, resumed = self._make_trainer()
+            self._write_progress("running")
+            reason = self._loop(resumed)
+        except BaseException as e:
+            from placer.errors import PlacerError
+
+            message = str(e) if isinstance(e, PlacerError) else f"{type(e).__name__}: {e}"
+            if isinstance(e, KeyboardInterrupt):
+                self._save()
+                self._write_progress("interrupted")
+            else:
+                self._write_progress("failed", error=message)
+            raise
+        finally:
+            for s, handler in old.items():
+                signal.signal(s, handler)
+        self._finish(reason)
+        if reason == "interrupted":
+            print(f"placer train: interrupted at step {self.trainer.state.step}; checkpoint saved in "
+                  f"{str(self.out)!r} (continue with --resume)", file=sys.stderr)
+            return 130
+        return 0
+
+    def _loop(self, resumed: bool) -> str:
+        import time
+
+        from tqdm import tqdm
+
+        from placer.rl.trainer import train
+
+        trainer = self.trainer
+        history = _History(self.out / "history.csv", keep_until=trainer.state.step if resumed else 0)
+        bar = tqdm(total=self.args.steps, initial=trainer.state.step, unit="step", dynamic_ncols=True,
+                   desc="warm start" if not trainer.state.warm_start else "train", file=__import__("sys").stderr,
+                   disable=None)
+        last_save = time.monotonic()
+
+        def on_step(stats) -> None:
+            nonlocal last_save
+            self.last = stats
+            history.append(stats)
+            self._write_progress("running")
+            bar.set_description("train", refresh=False)
+            bar.set_postfix_str(f"{stats.samples_per_second:.0f} samples/s, best {_ms(stats.best_step_time)}, "
+                                f"reward {stats.mean_reward:.3f}, entropy {stats.entropy:.3f}", refresh=False)
+            bar.update(1)
+            if time.monotonic() - last_save > CHECKPOINT_EVERY_SECONDS:
+                self._save()
+                last_save = time.monotonic()
+
+        try:
+            return train(trainer, budget_seconds=self.budget, max_steps=self.args.steps, on_step=on_step,
+                         should_stop=lambda: self.stop_requested)
+        finally:
+            bar.close()
+            history.close()
+
+    # -- files -------------------------------------------------------------------
+    def _save(self) -> None:
+        """Checkpoint plus the best placement so far (when training has scored one)."""
+        from placer.placement import save_placement
+        from placer.rl import checkpoint
+
+        if self.trainer is None:
+            return
+        checkpoint.save(self.trainer, self.out)
+        if self.trainer.state.best.group_devices:
+            save_placement(self.trainer.best_placement(), self.out / "best_placement.json")
+
+    def _finish(self, reason: str) -> None:
+        import math
+
+        from placer.cli.common import print_json
+
+        self._save()
+        self._write_progress("done" if reason == "done" else "interrupted")
+        _plot(self.out / "history.csv", self.out / "curve.png", self.trainer)
+        if self.args.json:
+            t = self.trainer
+            best = t.best_placement() if t.state.best.group_devices else None
+            print_json({
+                "state": "done" if reason == "done" else "interrupted",
+                "graph": t.graph.name, "cluster": t.cluster.name, "step": t.state.step,
+                "samples": t.state.samples, "elapsed_seconds": t.state.elapsed_seconds,
+                "best_step_time": best.step_time if best else None, "oom": best.oom if best else None,
+                "lower_bound": t.sim.lower_bound, "warm_start": t.state.warm_start,
+                "groups": t.grouping.num_groups, "out": str(self.out),
+                "files": {name: str(self.out / name) for name in
+                          ("best_placement.json", "history.csv", "curve.png", "progress.json", "trainer_state.json")},
+            })
+        elif self.trainer.state.best.group_devices:
+            b = self.trainer.state.best
+            ws = self.trainer.state.warm_start
+            heur = (f"; best heuristic {ws['heuristic']} {_ms(ws['heuristic_step_time'])}"
+                    if ws.get("method") == "heuristic" else "")
+            print(f"{self.trainer.graph.name} on {self.trainer.cluster.name}: best step time {_ms(b.step_time)}"
+                  f"{' (OUT OF MEMORY)' if b.oom else ''} after {self.trainer.state.step} steps, "
+                  f"{self.trainer.state.samples} samples, {self.trainer.state.elapsed_seconds:.1f} s "
+                  f"(lower bound {_ms(self.trainer.sim.lower_bound)}{heur})"
+                  + ("" if math.isfinite(b.step_time) else ""))
+            print(f"wrote {self.out / 'best_placement.json'}, history.csv, curve.png")
+
+    def _write_progress(self, state: str, error: str | None = None) -> None:
+        import json
+        import math
+
+        from placer.graph_io import write_atomic
+
+        t = self.trainer
+        s = t.state if t is not None else None
+        best = s.best.step_time if s is not None and math.isfinite(s.best.step_time) else None
+        data = {
+            "state": state,
+            "step": s.step if s else 0,
+            "samples": s.samples if s else 0,
+            "elapsed_seconds": s.elapsed_seconds if s else 0.0,
+            "budget_seconds": self.budget,
+            "best_step_time": best,
+            "mean_reward": self.last.mean_reward if self.last else None,
+            "entropy": self.last.entropy if self.last else None,
+            "error": error,
+        }
+        write_atomic(self.out / "progress.json", json.dumps(data).encode())
+
+
+class _History:
+    """history.csv, one row per step, appended as steps finish (rows past a resumed checkpoint dropped)."""
+
+    def __init__(self, path, keep_until: int):
+        import csv
+
+        from placer.rl.trainer import StepStats
+
+        rows = []
+        if keep_until > 0 and path.exists():
+            with open(path, newline="") as f:
+                rows = [r for r in csv.DictReader(f) if int(r["step"]) <= keep_until]
+        self.file = open(path, "w", newline="")
+        self.writer = csv.DictWriter(self.file, fieldnames=StepStats.FIELDS)
+        self.writer.writeheader()
+        self.writer.writerows(rows)
+        self.file.flush()
+
+    def append(self, stats) -> None:
+        self.writer.writerow({k: getattr(stats, k) for k in self.writer.fieldnames})
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def _plot(history_path, png_path, trainer) -> None:
+    """curve.png: each step's best and mean sample, and the best so far, against wall time."""
+    import csv
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with open(history_path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
+    if rows:
+        t = [float(r["elapsed_seconds"]) for r in rows]
+        ax.scatter(t, [float(r["mean_step_time"]) * 1e3 for r in rows], s=4, alpha=0.35, label="mean of samples")
+        ax.scatter(t, [float(r["min_step_time"]) * 1e3 for r in rows], s=4, alpha=0.6, label="best sample of step")
+        ax.step(t, [float(r["best_step_time"]) * 1e3 for r in rows], where="post", color="k", label="best so far")
+    ws = trainer.state.warm_start
+    if ws.get("method") == "heuristic":
+        ax.axhline(ws["heuristic_step_time"] * 1e3, color="tab:red", ls="--", lw=1,
+                   label=f"best heuristic ({ws['heuristic']})")
+    ax.axhline(trainer.sim.lower_bound * 1e3, color="tab:green", ls=":", lw=1, label="lower bound")
+    ax.set_xlabel("wall time (s)")
+    ax.set_ylabel("simulated step time (ms)")
+    ax.set_title(f"{trainer.graph.name} on {trainer.cluster.name}")
+    if rows:
+        lo = trainer.sim.lower_bound * 1e3 * 0.95
+        hi = min(max(float(r["mean_step_time"]) for r in rows), 3 * float(rows[-1]["best_step_time"])) * 1e3
+        ax.set_ylim(lo, max(hi, lo * 1.2))
+    ax.legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    fig.savefig(png_path)
+    plt.close(fig)
+
+
+def _ms(seconds: float) -> str:
+    from placer.cli.common import human_seconds
+
+    return human_seconds(seconds)

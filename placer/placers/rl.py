@@ -1,0 +1,54 @@
+"""The learned placer as a registry method: train briefly, return the best placement seen.
+
+`placer place --method rl --budget-seconds S` and the service's placements
+come here; `placer train` is the long, resumable form with files and
+checkpoints (both use `placer.rl.trainer`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from placer.cluster import Cluster
+from placer.errors import PlacerError
+from placer.graph import OpGraph
+from placer.placement import Placement
+from placer.placers.registry import register
+
+DEFAULT_BUDGET_SECONDS = 60.0
+
+
+@register("rl", heuristic=False,
+          description="learned: seq2seq policy trained by REINFORCE against the simulator "
+                      "(options: budget_seconds, seed, steps, samples, groups, warm_start)")
+def rl(graph: OpGraph, cluster: Cluster, *, budget_seconds: float = DEFAULT_BUDGET_SECONDS, seed: int = 0,
+       steps: int | None = None, samples: int | None = None, groups: int | None = None,
+       warm_start: str = "heuristic") -> Placement:
+    """Train a placement policy for `budget_seconds` (or `steps`) and return the best placement it found.
+
+    Parameters
+    ----------
+    graph, cluster : what to place, and where.
+    budget_seconds : wall-clock budget, warm start and compilation included.
+    seed : seeds the weights and the samples.
+    steps : stop after this many REINFORCE steps (whichever of the two comes first).
+    samples, groups : K and G of `placer.rl.trainer.TrainConfig` (defaults there).
+    warm_start : ``"heuristic"`` (imitate the best heuristic first) or ``"none"`` (the paper's cold start).
+
+    Raises
+    ------
+    PlacerError
+        On a budget that is not a positive number, or a bad training option.
+    """
+    from placer.rl.trainer import TrainConfig, Trainer, train
+
+    if isinstance(budget_seconds, bool) or not isinstance(budget_seconds, (int, float)) \
+            or not math.isfinite(budget_seconds) or budget_seconds <= 0:
+        raise PlacerError(f"rl: budget_seconds must be a positive number, got {budget_seconds!r}")
+    if steps is not None and (not isinstance(steps, int) or isinstance(steps, bool) or steps < 1):
+        raise PlacerError(f"rl: steps must be a positive integer, got {steps!r}")
+    options = {k: v for k, v in (("samples", samples), ("groups", groups)) if v is not None}
+    config = TrainConfig(seed=seed, warm_start=warm_start, **options)
+    trainer = Trainer(graph, cluster, config)
+    train(trainer, budget_seconds=float(budget_seconds), max_steps=steps)
+    return trainer.best_placement()

@@ -1,0 +1,94 @@
+"""`placer train`: the files the service reads, resume, signals, errors."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from placer.graph_io import save_graph
+from placer.placement import Placement
+from placer.synthetic import layered_graph
+
+FAST = ["--samples", "8", "--groups", "12", "--warm-start", "none"]
+
+
+@pytest.fixture(autouse=True)
+def _no_xla(monkeypatch):
+    """Tiny graphs: plain graph mode traces faster than XLA compiles (same results)."""
+    from placer.rl import trainer
+
+    monkeypatch.setattr(trainer.TrainConfig, "jit", False)
+
+
+@pytest.fixture
+def graph_file(tmp_path):
+    path = tmp_path / "g.json.gz"
+    save_graph(layered_graph(40, seed=1), path)
+    return path
+
+
+def test_train_writes_the_contract_files_and_resumes(cli, graph_file, tmp_path):
+    out = tmp_path / "run"
+    r = cli("train", graph_file, "--cluster", "2gpu", "--out", out, "--steps", "3", "--seed", "2", *FAST, "--json")
+    assert r.code == 0, r.err
+    summary = json.loads(r.out)
+    assert summary["state"] == "done" and summary["step"] == 3 and summary["samples"] == 24
+    for name in ("best_placement.json", "history.csv", "curve.png", "progress.json", "trainer_state.json"):
+        assert (out / name).exists(), name
+    progress = json.loads((out / "progress.json").read_text())
+    assert progress["state"] == "done" and progress["step"] == 3 and progress["error"] is None
+    assert set(progress) == {"state", "step", "samples", "elapsed_seconds", "budget_seconds", "best_step_time",
+                             "mean_reward", "entropy", "error"}
+    best = Placement.from_dict(json.loads((out / "best_placement.json").read_text()))
+    assert best.method == "rl" and len(best.devices) == 40 and best.step_time == progress["best_step_time"]
+    assert best.meta["steps"] == 3 and best.meta["warm_start"] == {"method": "none"}
+
+    again = cli("train", graph_file, "--cluster", "2gpu", "--out", out, "--steps", "3")
+    assert again.code == 1 and "--resume" in again.err
+    conflict = cli("train", graph_file, "--cluster", "2gpu", "--out", out, "--steps", "5", "--resume", "--seed", "9")
+    assert conflict.code == 1 and "seed" in conflict.err
+
+    r = cli("train", graph_file, "--cluster", "2gpu", "--out", out, "--steps", "5", "--resume")
+    assert r.code == 0, r.err
+    lines = (out / "history.csv").read_text().splitlines()
+    assert [int(line.split(",")[0]) for line in lines[1:]] == [1, 2, 3, 4, 5]
+    assert json.loads((out / "progress.json").read_text())["step"] == 5
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--steps", "0"], "--steps must be at least 1"),
+    (["--budget-seconds", "-3"], "--budget-seconds must be positive"),
+    (["--samples", "1", "--steps", "1"], "samples must be at least 2"),
+])
+def test_bad_options_are_one_line_errors(cli, graph_file, tmp_path, argv, message):
+    r = cli("train", graph_file, "--cluster", "2gpu", "--out", tmp_path / "o", *argv)
+    assert r.code == 1 and message in r.err and "Traceback" not in r.err
+
+
+def test_sigterm_checkpoints_and_marks_interrupted(graph_file, tmp_path):
+    """The service stops jobs with SIGTERM: the run saves, says 'interrupted', and can resume."""
+    out = tmp_path / "run"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    cmd = [sys.executable, "-m", "placer.cli.main", "train", str(graph_file), "--cluster", "2gpu",
+           "--out", str(out), "--budget-seconds", "300", "--seed", "1", "--samples", "8", "--groups", "12",
+           "--warm-start", "none"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        p = out / "progress.json"
+        if p.exists() and json.loads(p.read_text())["step"] >= 2:
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err.decode()
+    progress = json.loads((out / "progress.json").read_text())
+    assert progress["state"] == "interrupted" and progress["step"] >= 2
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert state["state"]["step"] == progress["step"]
+    assert (out / "best_placement.json").exists()
+    assert b"Traceback" not in err
