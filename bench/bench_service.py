@@ -215,7 +215,8 @@ def main() -> int:
                                             args.load_method, args.cluster, bodies))
                 if job_id:
                     job = client.get(f"/v1/jobs/{job_id}").json()
-                    load["training_job"] = {"state": job["state"], "progress": job["progress"]}
+                    load["training_job"] = {"state": job["state"], "error": job["error"],
+                                            "attempts": job["attempts"], "progress": job["progress"]}
                     client.delete(f"/v1/jobs/{job_id}")
                 results["load"] = load
                 print(f"  served {load['served']} requests in {load['seconds']:.1f} s "
