@@ -172,6 +172,9 @@ class Trainer:
     ----------
     graph, cluster : what to place, and where.
     config : hyperparameters.
+    reference : ``(name, device per op, step time)`` of the placement a
+        heuristic warm start imitates, when the caller already has it;
+        by default every registered heuristic runs and the fastest is taken.
 
     Raises
     ------
@@ -179,7 +182,8 @@ class Trainer:
         On a bad config, or a cluster with more than `MAX_DEVICES` devices.
     """
 
-    def __init__(self, graph: OpGraph, cluster: Cluster, config: TrainConfig | None = None):
+    def __init__(self, graph: OpGraph, cluster: Cluster, config: TrainConfig | None = None, *,
+                 reference: tuple[str, np.ndarray, float] | None = None):
         import tensorflow as tf
 
         from placer.rl.optimizer import Adam
@@ -196,7 +200,7 @@ class Trainer:
         self.reference: tuple[str, np.ndarray, float] | None = None
         self.heuristic_seconds = 0.0
         if self.config.warm_start == "heuristic":
-            self.reference = self._best_heuristic()
+            self.reference = self._best_heuristic() if reference is None else reference
             self.heuristic_seconds = time.perf_counter() - t0
         self.grouping: Grouping = group_graph(graph, cluster, self.config.groups, self.times,
                                               respect=None if self.reference is None else self.reference[1])

@@ -1,0 +1,169 @@
+"""Benchmark the learned placer: RL vs the best heuristic vs the lower bound, per graph and cluster.
+
+For every graph in ``graphs/`` (or synthetic layered graphs when there are
+none) on each cluster: run every heuristic, train the RL placer for
+``--budget-seconds`` (warm start and compilation included), and report the
+RL placement's simulated step time against the best heuristic's and the
+lower bound, the wall time it took to come within 1% of its final result,
+and samples scored per second. Prints a table; saves JSON, a Markdown table
+and one curve per run under ``bench/results/``.
+
+    .venv/bin/python bench/bench_rl.py --budget-seconds 600            # the issue's figure
+    .venv/bin/python bench/bench_rl.py --budget-seconds 60 --graphs graphs/rnnlm.json.gz
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from placer import presets  # noqa: E402
+from placer.graph_io import load_graph  # noqa: E402
+from placer.placers import registry  # noqa: E402
+from placer.synthetic import layered_graph  # noqa: E402
+
+
+def best_heuristic(graph, cluster):
+    """(name, step time, seconds for all heuristics) of the fastest non-OOM heuristic placement."""
+    t0 = time.perf_counter()
+    results = []
+    for name in registry.names(heuristic_only=True):
+        try:
+            p = registry.place(name, graph, cluster)
+        except Exception as e:  # a failing heuristic is reported, not fatal to the benchmark
+            print(f"    {name}: failed ({type(e).__name__}: {e})", file=sys.stderr)
+            continue
+        results.append((p.oom, p.step_time, name, p.assignment(graph, cluster)))
+    oom, step, name, assignment = min(results, key=lambda r: r[:3])
+    return name, step, assignment, time.perf_counter() - t0
+
+
+def run_rl(graph, cluster, args, curve_path, reference):
+    """Train with the budget (the heuristics already ran: their time is reported apart); returns the figures."""
+    from placer.rl.trainer import TrainConfig, Trainer, train
+
+    config = TrainConfig(samples=args.samples, groups=args.groups, seed=args.seed, warm_start=args.warm_start)
+    t0 = time.perf_counter()
+    trainer = Trainer(graph, cluster, config, reference=reference)
+    curve = []  # (elapsed, best) including the warm start's placement
+
+    def on_step(s):
+        curve.append((s.elapsed_seconds, s.best_step_time, s.min_step_time, s.mean_step_time))
+
+    train(trainer, budget_seconds=args.budget_seconds, on_step=on_step)
+    wall = time.perf_counter() - t0
+    st = trainer.state
+    final = st.best.step_time
+    warm = st.warm_start
+    start_t = warm.get("seconds", 0.0) + trainer.setup_seconds
+    points = [(start_t, warm.get("projected_step_time", math.inf))] + [(c[0], c[1]) for c in curve]
+    within = next((t for t, b in points if b <= final * 1.01), math.nan)
+    rl_seconds = curve[-1][0] - curve[0][0] if len(curve) > 1 else math.nan
+    sps = (st.samples - config.samples) / rl_seconds if len(curve) > 1 else math.nan
+    _plot(curve, points[0], trainer, curve_path)
+    return {
+        "rl_step_time": final, "rl_oom": st.best.oom, "steps": st.step, "samples": st.samples,
+        "samples_per_second": sps, "seconds_to_within_1pct": within, "train_seconds": st.elapsed_seconds,
+        "wall_seconds": wall, "groups": trainer.grouping.num_groups, "found_at_step": st.best.step,
+        "warm_start": warm, "lower_bound": trainer.sim.lower_bound,
+    }
+
+
+def _plot(curve, start, trainer, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+    if curve:
+        t = [c[0] for c in curve]
+        ax.scatter(t, [c[3] * 1e3 for c in curve], s=3, alpha=0.3, label="mean sample")
+        ax.scatter(t, [c[2] * 1e3 for c in curve], s=3, alpha=0.6, label="best sample of step")
+        ax.step([start[0]] + t, [start[1] * 1e3] + [c[1] * 1e3 for c in curve], where="post", color="k",
+                label="best so far")
+    ws = trainer.state.warm_start
+    if "heuristic_step_time" in ws:
+        ax.axhline(ws["heuristic_step_time"] * 1e3, color="tab:red", ls="--", lw=1, label=f"best heuristic")
+    ax.axhline(trainer.sim.lower_bound * 1e3, color="tab:green", ls=":", lw=1, label="lower bound")
+    best = trainer.state.best.step_time * 1e3
+    ax.set_ylim(trainer.sim.lower_bound * 1e3 * 0.95, best * 1.6)
+    ax.set_xlabel("wall time (s)")
+    ax.set_ylabel("step time (ms)")
+    ax.set_title(f"{trainer.graph.name} on {trainer.cluster.name}", fontsize=9)
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--budget-seconds", type=float, default=600.0, help="RL budget per graph and cluster")
+    ap.add_argument("--graphs", nargs="*", help="graph files (default: graphs/*.json.gz)")
+    ap.add_argument("--clusters", nargs="+", default=["2gpu", "4gpu"])
+    ap.add_argument("--samples", type=int, default=32)
+    ap.add_argument("--groups", type=int, default=256)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--warm-start", choices=("heuristic", "none"), default="heuristic")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "rl"), help="results folder")
+    args = ap.parse_args()
+
+    paths = args.graphs if args.graphs is not None else sorted(glob.glob(str(ROOT / "graphs" / "*.json*")))
+    graphs = [load_graph(p) for p in paths] or [layered_graph(2000, seed=0), layered_graph(8000, seed=1)]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for graph in graphs:
+        for cname in args.clusters:
+            cluster = presets.get(cname)
+            print(f"{graph.name} ({len(graph)} ops) on {cname}: heuristics...", file=sys.stderr, flush=True)
+            h_name, h_step, h_assign, h_sec = best_heuristic(graph, cluster)
+            print(f"  best heuristic {h_name} {h_step * 1e3:.3f} ms ({h_sec:.1f} s); RL for "
+                  f"{args.budget_seconds:g} s...", file=sys.stderr, flush=True)
+            r = run_rl(graph, cluster, args, out / f"curve_{graph.name}_{cname}.png", (h_name, h_assign, h_step))
+            row = {"graph": graph.name, "ops": len(graph), "cluster": cname, "best_heuristic": h_name,
+                   "heuristic_step_time": h_step, "heuristics_seconds": h_sec, **r,
+                   "rl_vs_heuristic": r["rl_step_time"] / h_step, "rl_vs_lower_bound": r["rl_step_time"] / r["lower_bound"],
+                   "budget_seconds": args.budget_seconds}
+            rows.append(row)
+            print(f"  RL {r['rl_step_time'] * 1e3:.3f} ms = {row['rl_vs_heuristic']:.3f} x heuristic, "
+                  f"{row['rl_vs_lower_bound']:.3f} x lower bound; {r['steps']} steps, "
+                  f"{r['samples_per_second']:.0f} samples/s, within 1% after {r['seconds_to_within_1pct']:.0f} s",
+                  file=sys.stderr, flush=True)
+            (out / "bench_rl.json").write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
+
+    ratios = [r["rl_vs_heuristic"] for r in rows if not r["rl_oom"]]
+    geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios)) if ratios else math.nan
+    header = ("| graph | ops | cluster | best heuristic | heuristic ms | RL ms | RL/heur | RL/LB | groups | steps "
+              "| samples/s | s to 1% of final |")
+    lines = [f"RL placer, budget {args.budget_seconds:g} s per graph and cluster, K={args.samples}, "
+             f"G<={args.groups}, warm start {args.warm_start}, seed {args.seed}", "", header,
+             "|" + "---|" * 12]
+    for r in rows:
+        lines.append(f"| {r['graph']} | {r['ops']} | {r['cluster']} | {r['best_heuristic']} | "
+                     f"{r['heuristic_step_time'] * 1e3:.3f} | {r['rl_step_time'] * 1e3:.3f} | "
+                     f"{r['rl_vs_heuristic']:.3f} | {r['rl_vs_lower_bound']:.3f} | {r['groups']} | {r['steps']} | "
+                     f"{r['samples_per_second']:.0f} | {r['seconds_to_within_1pct']:.0f} |")
+    lines += ["", f"geometric mean RL/heuristic: {geo:.3f} ({(1 - geo) * 100:.1f}% faster)"]
+    text = "\n".join(lines)
+    print(text)
+    (out / "bench_rl.md").write_text(text + "\n")
+    (out / "bench_rl.json").write_text(json.dumps({"args": vars(args), "rows": rows,
+                                                    "geomean_rl_vs_heuristic": geo}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+"""The `rl` registry method: trains briefly and returns a scored placement."""
+
+import pytest
+
+from placer import presets
+from placer.errors import PlacerError
+from placer.placers import registry
+from placer.synthetic import layered_graph
+
+
+def test_rl_is_registered_as_learned_not_heuristic():
+    assert "rl" in registry.names() and "rl" not in registry.resolve("all")
+
+
+def test_rl_places_every_op_and_is_scored():
+    g = layered_graph(30, seed=2)
+    p = registry.place("rl", g, presets.get("2gpu"), budget_seconds=600, steps=2, samples=4, groups=8,
+                       warm_start="none")
+    assert p.method == "rl" and len(p.devices) == 30
+    assert p.step_time >= p.lower_bound and p.meta["steps"] == 2 and p.meta["samples"] == 8
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"budget_seconds": 0}, "budget_seconds must be a positive number"),
+    ({"budget_seconds": "soon"}, "budget_seconds must be a positive number"),
+    ({"steps": 0}, "steps must be a positive integer"),
+    ({"warm_start": "hot"}, "warm_start must be one of"),
+])
+def test_bad_options_are_refused(options, message):
+    with pytest.raises(PlacerError, match=message):
+        registry.place("rl", layered_graph(10), presets.get("2gpu"), **options)
