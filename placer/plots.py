@@ -22,7 +22,8 @@ def compare_chart(rows: list[dict[str, Any]], path: str | Path, title: str | Non
     """Grouped bars: step time / lower bound for each (graph, cluster) and method.
 
     A ratio of 1 is the best any placement could do. Out-of-memory placements
-    are hatched and labelled ``OOM``; failed methods are left out.
+    are hatched and labelled ``OOM``; failed methods are left out. The axis
+    turns logarithmic when some ratio exceeds 5.
 
     Parameters
     ----------
@@ -48,7 +49,7 @@ def compare_chart(rows: list[dict[str, Any]], path: str | Path, title: str | Non
         ratio[g, m] = t / lb
         oom[g, m] = bool(r.get("oom"))
     width = 0.8 / max(len(methods), 1)
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.2 + len(groups) * len(methods) * 0.28), 4.2))
+    fig, ax = plt.subplots(figsize=(min(16.0, max(6.0, 1.2 + len(groups) * len(methods) * 0.28)), 4.8))
     x = np.arange(len(groups))
     colors = plt.get_cmap("tab10")
     for m, name in enumerate(methods):
@@ -60,11 +61,15 @@ def compare_chart(rows: list[dict[str, Any]], path: str | Path, title: str | Non
                 ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height(), "OOM", ha="center",
                         va="bottom", fontsize=6, rotation=90)
     ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+    if np.nanmax(ratio, initial=1.0) > 5:  # one bad method must not flatten the others
+        ax.set_yscale("log")
     ax.set_xticks(x)
-    ax.set_xticklabels([f"{g}\n{c}" for g, c in groups], fontsize=8)
+    crowded = len(groups) > 12
+    ax.set_xticklabels([f"{g} {c}" if crowded else f"{g}\n{c}" for g, c in groups],
+                       fontsize=7 if len(groups) > 8 else 8, rotation=90 if crowded else 0)
     ax.set_ylabel("step time / lower bound (lower is better)")
     ax.set_title(title or "Simulated step time of each placement")
-    ax.legend(fontsize=7, ncol=min(len(methods), 4), loc="upper left", bbox_to_anchor=(0, -0.18))
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("place", help="place a graph with one method and simulate it",
@@ -9,7 +11,7 @@ def add_parser(sub) -> None:
                                    "simulator, and print (or write) the placement.")
     p.add_argument("graph", help="graph file (.json or .json.gz)")
     p.add_argument("--cluster", required=True, help="preset name (see `placer clusters`) or cluster JSON file")
-    p.add_argument("--method", required=True, help="placement method (see `placer place --list`)")
+    p.add_argument("--method", required=True, help="placement method (listed below)")
     p.add_argument("--objective", choices=("step_time", "throughput"), default="step_time",
                    help="what to make small: one step's time (default) or the pipelined max device load "
                         "(`max_load`); a method that does not optimise it says so")
@@ -18,7 +20,17 @@ def add_parser(sub) -> None:
     p.add_argument("-o", "--output", help="write the placement JSON (the Placement contract) to this file")
     p.add_argument("--json", action="store_true", help="print the placement as JSON")
     p.set_defaults(run=run)
-    p.epilog = "methods: single, round_robin, expert, metis, heft, m_topo, m_etf, m_sct (and any registered)"
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = (
+        "heuristic methods (README: Heuristic placers):\n"
+        "  single       everything on the fastest device that fits\n"
+        "  round_robin  ops dealt over the GPUs in topological order\n"
+        "  expert       one layer per GPU in turn (sequence models), else balanced stages\n"
+        "  metis        METIS k-way partition: balanced compute, fewest bytes cut\n"
+        "  heft         Heterogeneous Earliest Finish Time (Topcuoglu et al. 2002)\n"
+        "  m_topo, m_etf, m_sct  Baechi's memory-constrained placers (Jeon et al. 2020)\n"
+        "and any other registered placer (the service's GET /v1/placers lists them all)"
+    )
 
 
 def run(args) -> int:
