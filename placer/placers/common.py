@@ -20,7 +20,7 @@ places (on the device with the most room), records
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -59,7 +59,6 @@ class Problem:
     unit_memory: np.ndarray
     capacity: np.ndarray
     candidates: np.ndarray
-    meta: dict = field(default_factory=dict)
 
     @classmethod
     def build(cls, graph: OpGraph, cluster: Cluster, fuse_chains: bool = False) -> "Problem":
@@ -125,17 +124,12 @@ class Problem:
         mean_bw = float(sub_bw[off].mean())
         return np.where(self.xfer >= 0, self.xfer, mean_lat + self.out_bytes / mean_bw)
 
-    def unit_topo_order(self) -> np.ndarray:
-        """Units in topological order of their first op (unit ids already are)."""
-        return np.arange(self.num_units)
-
     def placement(self, assignment: np.ndarray, method: str, ledger: "MemoryLedger | LiveMemory | None" = None,
                   **meta) -> Placement:
         """The placement of `assignment`, with what the placer knows in ``meta``."""
         check_colocation(self, assignment)
         if ledger is not None:
             meta["memory_estimate_exceeded"] = ledger.exceeded
-        meta.update(self.meta)
         return Placement.from_assignment(self.graph, self.cluster, assignment, method, meta=meta)
 
 
@@ -258,8 +252,6 @@ class MemoryLedger:
     def charge(self, unit: int, device: int) -> None:
         self.used[device] += self.problem.unit_memory[unit]
 
-    def release(self, unit: int, device: int) -> None:
-        self.used[device] -= self.problem.unit_memory[unit]
 
 
 def fit_to_memory(problem: Problem, unit_device: np.ndarray, devices: np.ndarray,
