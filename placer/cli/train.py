@@ -144,15 +144,13 @@ class _Session:
     def _loop(self, resumed: bool) -> str:
         import time
 
-        from tqdm import tqdm
-
         from placer.rl.trainer import train
 
         trainer = self.trainer
         history = _History(self.out / "history.csv", keep_until=trainer.state.step if resumed else 0)
-        bar = tqdm(total=self.args.steps, initial=trainer.state.step, unit="step", dynamic_ncols=True,
-                   desc="warm start" if not trainer.state.warm_start else "train", file=__import__("sys").stderr,
-                   disable=None)
+        bar = _ProgressLine(self.args.steps, self.budget)
+        if not trainer.state.warm_start and trainer.config.warm_start == "heuristic":
+            bar.note("warm start: imitating the best heuristic...")
         last_save = time.monotonic()
 
         def on_step(stats) -> None:
@@ -160,10 +158,7 @@ class _Session:
             self.last = stats
             history.append(stats)
             self._write_progress("running")
-            bar.set_description("train", refresh=False)
-            bar.set_postfix_str(f"{stats.samples_per_second:.0f} samples/s, best {_ms(stats.best_step_time)}, "
-                                f"reward {stats.mean_reward:.3f}, entropy {stats.entropy:.3f}", refresh=False)
-            bar.update(1)
+            bar.show(stats)
             if time.monotonic() - last_save > CHECKPOINT_EVERY_SECONDS:
                 self._save()
                 last_save = time.monotonic()
@@ -241,6 +236,50 @@ class _Session:
             "error": error,
         }
         write_atomic(self.out / "progress.json", json.dumps(data).encode())
+
+
+class _ProgressLine:
+    """One live line on stderr: redrawn in place on a terminal, printed every 10 s into a log file."""
+
+    LOG_EVERY_SECONDS = 10.0
+
+    def __init__(self, steps: int | None, budget: float | None):
+        import sys
+
+        self.steps, self.budget = steps, budget
+        self.stream = sys.stderr
+        self.tty = self.stream.isatty()
+        self.last_print = -float("inf")
+        self.drawn = False
+
+    def note(self, text: str) -> None:
+        print(text, file=self.stream, flush=True)
+
+    def show(self, stats) -> None:
+        import time
+
+        done = []
+        if self.steps:
+            done.append(f"step {stats.step}/{self.steps}")
+        else:
+            done.append(f"step {stats.step}")
+        if self.budget:
+            done.append(f"{stats.elapsed_seconds:.0f}/{self.budget:.0f} s")
+        line = (f"{' '.join(done)} | {stats.samples_per_second:.0f} samples/s | best {_ms(stats.best_step_time)} | "
+                f"mean reward {stats.mean_reward:.4f} | entropy {stats.entropy:.3f}")
+        now = time.monotonic()
+        if self.tty:
+            self.stream.write("\r\033[K" + line)
+            self.stream.flush()
+            self.drawn = True
+        elif now - self.last_print >= self.LOG_EVERY_SECONDS:
+            print(line, file=self.stream, flush=True)
+            self.last_print = now
+
+    def close(self) -> None:
+        if self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()
 
 
 class _History:
