@@ -109,7 +109,7 @@ class JobRunner:
 
     # -- requests --------------------------------------------------------
     def submit(self, *, graph: OpGraph, cluster: Cluster, graph_id: str | None,
-               budget_seconds: float, seed: int) -> JobRecord:
+               budget_seconds: float, seed: int, options: dict[str, Any] | None = None) -> JobRecord:
         """Write the job's inputs, record it as queued, and start it if a slot is free."""
         job_id = new_id("j")
         job_dir = (self.settings.jobs_dir / job_id).resolve()
@@ -119,7 +119,7 @@ class JobRunner:
         record = JobRecord(
             id=job_id, graph_id=graph_id, graph_name=graph.name, cluster=cluster.name,
             budget_seconds=float(budget_seconds), seed=int(seed), state="queued",
-            job_dir=str(job_dir), created_at=now, updated_at=now,
+            job_dir=str(job_dir), created_at=now, updated_at=now, options=dict(options or {}),
         )
         self.storage.add_job(record=record)
         self.poll()
@@ -208,6 +208,8 @@ class JobRunner:
             "--budget-seconds", repr(record.budget_seconds), "--seed", str(record.seed),
             "--out", str(job_dir),
         ]
+        for key, value in sorted(record.options.items()):
+            cmd += [f"--{key.replace('_', '-')}", str(value)]
         if record.resume and (job_dir / "progress.json").exists():
             cmd.append("--resume")
         return cmd

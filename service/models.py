@@ -113,7 +113,8 @@ class PlacementCreate(BaseModel):
     cluster: str | ClusterSpec = Field("4gpu", description="A preset name (GET /v1/clusters) or an inline spec.")
     method: str = Field("best", description="A placer (GET /v1/placers), 'best' (every heuristic, "
                                             "fastest returned) or 'rl' (a training job).")
-    options: dict[str, Any] = Field(default_factory=dict, description="Keyword options of the method.")
+    options: dict[str, Any] = Field(default_factory=dict, description="Keyword options of the method "
+                                                                      "(for rl: the TrainOptions of a job).")
     objective: str = "step_time"
     baselines: bool = Field(False, description="Also answer every candidate heuristic's simulated step time.")
     candidates: list[str] | None = Field(
@@ -151,6 +152,20 @@ class PlacementPublic(BaseModel):
     created_at: float
 
 
+# Options of the trainer (``placer train`` flags); unset ones keep its defaults.
+class TrainOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    steps: int | None = Field(None, ge=1, le=10_000_000, description="Stop after this many REINFORCE steps.")
+    samples: int | None = Field(None, ge=1, le=4096, description="Placements sampled per step.")
+    groups: int | None = Field(None, ge=1, le=4096, description="Most groups the ops are coarsened into.")
+    warm_start: Literal["heuristic", "none"] | None = Field(None, description="Imitate the best heuristic first.")
+
+    def flags(self) -> dict[str, Any]:
+        """The options that are set."""
+        return self.model_dump(exclude_none=True)
+
+
 # Start a training job.
 class JobCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -160,6 +175,7 @@ class JobCreate(BaseModel):
     cluster: str | ClusterSpec = "4gpu"
     budget_seconds: float = Field(60.0, gt=0, le=7 * 86400)
     seed: int = Field(0, ge=0, lt=2**31)
+    options: TrainOptions = Field(default_factory=TrainOptions)
 
     @model_validator(mode="after")
     def _one_graph(self) -> "JobCreate":
@@ -193,6 +209,7 @@ class JobPublic(BaseModel):
     state: JobState
     error: str | None = None
     attempts: int = Field(description="Times its process was started (resumes after restarts count).")
+    options: dict[str, Any] = Field(default_factory=dict, description="Trainer options it runs with.")
     created_at: float
     updated_at: float
     progress: JobProgress | None = None

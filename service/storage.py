@@ -72,6 +72,8 @@ class JobRecord:
     error: str | None = None
     resume: bool = False
     attempts: int = 0
+    options: dict[str, Any] = field(default_factory=dict)
+    """Trainer options (steps, samples, groups, warm_start), passed as ``placer train`` flags."""
 
 
 class Storage(Protocol):
@@ -105,7 +107,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY, graph_id TEXT, graph_name TEXT NOT NULL, cluster TEXT NOT NULL,
     budget_seconds REAL NOT NULL, seed INTEGER NOT NULL, state TEXT NOT NULL, job_dir TEXT NOT NULL,
     created_at REAL NOT NULL, updated_at REAL NOT NULL, pid INTEGER, error TEXT,
-    resume INTEGER NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0
+    resume INTEGER NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0,
+    options TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
 """
@@ -131,9 +134,16 @@ class SQLiteStorage:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.executescript(_SCHEMA)
+            self._migrate()
         except sqlite3.Error as e:
             raise StorageError(f"cannot open SQLite database {path!r}: {e}") from None
         self._lock = threading.Lock()
+
+    def _migrate(self) -> None:
+        """Add columns newer than the file (databases made by an older version keep working)."""
+        have = {row[1] for row in self._db.execute("PRAGMA table_info(jobs)")}
+        if "options" not in have:
+            self._db.execute("ALTER TABLE jobs ADD COLUMN options TEXT NOT NULL DEFAULT '{}'")
 
     def _run(self, sql: str, params: tuple = ()) -> sqlite3.Cursor:
         with self._lock:
@@ -193,6 +203,7 @@ class SQLiteStorage:
     def add_job(self, *, record: JobRecord) -> None:
         values = asdict(record)
         values["resume"] = int(values["resume"])
+        values["options"] = json.dumps(values["options"])
         marks = ", ".join("?" for _ in _JOB_FIELDS)
         self._run(f"INSERT INTO jobs ({', '.join(_JOB_FIELDS)}) VALUES ({marks})",
                   tuple(values[k] for k in _JOB_FIELDS))
@@ -216,6 +227,8 @@ class SQLiteStorage:
         changes.setdefault("updated_at", time.time())
         if "resume" in changes:
             changes["resume"] = int(changes["resume"])
+        if "options" in changes:
+            changes["options"] = json.dumps(changes["options"])
         sets = ", ".join(f"{k} = ?" for k in changes)
         self._run(f"UPDATE jobs SET {sets} WHERE id = ?", (*changes.values(), job_id))
         return self.get_job(job_id=job_id)
@@ -233,6 +246,7 @@ def _placement(row: tuple) -> PlacementRecord:
 def _job(row: tuple) -> JobRecord:
     rec = JobRecord(*row)
     rec.resume = bool(rec.resume)
+    rec.options = json.loads(rec.options) if isinstance(rec.options, str) else dict(rec.options or {})
     return rec
 
 

@@ -33,6 +33,10 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True)
     p.add_argument("--resume", action="store_true")
+    p.add_argument("--steps", type=int, default=None)
+    p.add_argument("--samples", type=int, default=4)
+    p.add_argument("--groups", type=int, default=None)
+    p.add_argument("--warm-start", choices=("heuristic", "none"), default=None)
     a = p.parse_args()
     with gzip.open(a.graph) as f:
         graph = json.load(f)
@@ -56,7 +60,7 @@ def main():
 
     def progress(state, error=None):
         write_atomic(progress_path, {
-            "state": state, "step": step, "samples": step * 4, "elapsed_seconds": elapsed0 + time.monotonic() - t0,
+            "state": state, "step": step, "samples": step * a.samples, "elapsed_seconds": elapsed0 + time.monotonic() - t0,
             "budget_seconds": a.budget_seconds, "best_step_time": 1.0 / (step + 1), "mean_reward": -1.0,
             "entropy": 0.5, "error": error,
         })
@@ -75,7 +79,7 @@ def main():
         if stop["now"]:
             progress("interrupted")
             return 0
-        if elapsed0 + time.monotonic() - t0 >= a.budget_seconds:
+        if elapsed0 + time.monotonic() - t0 >= a.budget_seconds or (a.steps is not None and step >= a.steps):
             progress("done")
             return 0
         progress("running")

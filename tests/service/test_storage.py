@@ -55,3 +55,23 @@ def test_update_refuses_unknown_fields(tmp_path):
 def test_unknown_backend(url):
     with pytest.raises(StorageError):
         open_storage(url)
+
+
+def test_old_database_gains_new_columns(tmp_path):
+    """A database made before jobs had options opens, and its jobs read with empty options."""
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE jobs (id TEXT PRIMARY KEY, graph_id TEXT, graph_name TEXT NOT NULL, cluster TEXT NOT NULL,"
+               " budget_seconds REAL NOT NULL, seed INTEGER NOT NULL, state TEXT NOT NULL, job_dir TEXT NOT NULL,"
+               " created_at REAL NOT NULL, updated_at REAL NOT NULL, pid INTEGER, error TEXT,"
+               " resume INTEGER NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0)")
+    db.execute("INSERT INTO jobs VALUES ('j_1', NULL, 'n', '2gpu', 5, 0, 'done', '/x', 1, 1, NULL, NULL, 0, 1)")
+    db.commit()
+    db.close()
+    s = open_storage(f"sqlite:///{path}")
+    assert s.get_job(job_id="j_1").options == {}
+    s.update_job(job_id="j_1", options={"steps": 2})
+    assert s.get_job(job_id="j_1").options == {"steps": 2}
+    s.close()

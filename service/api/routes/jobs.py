@@ -24,7 +24,7 @@ def to_public(record: JobRecord) -> JobPublic:
     return JobPublic(
         id=record.id, graph_id=record.graph_id, graph_name=record.graph_name, cluster=record.cluster,
         budget_seconds=record.budget_seconds, seed=record.seed, state=record.state, error=record.error,
-        attempts=record.attempts, created_at=record.created_at, updated_at=record.updated_at,
+        attempts=record.attempts, options=record.options, created_at=record.created_at, updated_at=record.updated_at,
         progress=_progress({k: v for k, v in progress.items() if k in known}) if progress else None,
         result=JobRunner.result(record),
     )
@@ -46,7 +46,8 @@ async def create_job(body: JobCreate, settings: SettingsDep, graphs: GraphsDep, 
     graph = await run_in_threadpool(graph_for_request, graphs, settings, graph_id=body.graph_id, graph=body.graph)
     cluster = placing.resolve_cluster(body.cluster if isinstance(body.cluster, str) else body.cluster.to_library())
     record = await run_in_threadpool(jobs.submit, graph=graph, cluster=cluster, graph_id=body.graph_id,
-                                     budget_seconds=body.budget_seconds, seed=body.seed)
+                                     budget_seconds=body.budget_seconds, seed=body.seed,
+                                     options=body.options.flags())
     return to_public(record)
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Response, status
 from fastapi.concurrency import run_in_threadpool
+from pydantic import ValidationError
 
 from placer.errors import PlacerError
 from placer.placement import Placement
@@ -16,7 +17,7 @@ from service.api.deps import GraphsDep, JobsDep, SettingsDep, StorageDep, job_ca
 from service.api.routes.graphs import ERRORS, graph_for_request
 from service.graph_store import new_id
 from service.jobs import FINISHED, JobRunner
-from service.models import ErrorPublic, PlacementCreate, PlacementPublic
+from service.models import ErrorPublic, PlacementCreate, PlacementPublic, TrainOptions
 from service.storage import JobRecord, PlacementRecord, Storage
 
 router = APIRouter(prefix="/placements", tags=["placements"])
@@ -35,13 +36,16 @@ async def create_placement(body: PlacementCreate, response: Response, settings: 
     steps: dict[str, float | None] | None = None
     job: JobRecord | None = None
     if body.method == placing.RL:
-        if body.options:
-            raise PlacerError("method 'rl' takes no options; give budget_seconds, seed and wait_seconds")
+        try:
+            train_options = TrainOptions.model_validate(body.options).flags()
+        except ValidationError as e:
+            raise PlacerError(f"method 'rl': bad options: {_first_error(e)}") from None
         if body.objective != "step_time":
             raise PlacerError(f"method 'rl' optimises step_time only, not {body.objective!r}")
         job_capacity(jobs)
         job = await run_in_threadpool(jobs.submit, graph=graph, cluster=cluster, graph_id=body.graph_id,
-                                      budget_seconds=body.budget_seconds, seed=body.seed)
+                                      budget_seconds=body.budget_seconds, seed=body.seed,
+                                      options=train_options)
         job = await _wait_for(storage, job, min(body.wait_seconds, settings.max_wait_seconds))
         contract = JobRunner.result(job) or _empty(graph.name, cluster.name)
     elif body.method == placing.BEST:
@@ -93,6 +97,11 @@ async def _wait_for(storage: Storage, job: JobRecord, seconds: float) -> JobReco
         await asyncio.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
         job = await run_in_threadpool(storage.get_job, job_id=job.id) or job
     return job
+
+
+def _first_error(e: ValidationError) -> str:
+    err = e.errors()[0]
+    return f"{'.'.join(map(str, err['loc'])) or 'options'}: {err['msg']}"
 
 
 def _empty(graph: str, cluster: str) -> dict[str, Any]:

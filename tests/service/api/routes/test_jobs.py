@@ -22,6 +22,14 @@ class TestJobs:
         assert set(done["result"]["devices"]) == {"x", "mm", "out"}
         assert done["attempts"] == 1 and done["error"] is None
 
+    def test_options(self, client, graph_id):
+        """Trainer options are stored with the job and passed as flags."""
+        job = client.post("/v1/jobs", json={"graph_id": graph_id, "budget_seconds": 60,
+                                            "options": {"steps": 2, "warm_start": "none"}}).json()
+        assert job["options"] == {"steps": 2, "warm_start": "none"}
+        wait_for(lambda: _job(client, job["id"])["state"] == "done")
+        assert client.post("/v1/jobs", json={"graph_id": graph_id, "options": {"warm_start": "hot"}}).status_code == 422
+
     def test_inline_graph(self, client):
         r = client.post("/v1/jobs", json={"graph": tiny_graph("inline"), "budget_seconds": 0.2})
         assert r.status_code == 201 and r.json()["graph_id"] is None and r.json()["graph_name"] == "inline"

@@ -150,9 +150,20 @@ class TestRL:
         again = client.get(f"/v1/placements/{pid}").json()
         assert again["job_state"] == "done" and set(again["devices"]) == {"x", "mm", "out"}
 
-    def test_rl_refuses_options(self, client, graph_id):
+    def test_rl_options_reach_the_trainer(self, client, graph_id):
+        """Trainer options of method rl become placer train flags."""
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "method": "rl", "budget_seconds": 60,
+                                                "options": {"steps": 3, "samples": 8}, "wait_seconds": 15})
+        job = client.get(f"/v1/jobs/{r.json()['job_id']}").json()
+        assert job["state"] == "done" and job["options"] == {"steps": 3, "samples": 8}
+        assert job["progress"]["step"] == 3 and job["progress"]["samples"] == 24
+
+    def test_rl_bad_options(self, client, graph_id):
+        """Unknown or out-of-range trainer options are a 422 naming them."""
         r = client.post("/v1/placements", json={"graph_id": graph_id, "method": "rl", "options": {"lr": 1}})
-        assert r.status_code == 422
+        assert r.status_code == 422 and "lr" in r.json()["detail"]
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "method": "rl", "options": {"samples": 0}})
+        assert r.status_code == 422 and "samples" in r.json()["detail"]
 
 
 class TestProperties:
