@@ -4,8 +4,9 @@ A pipeline split keeps each device's piece contiguous; the objective does not
 require it. Starting from any placement, `improve` repeatedly tries every
 move of one colocation unit from the busiest device to another device (within
 memory), scores all of them at once with the exact model
-(`ThroughputModel.load_batch`; on big graphs a bounded set of them, the
-busiest device's border first), and takes the best one that lowers the max
+(incrementally: a move changes only the charges of the moved ops and their
+producers; on big graphs a bounded set of moves, the busiest device's border
+first), and takes the best one that lowers the max
 load, or keeps it and lowers the sum of squared loads (which breaks ties
 between equally busy devices and guarantees termination).
 """
@@ -14,13 +15,14 @@ from __future__ import annotations
 
 import time
 
+import numba
 import numpy as np
 
 from placer.objectives import ThroughputModel
 
 
 def improve(model: ThroughputModel, assignment: np.ndarray, unit: np.ndarray, *, seed: int = 0,
-            max_moves: int = 2000, max_candidates: int = 1024,
+            max_moves: int = 5000, max_candidates: int = 4096,
             time_limit: float = 20.0) -> tuple[np.ndarray, float]:
     """Steepest descent from `assignment`; returns ``(assignment, max_load)``.
 
@@ -49,6 +51,8 @@ def improve(model: ThroughputModel, assignment: np.ndarray, unit: np.ndarray, *,
     cur = (loads.max(), float((loads ** 2).sum()))
     p_off, p_idx = model.graph.predecessors
     e_src, e_dst = p_idx, np.repeat(np.arange(len(a)), np.diff(p_off))
+    seen = np.full(D, -1, dtype=np.int64)
+    mark = np.full(len(a), -1, dtype=np.int64)
     t0 = time.perf_counter()
     for _ in range(max_moves):
         if time.perf_counter() - t0 > time_limit or D < 2:
@@ -62,29 +66,98 @@ def improve(model: ThroughputModel, assignment: np.ndarray, unit: np.ndarray, *,
             rest = np.setdiff1d(units, border)
             room = max(0, max_candidates // (D - 1) - len(border))
             units = np.concatenate([border, rng.choice(rest, size=min(room, len(rest)), replace=False)])
-        moves = [(u, d) for u in units.tolist() for d in range(D)
-                 if d != busiest and held[d] + unit_mem[u] <= model.memory_bytes[d]]
-        if not moves:
+        moves = np.array([(u, d) for u in units.tolist() for d in range(D)
+                          if d != busiest and held[d] + unit_mem[u] <= model.memory_bytes[d]],
+                         dtype=np.int64).reshape(-1, 2)
+        if not len(moves):
             break
-        rng.shuffle(moves)
-        batch = np.repeat(a[None, :], len(moves), axis=0)
-        for k, (u, d) in enumerate(moves):
-            batch[k, order[bounds[u]:bounds[u + 1]]] = d
-        cand = model.load_batch(batch)
+        moves = moves[rng.permutation(len(moves))]
+        cand = np.empty((len(moves), D))
+        _score_moves(a, loads, moves, order, bounds, model.times, model.s_off, model.s_idx, p_off, p_idx,
+                     model.xfer_time, model.out_bytes, model.bandwidth, model.latency, model.pays, seen, mark, cand)
         peak = cand.max(axis=1)
         sumsq = (cand ** 2).sum(axis=1)
         k = int(np.lexsort((sumsq, peak))[0])
         better = peak[k] < cur[0] * (1 - 1e-12) or (peak[k] <= cur[0] and sumsq[k] < cur[1] * (1 - 1e-12))
         if not better:
             break
-        u, d = moves[k]
+        u, d = int(moves[k, 0]), int(moves[k, 1])
         held[unit_device[u]] -= unit_mem[u]
         held[d] += unit_mem[u]
         unit_device[u] = d
-        a = batch[k].copy()
-        loads = cand[k]
-        cur = (float(peak[k]), float(sumsq[k]))
+        a[order[bounds[u]:bounds[u + 1]]] = d
+        loads = model.load_batch(a)[0]  # exact again (the scores were incremental)
+        cur = (float(loads.max()), float((loads ** 2).sum()))
     return a, float(loads.max())
+
+
+@numba.njit(cache=True)
+def _charge(w, a, sign, s_off, s_idx, xfer_time, out_bytes, bandwidth, latency, pays, seen, stamp, load):
+    """Add (sign=1) or remove (sign=-1) op `w`'s communication charges under `a` (the objective's rule)."""
+    dw = a[w]
+    send = 0.0
+    sends = False
+    for k in range(s_off[w], s_off[w + 1]):
+        dv = a[s_idx[k]]
+        if dv == dw or seen[dv] == stamp:
+            continue
+        seen[dv] = stamp
+        c = xfer_time[w] if xfer_time[w] >= 0.0 else latency[dw, dv] + out_bytes[w] / bandwidth[dw, dv]
+        sends = True
+        if c > send:
+            send = c
+        if pays[dv]:
+            load[dv] += sign * c
+    if sends and pays[dw]:
+        load[dw] += sign * send
+
+
+@numba.njit(cache=True)
+def _score_moves(a, loads, moves, order, bounds, times, s_off, s_idx, p_off, p_idx, xfer_time, out_bytes,
+                 bandwidth, latency, pays, seen, mark, out):
+    """Per-device loads after each move (unit, device), computed from what the move touches.
+
+    Only the moved ops and their producers change charges, so each move costs
+    the degree of its unit, not a pass over the graph.
+    """
+    stamp = 0
+    seen[:] = -1
+    affected = np.empty(a.shape[0], dtype=np.int64)
+    for k in range(moves.shape[0]):
+        u, d = moves[k, 0], moves[k, 1]
+        lo, hi = bounds[u], bounds[u + 1]
+        src = a[order[lo]]
+        out[k, :] = loads
+        n_aff = 0
+        for t in range(lo, hi):  # the unit's ops and their producers, once each
+            v = order[t]
+            if mark[v] != k:
+                mark[v] = k
+                affected[n_aff] = v
+                n_aff += 1
+            for q in range(p_off[v], p_off[v + 1]):
+                w = p_idx[q]
+                if mark[w] != k:
+                    mark[w] = k
+                    affected[n_aff] = w
+                    n_aff += 1
+        for i in range(n_aff):
+            stamp += 1
+            _charge(affected[i], a, -1.0, s_off, s_idx, xfer_time, out_bytes, bandwidth, latency, pays, seen,
+                    stamp, out[k])
+        for t in range(lo, hi):
+            v = order[t]
+            out[k, src] -= times[v, src]
+            out[k, d] += times[v, d]
+            a[v] = d
+        for i in range(n_aff):
+            stamp += 1
+            _charge(affected[i], a, 1.0, s_off, s_idx, xfer_time, out_bytes, bandwidth, latency, pays, seen,
+                    stamp, out[k])
+        for t in range(lo, hi):
+            a[order[t]] = src
+        for i in range(n_aff):  # clear the marks for the next move (k + 1 could equal a stale mark)
+            mark[affected[i]] = -1
 
 
 def balanced_starts(model: ThroughputModel, unit: np.ndarray) -> dict[str, np.ndarray]:

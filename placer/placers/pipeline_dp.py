@@ -45,7 +45,8 @@ from placer.placers.registry import register
 DEFAULT_MAX_IDEALS = 40_000
 DEFAULT_PAIR_BUDGET = 30_000_000
 _ENUMERATION_STEPS = 5_000_000
-_MANY_UNITS = 2000
+_MANY_UNITS = 2000  # past this: no ideal enumeration, one linear order cut into _BLOCKS blocks
+_BLOCKS = 1000
 
 
 class _Compiled:
@@ -334,7 +335,7 @@ def best_split(graph: OpGraph, cluster: Cluster, *, max_ideals: int = DEFAULT_MA
     np.add.at(times, dag.unit, model.times.min(axis=1))
     chain_dag, orders = dag, dag.topological_orders(times)
     if dag.num_units > _MANY_UNITS:  # each order costs ~units^2 / devices pairs: cut one into blocks
-        chain_dag = _blocks(dag, orders[0], _MANY_UNITS)
+        chain_dag = _blocks(dag, orders[0], _BLOCKS)
         times = np.bincount(chain_dag.unit, weights=model.times.min(axis=1), minlength=chain_dag.num_units)
         orders = [np.arange(chain_dag.num_units)]
         info["blocks"] = chain_dag.num_units
@@ -394,7 +395,7 @@ def place_pipeline_dp(graph: OpGraph, cluster: Cluster, **options) -> Placement:
 
     Options: ``objective`` (only ``throughput`` is optimised), ``max_ideals``,
     ``pair_budget``, ``local_search`` (default True), ``search_seconds``
-    (the local search's time limit, default 5), ``seed``.
+    (the local search's time limit, default 3), ``seed``.
     """
     from placer.placers.load_search import balanced_starts, improve
 
@@ -415,8 +416,10 @@ def place_pipeline_dp(graph: OpGraph, cluster: Cluster, **options) -> Placement:
     if options.get("local_search", True):
         t1 = time.perf_counter()
         unit = colocation_units(graph)
-        starts = {"dp": assignment, **balanced_starts(model, unit), **_metis_start(graph, cluster)}
-        budget = float(options.get("search_seconds", 5.0)) / len(starts)
+        starts = {"dp": assignment, **_metis_start(graph, cluster)}
+        if int(unit.max()) + 1 <= _MANY_UNITS:  # on op-level graphs they are far off and eat the time
+            starts.update(balanced_starts(model, unit))
+        budget = float(options.get("search_seconds", 3.0)) / len(starts)
         results = {}
         for name, start in starts.items():
             if name != "dp" and not exceeded and not model.loads(start).memory_ok:

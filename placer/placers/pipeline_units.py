@@ -20,6 +20,7 @@ dynamic program over its ideals searches at least the splits theirs does:
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,16 +77,14 @@ class UnitDag:
         for a, b in self.edges.tolist():
             succ[a].append(b)
             indeg[b] += 1
+        by_id = _kahn(m, succ, indeg.copy(), key=lambda u: u)
         # longest path to a sink, counting the units' time
         tail = times.astype(np.float64).copy()
-        for u in reversed(_kahn(m, succ, indeg.copy(), lambda ready: min(ready))):
+        for u in reversed(by_id):
             for v in succ[u]:
                 tail[u] = max(tail[u], times[u] + tail[v])
-        orders = [
-            _kahn(m, succ, indeg.copy(), lambda ready: min(ready)),
-            _kahn(m, succ, indeg.copy(), lambda ready: ready[-1]),
-            _kahn(m, succ, indeg.copy(), lambda ready: max(ready, key=lambda u: (tail[u], -u))),
-        ]
+        orders = [by_id, _kahn(m, succ, indeg.copy(), key=None),
+                  _kahn(m, succ, indeg.copy(), key=lambda u: (-tail[u], u))]
         unique: list[np.ndarray] = []
         for o in orders:
             arr = np.asarray(o, dtype=np.int64)
@@ -94,18 +93,23 @@ class UnitDag:
         return unique
 
 
-def _kahn(m: int, succ: list[list[int]], indeg: np.ndarray, pick) -> list[int]:
-    """Kahn's algorithm; `pick(ready)` chooses the next unit (depth-first when it takes the last)."""
+def _kahn(m: int, succ: list[list[int]], indeg: np.ndarray, key) -> list[int]:
+    """Kahn's algorithm taking the ready unit with the smallest `key`, or depth first when `key` is None."""
     ready = [u for u in range(m) if indeg[u] == 0]
+    if key is not None:
+        ready = [(key(u), u) for u in ready]
+        heapq.heapify(ready)
     order: list[int] = []
     while ready:
-        u = pick(ready)
-        ready.remove(u)
+        u = ready.pop() if key is None else heapq.heappop(ready)[1]
         order.append(u)
         for v in succ[u]:
             indeg[v] -= 1
             if indeg[v] == 0:
-                ready.append(v)
+                if key is None:
+                    ready.append(v)
+                else:
+                    heapq.heappush(ready, (key(v), v))
     return order
 
 

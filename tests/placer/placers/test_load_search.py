@@ -1,0 +1,65 @@
+"""Local search on max load: incremental move scores equal full re-evaluation; it only improves."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from placer import presets
+from placer.cluster import Cluster, Device, Link
+from placer.graph import Op, OpGraph
+from placer.objectives import ThroughputModel
+from placer.placers.common import colocation_units
+from placer.placers.load_search import _score_moves, balanced_starts, improve
+from placer.synthetic import layered_graph
+
+
+def _random_case(seed: int):
+    rng = np.random.default_rng(seed)
+    g = layered_graph(80, seed=seed)
+    ops = [Op(**{**op.to_dict(), "transfer_time": float(rng.uniform(0, 1e-3)) if rng.random() < 0.5 else None})
+           for op in g.ops]
+    return OpGraph("g", ops), presets.get("4gpu")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_incremental_scores_match_full_evaluation(seed):
+    g, c = _random_case(seed)
+    model = ThroughputModel(g, c)
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, len(c), size=len(g))
+    unit = np.arange(len(g))
+    order = np.argsort(unit)
+    bounds = np.arange(len(g) + 1)
+    moves = np.stack([rng.integers(0, len(g), 40), rng.integers(0, len(c), 40)], axis=1)
+    out = np.empty((40, len(c)))
+    p_off, p_idx = g.predecessors
+    _score_moves(a, model.load_batch(a)[0], moves, order, bounds, model.times, model.s_off, model.s_idx, p_off,
+                 p_idx, model.xfer_time, model.out_bytes, model.bandwidth, model.latency, model.pays,
+                 np.full(len(c), -1), np.full(len(g), -1), out)
+    for k, (u, d) in enumerate(moves):
+        b = a.copy()
+        b[u] = d
+        assert out[k] == pytest.approx(model.load_batch(b)[0], rel=1e-9, abs=1e-12)
+
+
+def test_improve_never_worsens_and_keeps_memory():
+    g, c = _random_case(7)
+    model = ThroughputModel(g, c)
+    unit = colocation_units(g)
+    for name, start in balanced_starts(model, unit).items():
+        a, value = improve(model, start, unit)
+        assert value <= model.max_load(start) + 1e-15, name
+        assert value == pytest.approx(model.max_load(a))
+        assert model.loads(a).memory_ok
+
+
+def test_moves_whole_units():
+    dev = dict(peak_flops=1e12, memory_bandwidth=1e11, memory_bytes=1e9)
+    c = Cluster("c", [Device("A", "gpu", **dev), Device("B", "gpu", **dev)], default_link=Link(1e9, 0.0))
+    g = OpGraph("u", [Op("x", "X", [], cost={"gpu": 1.0}, colocation="k"),
+                      Op("y", "X", [], cost={"gpu": 1.0}, colocation="k"),
+                      Op("z", "X", [], cost={"gpu": 1.0})])
+    model = ThroughputModel(g, c)
+    a, value = improve(model, np.zeros(3, dtype=np.int64), colocation_units(g))
+    assert a[0] == a[1] != a[2] and value == 2.0
