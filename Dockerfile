@@ -10,7 +10,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     TF_CPP_MIN_LOG_LEVEL=3 \
     NUMBA_CACHE_DIR=/tmp/numba-cache \
-    PLACER_DATA_DIR=/data
+    PLACER_DATA_DIR=/data \
+    PLACER_BUNDLED_GRAPHS_DIR=/app/graphs
 
 RUN useradd --create-home --uid 10001 placer \
     && mkdir /data && chown placer:placer /data
@@ -20,6 +21,7 @@ COPY pyproject.toml README.md ./
 COPY placer ./placer
 COPY service ./service
 RUN pip install .
+COPY graphs/*.json.gz ./graphs/
 
 USER placer
 VOLUME ["/data"]
