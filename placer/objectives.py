@@ -148,6 +148,16 @@ class ThroughputModel:
             colocation_ok=all(bool((a[ix] == a[ix[0]]).all()) for ix in self.coloc),
         )
 
+    def lower_bound(self) -> float:
+        """No placement has a smaller max load: the larger of the heaviest colocation
+        group on its fastest device and the total fastest compute spread evenly
+        (communication and memory ignored)."""
+        fastest = self.times.min(axis=1)
+        heaviest = float(fastest.max()) if len(fastest) else 0.0
+        for ix in self.coloc:
+            heaviest = max(heaviest, float(self.times[ix].sum(axis=0).min()))
+        return max(heaviest, float(fastest.sum()) / self.num_devices)
+
     def max_load(self, assignment: np.ndarray) -> float:
         """The objective of one placement."""
         return self.loads(assignment).max_load

@@ -89,6 +89,14 @@ class TestThroughputModel:
         assert m.max_load(np.array([1, 1, 1, 1])) == np.inf
         assert np.isfinite(m.max_load(np.array([1, 1, 1, 0])))
 
+    def test_lower_bound(self):
+        """Fastest times 1, 2, 3, 3 (d is faster on the CPU): 9 over 3 devices = 3 = the heaviest op."""
+        m = ThroughputModel(_diamond(), _cluster())
+        assert m.lower_bound() == 3.0
+        g = OpGraph("co", [Op(**{**op.to_dict(), "colocation": "k" if op.name in "bc" else None})
+                           for op in _diamond().ops])
+        assert ThroughputModel(g, _cluster()).lower_bound() == 5.0  # b + c on one GPU
+
     def test_batch_matches_single(self):
         m = ThroughputModel(_diamond(), _cluster())
         rng = np.random.default_rng(0)
