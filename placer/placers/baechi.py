@@ -238,9 +238,15 @@ def list_schedule(problem: Problem, devices: np.ndarray, memory: LiveMemory,
 
 @register("m_etf", description="Baechi m-ETF: earliest-task-first list scheduling under GPU memory limits")
 def place_m_etf(graph, cluster, **options):
-    """Memory-constrained ETF over the GPUs; see the module docstring."""
-    reject_options("m_etf", options)
-    problem = Problem.build(graph, cluster, fuse_chains=True)
+    """Memory-constrained ETF over the GPUs; see the module docstring.
+
+    Option ``follow_forward`` (default False): place only forward ops and let
+    each gradient op follow its forward op (Baechi's forward-operator-based
+    placement, `placer.placers.common.forward_units`).
+    """
+    reject_options("m_etf", options, ("follow_forward",))
+    problem = Problem.build(graph, cluster, fuse_chains=True,
+                            follow_forward=bool(options.get("follow_forward", False)))
     memory = LiveMemory(problem)
     schedule = list_schedule(problem, problem.candidates, memory)
     return problem.placement(schedule.assignment, "m_etf", memory, schedule_length=schedule.length)
@@ -342,9 +348,14 @@ def favorite_children(problem: Problem, devices: np.ndarray, time_limit: float =
 
 @register("m_sct", description="Baechi m-SCT: favourite-child LP (HiGHS) + small-communication-time scheduling")
 def place_m_sct(graph, cluster, **options):
-    """Memory-constrained SCT over the GPUs; option ``lp_time_limit`` (seconds, default 60)."""
-    reject_options("m_sct", options, ("lp_time_limit",))
-    problem = Problem.build(graph, cluster, fuse_chains=True)
+    """Memory-constrained SCT over the GPUs; see the module docstring.
+
+    Options: ``lp_time_limit`` (seconds, default 60); ``follow_forward`` as
+    for `place_m_etf`.
+    """
+    reject_options("m_sct", options, ("lp_time_limit", "follow_forward"))
+    problem = Problem.build(graph, cluster, fuse_chains=True,
+                            follow_forward=bool(options.get("follow_forward", False)))
     favorite, info = favorite_children(problem, problem.candidates, float(options.get("lp_time_limit", 60.0)))
     memory = LiveMemory(problem)
     schedule = list_schedule(problem, problem.candidates, memory, favorite=favorite)

@@ -61,8 +61,13 @@ class Problem:
     candidates: np.ndarray
 
     @classmethod
-    def build(cls, graph: OpGraph, cluster: Cluster, fuse_chains: bool = False) -> "Problem":
-        """Compile `graph` on `cluster`; `fuse_chains` also merges chains into units (`chain_units`)."""
+    def build(cls, graph: OpGraph, cluster: Cluster, fuse_chains: bool = False,
+              follow_forward: bool = False) -> "Problem":
+        """Compile `graph` on `cluster`.
+
+        `fuse_chains` merges chains into units (`chain_units`); `follow_forward`
+        puts each gradient op in its forward op's unit (`forward_units`).
+        """
         out_bytes = np.array([op.output_bytes for op in graph.ops], dtype=np.float64)
         params = np.array([op.param_bytes for op in graph.ops], dtype=np.float64)
         xfer = np.array([-1.0 if op.transfer_time is None else op.transfer_time for op in graph.ops])
@@ -71,8 +76,10 @@ class Problem:
         candidates = gpus if gpus.size else np.arange(len(cluster), dtype=np.int64)
         op_memory = params + out_bytes
         unit = colocation_units(graph)
+        smallest = min(cluster.devices[int(d)].memory_bytes for d in candidates)
+        if follow_forward:
+            unit = forward_units(graph, unit, op_memory, smallest / (2 * len(candidates)))
         if fuse_chains:
-            smallest = min(cluster.devices[int(d)].memory_bytes for d in candidates)
             unit = chain_units(graph, unit, op_memory, smallest / (2 * len(candidates)))
         num_units = int(unit.max()) + 1
         order = np.argsort(unit, kind="stable")
@@ -156,15 +163,11 @@ def colocation_units(graph: OpGraph) -> np.ndarray:
     return unit
 
 
-def chain_units(graph: OpGraph, unit: np.ndarray, op_memory: np.ndarray, max_memory: float) -> np.ndarray:
-    """Merge units along chains: op i joins op j when j is i's only consumer and i is j's only input.
+def _merge_units(graph: OpGraph, unit: np.ndarray, op_memory: np.ndarray, max_memory: float,
+                 pairs) -> np.ndarray:
+    """Union the units of each op pair in `pairs` unless the result would exceed `max_memory` bytes.
 
-    Baechi's operator fusion: such a pair gains nothing from two devices (j
-    cannot start before i ends) and loses a transfer, so placing them as one
-    shrinks the problem and stops greedy schedulers from splitting chains.
-    A merge that would make a unit heavier than `max_memory` bytes is
-    skipped, so fusion never makes a graph unplaceable. Numbering stays in
-    topological order of each unit's first op.
+    Returns unit ids renumbered in topological order of each unit's first op.
     """
     parent = list(range(int(unit.max()) + 1))
     memory = np.bincount(unit, weights=op_memory).tolist()
@@ -175,22 +178,71 @@ def chain_units(graph: OpGraph, unit: np.ndarray, op_memory: np.ndarray, max_mem
             x = parent[x]
         return x
 
+    for i, j in pairs:
+        a, b = find(int(unit[i])), find(int(unit[j]))
+        if a != b and memory[a] + memory[b] <= max_memory:
+            parent[max(a, b)] = min(a, b)
+            memory[min(a, b)] = memory[a] + memory[b]
+    root = [find(u) for u in unit.tolist()]
+    renumber: dict[int, int] = {}
+    out = np.empty_like(unit)
+    for i in graph.topo_order.tolist():
+        out[i] = renumber.setdefault(root[i], len(renumber))
+    return out
+
+
+_GRADIENT_SCOPES = ("gradient_tape/", "gradients/")
+
+
+def forward_units(graph: OpGraph, unit: np.ndarray, op_memory: np.ndarray, max_memory: float) -> np.ndarray:
+    """Put each gradient op in the unit of the forward op it differentiates.
+
+    Baechi's forward-operator-based placement (and TensorFlow's
+    ``colocate_gradients_with_ops``): only forward ops are really placed and
+    each backward op follows its forward op. The forward op is found from the
+    name: ``gradient_tape/net/conv1/Conv2D/Conv2DBackpropInput`` belongs to
+    ``net/conv1/Conv2D``; failing an exact op, to the first forward op of the
+    deepest shared scope of at least two levels (``net/conv1``).
+    """
+    by_scope: dict[str, int] = {}
+    for i in graph.topo_order.tolist():
+        name = graph.ops[i].name
+        if name.startswith(_GRADIENT_SCOPES):
+            continue
+        parts = name.split("/")
+        for k in range(2, len(parts)):
+            by_scope.setdefault("/".join(parts[:k]), i)
+    pairs = []
+    for j, op in enumerate(graph.ops):
+        prefix = next((p for p in _GRADIENT_SCOPES if op.name.startswith(p)), None)
+        if prefix is None:
+            continue
+        parts = op.name[len(prefix):].split("/")
+        for k in range(len(parts) - 1, 1, -1):
+            scope = "/".join(parts[:k])
+            i = graph.index.get(scope, by_scope.get(scope))
+            if i is not None:
+                pairs.append((i, j))
+                break
+    return _merge_units(graph, unit, op_memory, max_memory, pairs)
+
+
+def chain_units(graph: OpGraph, unit: np.ndarray, op_memory: np.ndarray, max_memory: float) -> np.ndarray:
+    """Merge units along chains: op i joins op j when j is i's only consumer and i is j's only input.
+
+    Baechi's operator fusion: such a pair gains nothing from two devices (j
+    cannot start before i ends) and loses a transfer, so placing them as one
+    shrinks the problem and stops greedy schedulers from splitting chains.
+    A merge that would make a unit heavier than `max_memory` bytes is
+    skipped, so fusion never makes a graph unplaceable. Numbering stays in
+    topological order of each unit's first op.
+    """
     p_off, p_idx = graph.predecessors
     s_off, _ = graph.successors
     indeg, outdeg = np.diff(p_off), np.diff(s_off)
-    for j in np.flatnonzero(indeg == 1).tolist():
-        i = int(p_idx[p_off[j]])
-        if outdeg[i] == 1:
-            a, b = find(int(unit[i])), find(int(unit[j]))
-            if a != b and memory[a] + memory[b] <= max_memory:
-                parent[max(a, b)] = min(a, b)
-                memory[min(a, b)] = memory[a] + memory[b]
-    root = np.array([find(u) for u in unit.tolist()], dtype=np.int64)
-    renumber: dict[int, int] = {}
-    out = np.empty_like(root)
-    for i in graph.topo_order.tolist():
-        out[i] = renumber.setdefault(int(root[i]), len(renumber))
-    return out
+    pairs = [(int(p_idx[p_off[j]]), j) for j in np.flatnonzero(indeg == 1).tolist()
+             if outdeg[p_idx[p_off[j]]] == 1]
+    return _merge_units(graph, unit, op_memory, max_memory, pairs)
 
 
 def check_colocation(problem: Problem, assignment: np.ndarray) -> None:

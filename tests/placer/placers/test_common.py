@@ -48,3 +48,21 @@ def test_fit_to_memory_moves_the_last_units_off_a_full_device():
     unit_device, ledger = fit_to_memory(p, np.zeros(4, dtype=np.int64), p.candidates)
     assert unit_device.tolist() == [0, 0, 1, 1]
     assert not ledger.exceeded
+
+
+def test_gradient_ops_join_their_forward_op():
+    """Exact forward op first, else the first forward op of the deepest shared scope."""
+    from placer.placers.common import forward_units
+
+    g = OpGraph("g", [
+        Op("net/conv1/Conv2D", "Conv2D"), Op("net/conv1/Relu", "Relu", ["net/conv1/Conv2D"]),
+        Op("loss", "Mean", ["net/conv1/Relu"]),
+        Op("gradient_tape/net/conv1/Relu/ReluGrad", "ReluGrad", ["loss"]),
+        Op("gradient_tape/net/conv1/Reshape", "Reshape", ["gradient_tape/net/conv1/Relu/ReluGrad"]),
+        Op("gradient_tape/Mean/Tile", "Tile", ["loss"]),
+    ])
+    unit = forward_units(g, colocation_units(g), np.zeros(len(g)), 1.0)
+    ix = g.index
+    assert unit[ix["gradient_tape/net/conv1/Relu/ReluGrad"]] == unit[ix["net/conv1/Relu"]]
+    assert unit[ix["gradient_tape/net/conv1/Reshape"]] == unit[ix["net/conv1/Conv2D"]]
+    assert unit[ix["gradient_tape/Mean/Tile"]] != unit[ix["loss"]]  # one-level scopes are not matched
