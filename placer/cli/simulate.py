@@ -76,6 +76,8 @@ def run(args) -> int:
     for what in ("trace", "gantt"):
         if what in out:
             print(f"wrote {what} {out[what]}")
+    if "time_unit" in graph.meta:
+        print(f"time unit: {graph.meta['time_unit']}")
     if loads is not None:
         print(f"throughput: max load {loads.max_load:.6g} (a new micro-batch every max load)"
               + ("" if loads.memory_ok else "  OVER MEMORY") + ("" if loads.colocation_ok else "  COLOCATION BROKEN"))

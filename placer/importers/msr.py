@@ -51,8 +51,8 @@ if TYPE_CHECKING:
 FORMAT = "msr"
 SOURCE = "msr-fiddle/dnn-partitioning (Tarnawski et al., NeurIPS 2020), commit b207b6a, MIT licence"
 TIME_UNIT_NOTE = (
-    "times are the dataset's numbers unchanged (milliseconds in the layer graphs); "
-    "step times and loads computed on this graph are in that unit"
+    "the dataset's, unchanged (milliseconds in the layer graphs): "
+    "step times and loads computed on this graph are in that unit, not seconds"
 )
 # The CPU has no memory limit in the paper's model; a cluster needs a number.
 CPU_MEMORY_BYTES = float(2**50)
@@ -277,8 +277,8 @@ def placement_from_split(data: dict[str, Any], split: Any, graph_name: str, clus
     from placer.placement import Placement
 
     names = id_to_name(data)
-    if not isinstance(split, dict) or not isinstance(split.get("fpgas", []), list) \
-            or not isinstance(split.get("cpus", []), list):
+    if not isinstance(split, dict) or not ({"fpgas", "cpus"} & set(split)) \
+            or not isinstance(split.get("fpgas", []), list) or not isinstance(split.get("cpus", []), list):
         raise ModelImportError(f"{where}: expected an object with 'fpgas' and 'cpus' lists of {{'nodes': [ids]}}")
     limits = {"fpgas": _count(data, "maxFPGAs", "MSR workload"),
               "cpus": _count(data, "maxCPUs", "MSR workload") if "maxCPUs" in data else 1}

@@ -116,6 +116,7 @@ class TestSplit:
         ({"fpgas": [{"nodes": []}, {"nodes": []}, {"nodes": [1, 2, 3, 4]}]}, "the workload has 2 fpgas"),
         ({"fpgas": [{"nodes": [1]}]}, "'f2' .* no node of its colorClass"),
         ({"fpgas": "nope"}, "expected an object"),
+        ({"name": "a graph", "nodes": []}, "expected an object with 'fpgas' and 'cpus'"),
     ])
     def test_bad_splits_name_the_problem(self, split, message):
         with pytest.raises(ModelImportError, match=message):
