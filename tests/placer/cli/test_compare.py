@@ -38,8 +38,8 @@ def test_json_rows_cover_every_graph_cluster_and_method(graph_files, capsys):
 def test_json_rows_agree_with_simulate(graph_files, tmp_path, capsys):
     """Each compare row's step time is what `placer simulate` says of the same method's placement."""
     g = graph_files[0]
-    assert main(["compare", g, "--cluster", "4gpu", "--methods", "heft,m_sct,metis,expert", "--json",
-                 "--quiet"]) == 0
+    methods = "single,round_robin,expert,metis,heft,m_topo,m_etf,m_sct"
+    assert main(["compare", g, "--cluster", "4gpu", "--methods", methods, "--json", "--quiet"]) == 0
     rows = json.loads(capsys.readouterr().out)
     for row in rows:
         placement = tmp_path / f"{row['method']}.json"
