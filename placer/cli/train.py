@@ -41,6 +41,9 @@ def add_parser(sub) -> None:
     p.add_argument("--warm-start", choices=("heuristic", "none"), default=None,
                    help="'heuristic' (default): first imitate the best heuristic placement; "
                         "'none': the paper's cold start")
+    p.add_argument("--init", metavar="POLICY",
+                   help="fine-tune: start from this pre-trained policy folder (`placer pretrain`), or 'shipped' "
+                        "for the package's own, instead of a heuristic warm start")
     p.add_argument("--resume", action="store_true", help="continue the run saved in DIR")
     p.add_argument("--json", action="store_true", help="print a summary of the run as JSON")
     p.set_defaults(run=run)
@@ -94,14 +97,26 @@ class _Session:
         if saved is not None and not args.resume:
             raise PlacerError(f"{str(self.out)!r} already holds a training run; pass --resume to continue it "
                               "or choose another --out")
+        init = getattr(args, "init", None)
+        if init is not None and args.warm_start is not None:
+            raise PlacerError("--init and --warm-start exclude each other (a fine-tune starts from the policy)")
         if saved is None:  # nothing saved yet (new run, or stopped before its first checkpoint): start fresh
+            if init is not None:
+                from placer.rl.finetune import fine_tuner
+                from placer.rl.saved_policy import load_policy
+
+                return fine_tuner(graph, cluster, load_policy(None if init == "shipped" else init),
+                                  TrainConfig(**given)), False
             return Trainer(graph, cluster, TrainConfig(**given)), False
         config = checkpoint.config_of(saved)
         for key, value in given.items():
             if getattr(config, key) != value:
                 raise PlacerError(f"cannot resume with {key}={value!r}: the run in {str(self.out)!r} was trained "
                                   f"with {key}={getattr(config, key)!r}")
-        trainer = Trainer(graph, cluster, config)
+        from placer.rl.finetune import WARM_START_METHOD, FineTuner
+
+        fine_tuning = saved.get("state", {}).get("warm_start", {}).get("method") == WARM_START_METHOD
+        trainer = (FineTuner if fine_tuning else Trainer)(graph, cluster, config)
         checkpoint.restore(trainer, self.out, saved)
         return trainer, True
 
@@ -183,8 +198,6 @@ class _Session:
             save_placement(self.trainer.best_placement(), self.out / "best_placement.json")
 
     def _finish(self, reason: str) -> None:
-        import math
-
         from placer.cli.common import print_json
 
         self._save()
@@ -211,8 +224,7 @@ class _Session:
             print(f"{self.trainer.graph.name} on {self.trainer.cluster.name}: best step time {_ms(b.step_time)}"
                   f"{' (OUT OF MEMORY)' if b.oom else ''} after {self.trainer.state.step} steps, "
                   f"{self.trainer.state.samples} samples, {self.trainer.state.elapsed_seconds:.1f} s "
-                  f"(lower bound {_ms(self.trainer.sim.lower_bound)}{heur})"
-                  + ("" if math.isfinite(b.step_time) else ""))
+                  f"(lower bound {_ms(self.trainer.sim.lower_bound)}{heur})")
             print(f"wrote {self.out / 'best_placement.json'}, history.csv, curve.png")
 
     def _write_progress(self, state: str, error: str | None = None) -> None:

@@ -85,7 +85,7 @@ class TrainConfig:
 
     def check(self) -> "TrainConfig":
         """Raise PlacerError on a value no run can use."""
-        for name in ("samples", "groups", "hidden"):
+        for name in ("samples", "groups", "hidden", "imitation_steps"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise PlacerError(f"{name} must be a positive integer, got {v!r}")
@@ -302,8 +302,9 @@ class Trainer:
         """Imitate the best heuristic placement (projected onto groups), if the config asks for it.
 
         The heuristic was chosen before grouping, and the grouping keeps its
-        device boundaries where it can, so the projection is usually exact. The projected placement is scored and counts as a sample at step 0, so
-        the best placement is never worse than it. Returns what was done (also
+        device boundaries where it can, so the projection is usually exact.
+        The projected placement is scored and counts as a sample at step 0,
+        so the best placement is never worse than it. Returns what was done (also
         stored in the trainer state and the placement's meta).
         """
         t0 = time.perf_counter()
@@ -405,6 +406,9 @@ def train(trainer: Trainer, *, budget_seconds: float | None = None, max_steps: i
           should_stop: Callable[[], bool] = lambda: False) -> str:
     """Run steps until the budget or step count is reached (both count the whole run, resumed or not).
 
+    Set-up, warm start (at most half the budget) and compilation count
+    against the budget; at least one REINFORCE step is always taken.
+
     Returns why it stopped: ``"done"`` or ``"interrupted"`` (when `should_stop` said so).
     """
     if budget_seconds is None and max_steps is None:
@@ -425,8 +429,8 @@ def train(trainer: Trainer, *, budget_seconds: float | None = None, max_steps: i
             return "interrupted"
         if max_steps is not None and s.step >= max_steps:
             return "done"
-        if budget_seconds is not None and s.elapsed_seconds >= budget_seconds:
-            return "done"
+        if budget_seconds is not None and s.elapsed_seconds >= budget_seconds and s.step > 0:
+            return "done"  # (a run always takes one REINFORCE step, however small its budget)
         stats = trainer.step()
         if on_step is not None:
             on_step(stats)
