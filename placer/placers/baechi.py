@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from placer.errors import PlacerError
 from placer.placers.common import (LiveMemory, MemoryLedger, Problem, expand_units, fit_to_memory,
                                    reject_options, static_levels)
 from placer.placers.heft import Schedule
@@ -257,12 +256,10 @@ def favorite_children(problem: Problem, devices: np.ndarray, time_limit: float =
     """Favourite child of each op (-1: none) from the rounded LP relaxation.
 
     Returns the favourites and facts about the solve (``lp_status``,
-    ``lp_makespan`` in seconds, ``lp_seconds``).
-
-    Raises
-    ------
-    PlacerError
-        If the solver fails (it cannot on a valid DAG unless it runs out of time).
+    ``lp_makespan`` in seconds, ``lp_seconds``). If HiGHS runs out of
+    `time_limit` seconds, its best solution so far is rounded; without one,
+    no op has a favourite child (the schedule is then m-ETF's) and
+    ``lp_status`` says so.
     """
     import time
 
@@ -329,8 +326,10 @@ def favorite_children(problem: Problem, devices: np.ndarray, time_limit: float =
     res = linprog(objective, A_ub=A, b_ub=np.concatenate(rhs), bounds=bounds, method="highs",
                   options={"time_limit": float(time_limit)})
     info = {"lp_status": res.message, "lp_seconds": time.perf_counter() - t0}
-    if res.x is None:
-        raise PlacerError(f"m_sct: the favourite-child linear program failed: {res.message}")
+    if res.x is None:  # out of time before any solution: schedule without favourites (plain ETF)
+        info["lp_status"] = f"{res.message}; no favourite children, scheduled as m-ETF"
+        info["favorite_children"] = 0
+        return favorite, info
     info["lp_makespan"] = float(res.x[W]) * scale
     x = res.x[:E]
     # rounding: x < 1/2 marks a favourite edge; keep the most certain ones first

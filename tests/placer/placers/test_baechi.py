@@ -88,3 +88,15 @@ def test_list_schedule_respects_pinned_units():
     s = list_schedule(problem, problem.candidates, LiveMemory(problem))
     assert s.assignment[g.index["a"]] == s.assignment[g.index["c"]]
     assert np.all(s.finish >= s.start)
+
+
+def test_m_sct_without_lp_time_schedules_as_m_etf():
+    """An LP that gets no time yields no favourites; the placement is still made (as m-ETF's)."""
+    from placer.synthetic import layered_graph
+
+    g, c = layered_graph(400, seed=3), cluster(2)
+    p = registry.place("m_sct", g, c, lp_time_limit=0.0)
+    etf = registry.place("m_etf", g, c)
+    assert p.meta["favorite_children"] == 0
+    assert "scheduled as m-ETF" in p.meta["lp_status"]
+    assert p.devices == etf.devices
