@@ -72,9 +72,16 @@ class GraphStore:
     def load(self, graph_id: str) -> OpGraph | None:
         """The stored graph, or None when no graph has that id."""
         with self._lock:
-            if graph_id in self._cache:
+            cached = self._cache.get(graph_id)
+            if cached is not None:
                 self._cache.move_to_end(graph_id)
-                return self._cache[graph_id]
+        if cached is not None:
+            # Another service process may have deleted it: a metadata lookup is cheap, parsing is not.
+            if self.storage.get_graph(graph_id=graph_id) is not None:
+                return cached
+            with self._lock:
+                self._cache.pop(graph_id, None)
+            return None
         record = self.storage.get_graph(graph_id=graph_id, with_data=True)
         if record is None or record.data is None:
             return None

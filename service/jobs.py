@@ -18,6 +18,7 @@ resume from their checkpoint; none is left "running".
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -68,6 +69,8 @@ class JobRunner:
     def __init__(self, storage: Storage, settings: Settings):
         self.storage = storage
         self.settings = settings
+        self.owner = False
+        self._lock_file: Any = None
         self._procs: dict[str, subprocess.Popen] = {}
         self._term_sent: dict[str, float] = {}
         self._lock = threading.RLock()
@@ -78,12 +81,33 @@ class JobRunner:
 
     # -- life cycle ------------------------------------------------------
     def start(self) -> None:
-        """Recover jobs a previous run left behind, then start the monitor thread."""
+        """Take the jobs of this data dir if no other service process has them, then start the monitor.
+
+        Several service processes (uvicorn workers, or two ``placer serve`` on
+        one data dir) share the jobs through the database; a lock file makes
+        exactly one of them the owner, which starts, reaps and recovers the
+        processes. The others record and cancel jobs, and one of them takes
+        over (recovering the jobs) if the owner goes away.
+        """
         self.settings.jobs_dir.mkdir(parents=True, exist_ok=True)
-        self._recover()
-        self._thread = threading.Thread(target=self._loop, name="placer-jobs", daemon=True)
+        self._lock_file = open(self.settings.jobs_dir / "runner.lock", "a+")
+        if self._try_own():
+            self._recover()
+        else:
+            log.info("another service process runs the jobs of %s; this one records and follows them",
+                     self.settings.data_dir)
+        self._thread = threading.Thread(target=self._run, name="placer-jobs", daemon=True)
         self._thread.start()
         self.poll()
+
+    def _try_own(self) -> bool:
+        """Take the runner lock without waiting; True if this process now owns the jobs."""
+        try:
+            fcntl.flock(self._lock_file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        self.owner = True
+        return True
 
     def stop(self) -> None:
         """Stop the monitor; SIGTERM running jobs so they checkpoint, and queue them to resume."""
@@ -95,6 +119,9 @@ class JobRunner:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if not self.owner:
+            self._lock_file.close()
+            return
         deadline = time.monotonic() + self.settings.job_stop_seconds
         with self._lock:
             for job_id, proc in list(self._procs.items()):
@@ -106,6 +133,7 @@ class JobRunner:
                     proc.kill()
                     proc.wait()
                 self._finish(job_id, proc)
+        self._lock_file.close()  # releases the lock: another process may take the jobs over
 
     # -- requests --------------------------------------------------------
     def submit(self, *, graph: OpGraph, cluster: Cluster, graph_id: str | None,
@@ -134,12 +162,9 @@ class JobRunner:
             if record.state == "queued":
                 return self.storage.update_job(job_id=job_id, state="cancelled", resume=False)
             if record.state == "running":
-                proc = self._procs.get(job_id)
+                # The owner of the process sees "cancelling" at its next poll and sends SIGTERM.
                 record = self.storage.update_job(job_id=job_id, state="cancelling")
-                if proc is not None:
-                    _signal(proc, signal.SIGTERM)
-                    self._term_sent[job_id] = time.monotonic()
-                self._wake.set()
+                self.poll()
             return record
 
     def check_capacity(self) -> None:
@@ -154,8 +179,8 @@ class JobRunner:
             raise JobQueueFull(f"{waiting} jobs are already waiting (max_queued_jobs); try again later")
 
     def running_count(self) -> int:
-        with self._lock:
-            return len(self._procs)
+        """Training processes running for this data dir (whichever service process owns them)."""
+        return len(self.storage.list_jobs(limit=1_000_000, offset=0, states=("running", "cancelling")))
 
     @staticmethod
     def progress(record: JobRecord) -> dict[str, Any] | None:
@@ -175,6 +200,17 @@ class JobRunner:
             return None
 
     # -- monitor ---------------------------------------------------------
+    def _run(self) -> None:
+        """Monitor thread: wait to own the jobs (if another process has them), then follow them."""
+        while not self.owner:
+            if self._halt.wait(1.0):
+                return
+            with self._lock:
+                if self._try_own():
+                    log.info("took over the jobs of %s", self.settings.data_dir)
+                    self._recover()
+        self._loop()
+
     def _loop(self) -> None:
         while not self._halt.is_set():
             try:
@@ -185,11 +221,18 @@ class JobRunner:
             self._wake.clear()
 
     def poll(self) -> None:
-        """Reap finished processes, kill ones that ignore SIGTERM, start queued jobs."""
+        """Owner only: reap finished processes, signal cancelled ones (kill them if they ignore
+        SIGTERM), start queued jobs."""
         with self._lock:
+            if not self.owner:
+                return
+            cancelling = {r.id for r in self.storage.list_jobs(limit=1_000_000, offset=0, states=("cancelling",))}
             for job_id, proc in list(self._procs.items()):
                 if proc.poll() is not None:
                     self._finish(job_id, proc)
+                elif job_id in cancelling and job_id not in self._term_sent:
+                    _signal(proc, signal.SIGTERM)
+                    self._term_sent[job_id] = time.monotonic()
                 elif job_id in self._term_sent and \
                         time.monotonic() - self._term_sent[job_id] > self.settings.job_stop_seconds:
                     proc.kill()

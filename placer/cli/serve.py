@@ -14,6 +14,8 @@ def add_parser(sub) -> None:
     p.add_argument("--host", help="interface to bind (default: PLACER_HOST, else 127.0.0.1)")
     p.add_argument("--port", type=int, help="TCP port (default: PLACER_PORT, else 8000)")
     p.add_argument("--data-dir", help="database and job folders (default: PLACER_DATA_DIR, else ./data)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="uvicorn worker processes sharing the database (one of them runs the training jobs)")
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     p.set_defaults(run=run)
 
@@ -25,6 +27,8 @@ def run(args) -> int:
     from service.core.config import Settings
     from service.storage import StorageError
 
+    if args.workers < 1:
+        raise PlacerError(f"--workers must be at least 1, got {args.workers}")
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port), ("data_dir", args.data_dir))
                  if v is not None}
     try:
@@ -48,7 +52,6 @@ def run(args) -> int:
         raise PlacerError(str(e)) from None
 
     _check_can_listen(settings.host, settings.port)
-    app = create_app(settings)
     shown_host = f"[{settings.host}]" if ":" in settings.host else settings.host
     print(f"placer serve: http://{shown_host}:{settings.port}  (API docs at /docs; data in "
           f"{os.path.abspath(settings.data_dir)})", flush=True)
@@ -58,7 +61,14 @@ def run(args) -> int:
         else:
             print(f"placer serve: WARNING: no PLACER_API_KEYS set and listening on {settings.host}: "
                   "anyone who can reach this port can use the service", flush=True)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level)
+    if args.workers > 1:
+        # Workers build their own app from the environment (PLACER_*), so pass the overrides on.
+        os.environ.update({"PLACER_HOST": settings.host, "PLACER_PORT": str(settings.port),
+                           "PLACER_DATA_DIR": str(settings.data_dir)})
+        uvicorn.run("service.main:create_app", factory=True, workers=args.workers, host=settings.host,
+                    port=settings.port, log_level=args.log_level)
+    else:
+        uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=args.log_level)
     return 0
 
 

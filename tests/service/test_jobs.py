@@ -44,6 +44,14 @@ def _state(storage, job_id):
     return storage.get_job(job_id=job_id).state
 
 
+def _crash(runner):
+    """What a crash leaves: the monitor gone and the runner lock released (the OS drops a dead process's locks)."""
+    runner._halt.set()
+    runner._wake.set()
+    runner._thread.join()
+    runner._lock_file.close()
+
+
 def _starts(record):
     return (Path(record.job_dir) / "starts.log").read_text().split()
 
@@ -111,7 +119,7 @@ class TestRunner:
         rec = _submit(runner, budget=2.0)
         wait_for(lambda: (JobRunner.progress(rec) or {}).get("step", 0) >= 1)
         orphan = runner._procs.pop(rec.id)  # forget it, as a crashed service would
-        runner._halt.set()
+        _crash(runner)
         assert _state(storage, rec.id) == "running"
         runner = _runner(storage, settings)
         assert orphan.wait(timeout=5) == 0  # stopped by SIGTERM, after checkpointing
@@ -125,7 +133,7 @@ class TestRunner:
         rec = _submit(runner, budget=1.0)
         wait_for(lambda: (JobRunner.progress(rec) or {}).get("step", 0) >= 1)
         proc = runner._procs.pop(rec.id)
-        runner._halt.set()
+        _crash(runner)
         proc.kill()
         proc.wait()
         runner = _runner(storage, settings)
@@ -142,3 +150,26 @@ class TestRunner:
         job = storage.get_job(job_id=rec.id)
         assert job.state == "failed" and "gave up after 5 starts" in job.error
         runner.stop()
+
+
+class TestSharedDataDir:
+    """Two service processes on one data dir (uvicorn workers): one owns the jobs, the other follows."""
+
+    def test_one_owner_and_takeover(self, storage, settings):
+        owner = _runner(storage, settings)
+        follower = _runner(open_storage(settings.database_url), settings)
+        assert owner.owner and not follower.owner
+        rec = _submit(follower, budget=60)  # recorded by the follower, started by the owner
+        wait_for(lambda: _state(storage, rec.id) == "running")
+        assert rec.id in owner._procs and follower.running_count() == 1
+        follower.cancel(rec.id)
+        wait_for(lambda: _state(storage, rec.id) == "cancelled")
+
+        second = _submit(follower, budget=1.5)
+        wait_for(lambda: (JobRunner.progress(second) or {}).get("step", 0) >= 1)
+        owner.stop()  # the owner goes away: its job is interrupted, the follower takes over and resumes it
+        wait_for(lambda: follower.owner, timeout=10)
+        wait_for(lambda: _state(storage, second.id) == "done")
+        assert _starts(second)[2] == "resume"
+        follower.stop()
+        follower.storage.close()

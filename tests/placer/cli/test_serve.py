@@ -35,3 +35,8 @@ def test_unknown_database(cli, tmp_path, monkeypatch):
     monkeypatch.setenv("PLACER_DATABASE_URL", "postgresql://db/placer")
     r = cli("serve", "--data-dir", tmp_path)
     assert r.code == 1 and "postgresql" in r.err and len(r.err.splitlines()) == 1
+
+
+def test_bad_workers(cli, tmp_path):
+    r = cli("serve", "--workers", "0", "--data-dir", tmp_path)
+    assert r.code == 1 and "--workers" in r.err
