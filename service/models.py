@@ -152,6 +152,12 @@ class PlacementPublic(BaseModel):
     created_at: float
 
 
+# A page of placements.
+class PlacementsPublic(BaseModel):
+    data: list[PlacementPublic]
+    count: int
+
+
 # Options of the trainer (``placer train`` flags); unset ones keep its defaults.
 class TrainOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")

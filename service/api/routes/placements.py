@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Response, status
+from fastapi import APIRouter, HTTPException, Query, Response, status
 from fastapi.concurrency import run_in_threadpool
 from pydantic import ValidationError
 
@@ -17,7 +17,7 @@ from service.api.deps import GraphsDep, JobsDep, SettingsDep, StorageDep, job_ca
 from service.api.routes.graphs import ERRORS, graph_for_request
 from service.graph_store import new_id
 from service.jobs import FINISHED, JobRunner
-from service.models import ErrorPublic, PlacementCreate, PlacementPublic, TrainOptions
+from service.models import ErrorPublic, PlacementCreate, PlacementPublic, PlacementsPublic, TrainOptions
 from service.storage import JobRecord, PlacementRecord, Storage
 
 router = APIRouter(prefix="/placements", tags=["placements"])
@@ -73,6 +73,25 @@ async def create_placement(body: PlacementCreate, response: Response, settings: 
     if job is not None and not contract["devices"]:
         response.status_code = status.HTTP_202_ACCEPTED
     return _public(record, job)
+
+
+@router.get("", response_model=PlacementsPublic)
+def list_placements(
+    storage: StorageDep,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0, le=2**62)] = 0,
+    include_devices: Annotated[bool, Query(description="Also answer each op's device (large).")] = False,
+) -> PlacementsPublic:
+    """Placements made so far, oldest first, as stored (GET one to follow an rl job).
+
+    ``devices`` is left empty unless ``include_devices=true``: a page of
+    placements of 10k-op graphs would otherwise run to megabytes.
+    """
+    records = storage.list_placements(limit=limit, offset=offset)
+    if not include_devices:
+        for r in records:
+            r.body["devices"] = {}
+    return PlacementsPublic(data=[_public(r, None) for r in records], count=len(records))
 
 
 @router.get("/{placement_id}", response_model=PlacementPublic, responses=ERRORS)

@@ -30,6 +30,17 @@ class TestHeuristic:
         assert p["step_time"] > 0 and p["oom"] is False and p["baselines"] is None
         assert client.get(f"/v1/placements/{p['id']}").json() == p
 
+    def test_list(self, client, graph_id, heuristic):
+        """Placements are listed oldest first."""
+        ids = [client.post("/v1/placements", json={"graph_id": graph_id, "method": heuristic}).json()["id"]
+               for _ in range(2)]
+        listed = client.get("/v1/placements").json()
+        assert [p["id"] for p in listed["data"]] == ids and listed["count"] == 2
+        assert client.get("/v1/placements?offset=1").json()["data"][0]["id"] == ids[1]
+        assert listed["data"][0]["devices"] == {}
+        full = client.get("/v1/placements?include_devices=true").json()["data"][0]
+        assert set(full["devices"]) == {"x", "mm", "out"}
+
     def test_inline_graph_and_cluster(self, client, heuristic):
         """An inline graph on an inline cluster spec."""
         cluster = {"name": "two", "default_link": {"bandwidth": 1e10, "latency": 1e-5}, "devices": [
