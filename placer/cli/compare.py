@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
 import sys
+from pathlib import Path
 
 
 def add_parser(sub) -> None:
@@ -21,22 +24,47 @@ def add_parser(sub) -> None:
                         "load) and the winner is the smallest max_load")
     p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
     p.add_argument("--plot", metavar="PNG", help="also draw a bar chart of step time / lower bound to this file")
+    p.add_argument("--save", metavar="JSON", help="write the rows to this file after every run (for --resume)")
+    p.add_argument("--resume", action="store_true",
+                   help="with --save: keep the rows already in that file and run only the missing ones")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.set_defaults(run=run)
+
+
+def _earlier_rows(path: str) -> dict:
+    """Rows of an earlier run saved with --save, by (graph, cluster, method); failed rows are run again."""
+    from placer.errors import PlacerError
+    from placer.graph_io import read_json_file
+
+    if not os.path.exists(path):
+        return {}
+    rows = read_json_file(path, "saved rows")
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and {"graph", "cluster", "method"} <= set(r)
+                                             for r in rows):
+        raise PlacerError(f"saved rows {path!r}: not a list of compare rows")
+    return {(r["graph"], r["cluster"], r["method"]): r for r in rows if "error" not in r}
 
 
 def run(args) -> int:
     from placer.cli.common import human_seconds, print_json, print_table
     from placer.cluster import load_cluster
-    from placer.graph_io import load_graph
+    from placer.errors import PlacerError
+    from placer.graph_io import load_graph, write_atomic
     from placer.placers import registry
     from placer.placers.comparison import ROW_FIELDS, compare, winners
 
+    if args.resume and not args.save:
+        raise PlacerError("--resume needs --save FILE (the rows of the earlier run)")
     methods = registry.resolve(args.methods)
     clusters = [load_cluster(c) for c in args.cluster]
     graphs = [load_graph(g) for g in args.graphs]
+    reuse = _earlier_rows(args.save) if args.resume else {}
+    saved: list[dict] = []  # rows so far, reused ones included, as --save writes them
 
     def progress(done: int, total: int, row: dict) -> None:
+        saved.append(row)
+        if args.save:
+            write_atomic(Path(args.save), json.dumps(saved, indent=1).encode())
         if args.quiet:
             return
         what = ("error: " + row["error"]) if "error" in row else (
@@ -44,7 +72,7 @@ def run(args) -> int:
         print(f"[{done}/{total}] {row['graph']} on {row['cluster']} by {row['method']}: {what}",
               file=sys.stderr, flush=True)
 
-    rows = compare(graphs, clusters, methods, progress=progress, objective=args.objective)
+    rows = compare(graphs, clusters, methods, progress=progress, reuse=reuse, objective=args.objective)
     key = "max_load" if args.objective == "throughput" else "step_time"
     if args.plot:
         from placer.plots import compare_chart

@@ -19,6 +19,7 @@ ROW_FIELDS = ("graph", "cluster", "method", "step_time", "lower_bound", "oom", "
 
 def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: list[str], *,
             progress: Callable[[int, int, dict[str, Any]], None] | None = None,
+            reuse: dict[tuple[str, str, str], dict[str, Any]] | None = None,
             **place_options: Any) -> list[dict[str, Any]]:
     """One row per (graph, cluster, method), in that nesting order.
 
@@ -27,6 +28,8 @@ def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: lis
     graphs, clusters : what to place on what.
     methods : placer names (already resolved, e.g. by `registry.resolve`).
     progress : called after each row as ``progress(done, total, row)``.
+    reuse : rows of an earlier, interrupted run by ``(graph, cluster, method)``;
+        those are taken as they are instead of placing again.
     place_options : passed to `registry.place` (e.g. ``objective="throughput"``, which
         adds ``max_load`` to each row, and ``ignored_objective`` for methods
         that do not optimise it).
@@ -44,6 +47,12 @@ def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: lis
         for cluster in clusters:
             for method in methods:
                 row: dict[str, Any] = {"graph": graph.name, "cluster": cluster.name, "method": method}
+                earlier = (reuse or {}).get((graph.name, cluster.name, method))
+                if earlier is not None:
+                    rows.append(earlier)
+                    if progress is not None:
+                        progress(len(rows), total, earlier)
+                    continue
                 try:
                     p = registry.place(method, graph, cluster, **place_options)
                 except KeyboardInterrupt:

@@ -85,3 +85,26 @@ def test_one_failing_method_gives_an_error_row_and_exit_1(graph_files, failing_m
 def test_unknown_method_is_one_line(graph_files, capsys):
     assert main(["compare", graph_files[0], "--cluster", "2gpu", "--methods", "heft,nope"]) == 1
     assert "unknown method 'nope'" in capsys.readouterr().err
+
+
+def test_save_and_resume_run_only_the_missing_rows(graph_files, tmp_path, capsys):
+    """An interrupted run resumes: saved rows are kept as they are, missing ones are placed."""
+    saved = tmp_path / "rows.json"
+    argv = ["compare", graph_files[0], "--cluster", "2gpu", "--methods", "single,heft,metis", "--json", "--quiet",
+            "--save", str(saved)]
+    assert main(argv) == 0
+    full = json.loads(capsys.readouterr().out)
+    assert json.loads(saved.read_text()) == full
+    partial = full[:2]
+    partial[0]["place_seconds"] = 123.0  # a marker: a re-run would overwrite it
+    saved.write_text(json.dumps(partial))
+    assert main(argv + ["--resume"]) == 0
+    resumed = json.loads(capsys.readouterr().out)
+    assert [r["method"] for r in resumed] == ["single", "heft", "metis"]
+    assert resumed[0]["place_seconds"] == 123.0
+    assert resumed[2]["step_time"] == full[2]["step_time"]
+
+
+def test_resume_needs_save(graph_files, capsys):
+    assert main(["compare", graph_files[0], "--cluster", "2gpu", "--methods", "single", "--resume"]) == 1
+    assert "--resume needs --save" in capsys.readouterr().err
