@@ -6,7 +6,8 @@ move of one colocation unit from the busiest device to another device (within
 memory), scores all of them at once with the exact model
 (incrementally: a move changes only the charges of the moved ops and their
 producers; on big graphs a bounded set of moves, the busiest device's border
-first), and takes the best one that lowers the max
+first; when none helps, swaps of a unit of the busiest device with one
+elsewhere), and takes the best one that lowers the max
 load, or keeps it and lowers the sum of squared loads (which breaks ties
 between equally busy devices and guarantees termination).
 """
@@ -21,8 +22,18 @@ import numpy as np
 from placer.objectives import ThroughputModel
 
 
+def _best(moves: np.ndarray, cur: tuple[float, float], score) -> int | None:
+    """Index of the best improving move (lower max load, or same max and lower sum of squares), if any."""
+    cand = score(moves)
+    peak = cand.max(axis=1)
+    sumsq = (cand ** 2).sum(axis=1)
+    k = int(np.lexsort((sumsq, peak))[0])
+    better = peak[k] < cur[0] * (1 - 1e-12) or (peak[k] <= cur[0] and sumsq[k] < cur[1] * (1 - 1e-12))
+    return k if better else None
+
+
 def improve(model: ThroughputModel, assignment: np.ndarray, unit: np.ndarray, *, seed: int = 0,
-            max_moves: int = 5000, max_candidates: int = 4096,
+            max_moves: int = 5000, max_candidates: int = 4096, swaps: bool = True,
             time_limit: float = 20.0) -> tuple[np.ndarray, float]:
     """Steepest descent from `assignment`; returns ``(assignment, max_load)``.
 
@@ -36,6 +47,8 @@ def improve(model: ThroughputModel, assignment: np.ndarray, unit: np.ndarray, *,
     max_candidates : moves scored per step; past it, the units at the busiest
         device's border (an edge to another device) are all tried and a
         seeded sample of the others fills the rest.
+    swaps : when no single move improves, try swapping a unit of the busiest
+        device with one of another device (a seeded sample of pairs).
     """
     rng = np.random.default_rng(seed)
     a = np.array(assignment, dtype=np.int64)
@@ -53,6 +66,13 @@ def improve(model: ThroughputModel, assignment: np.ndarray, unit: np.ndarray, *,
     e_src, e_dst = p_idx, np.repeat(np.arange(len(a)), np.diff(p_off))
     seen = np.full(D, -1, dtype=np.int64)
     mark = np.full(len(a), -1, dtype=np.int64)
+
+    def score(moves: np.ndarray) -> np.ndarray:
+        cand = np.empty((len(moves), D))
+        _score_moves(a, loads, moves, order, bounds, model.times, model.s_off, model.s_idx, p_off, p_idx,
+                     model.xfer_time, model.out_bytes, model.bandwidth, model.latency, model.pays, seen, mark, cand)
+        return cand
+
     t0 = time.perf_counter()
     for _ in range(max_moves):
         if time.perf_counter() - t0 > time_limit or D < 2:
@@ -66,26 +86,29 @@ def improve(model: ThroughputModel, assignment: np.ndarray, unit: np.ndarray, *,
             rest = np.setdiff1d(units, border)
             room = max(0, max_candidates // (D - 1) - len(border))
             units = np.concatenate([border, rng.choice(rest, size=min(room, len(rest)), replace=False)])
-        moves = np.array([(u, d) for u in units.tolist() for d in range(D)
+        moves = np.array([(u, d, -1, -1) for u in units.tolist() for d in range(D)
                           if d != busiest and held[d] + unit_mem[u] <= model.memory_bytes[d]],
-                         dtype=np.int64).reshape(-1, 2)
-        if not len(moves):
+                         dtype=np.int64).reshape(-1, 4)
+        k = _best(moves, cur, score) if len(moves) else None
+        if k is None and swaps:  # no single move helps: swap a unit of the busiest device with another's
+            others = np.flatnonzero(unit_device != busiest)
+            per_side = max(1, int(np.sqrt(max_candidates)))
+            mine = units if len(units) <= per_side else rng.choice(units, per_side, replace=False)
+            theirs = others if len(others) <= per_side else rng.choice(others, per_side, replace=False)
+            moves = np.array([(u, unit_device[v], v, busiest) for u in mine.tolist() for v in theirs.tolist()
+                              if held[unit_device[v]] - unit_mem[v] + unit_mem[u] <= model.memory_bytes[unit_device[v]]
+                              and held[busiest] - unit_mem[u] + unit_mem[v] <= model.memory_bytes[busiest]],
+                             dtype=np.int64).reshape(-1, 4)
+            k = _best(moves, cur, score) if len(moves) else None
+        if k is None:
             break
-        moves = moves[rng.permutation(len(moves))]
-        cand = np.empty((len(moves), D))
-        _score_moves(a, loads, moves, order, bounds, model.times, model.s_off, model.s_idx, p_off, p_idx,
-                     model.xfer_time, model.out_bytes, model.bandwidth, model.latency, model.pays, seen, mark, cand)
-        peak = cand.max(axis=1)
-        sumsq = (cand ** 2).sum(axis=1)
-        k = int(np.lexsort((sumsq, peak))[0])
-        better = peak[k] < cur[0] * (1 - 1e-12) or (peak[k] <= cur[0] and sumsq[k] < cur[1] * (1 - 1e-12))
-        if not better:
-            break
-        u, d = int(moves[k, 0]), int(moves[k, 1])
-        held[unit_device[u]] -= unit_mem[u]
-        held[d] += unit_mem[u]
-        unit_device[u] = d
-        a[order[bounds[u]:bounds[u + 1]]] = d
+        for u, d in ((int(moves[k, 0]), int(moves[k, 1])), (int(moves[k, 2]), int(moves[k, 3]))):
+            if u < 0:
+                continue
+            held[unit_device[u]] -= unit_mem[u]
+            held[d] += unit_mem[u]
+            unit_device[u] = d
+            a[order[bounds[u]:bounds[u + 1]]] = d
         loads = model.load_batch(a)[0]  # exact again (the scores were incremental)
         cur = (float(loads.max()), float((loads ** 2).sum()))
     return a, float(loads.max())
@@ -115,48 +138,62 @@ def _charge(w, a, sign, s_off, s_idx, xfer_time, out_bytes, bandwidth, latency, 
 @numba.njit(cache=True)
 def _score_moves(a, loads, moves, order, bounds, times, s_off, s_idx, p_off, p_idx, xfer_time, out_bytes,
                  bandwidth, latency, pays, seen, mark, out):
-    """Per-device loads after each move (unit, device), computed from what the move touches.
+    """Per-device loads after each move, computed from what the move touches.
 
-    Only the moved ops and their producers change charges, so each move costs
-    the degree of its unit, not a pass over the graph.
+    A move is a row ``(unit, device, unit2, device2)``: the unit goes to the
+    device, and unit2 (when not -1) to device2, so a swap is one move. Only
+    the moved ops and their producers change charges, so a move costs the
+    degree of its units, not a pass over the graph.
     """
     stamp = 0
     seen[:] = -1
     affected = np.empty(a.shape[0], dtype=np.int64)
     for k in range(moves.shape[0]):
-        u, d = moves[k, 0], moves[k, 1]
-        lo, hi = bounds[u], bounds[u + 1]
-        src = a[order[lo]]
         out[k, :] = loads
         n_aff = 0
-        for t in range(lo, hi):  # the unit's ops and their producers, once each
-            v = order[t]
-            if mark[v] != k:
-                mark[v] = k
-                affected[n_aff] = v
-                n_aff += 1
-            for q in range(p_off[v], p_off[v + 1]):
-                w = p_idx[q]
-                if mark[w] != k:
-                    mark[w] = k
-                    affected[n_aff] = w
+        for part in range(2):
+            u = moves[k, 2 * part]
+            if u < 0:
+                continue
+            for t in range(bounds[u], bounds[u + 1]):  # the units' ops and their producers, once each
+                v = order[t]
+                if mark[v] != k:
+                    mark[v] = k
+                    affected[n_aff] = v
                     n_aff += 1
+                for q in range(p_off[v], p_off[v + 1]):
+                    w = p_idx[q]
+                    if mark[w] != k:
+                        mark[w] = k
+                        affected[n_aff] = w
+                        n_aff += 1
         for i in range(n_aff):
             stamp += 1
             _charge(affected[i], a, -1.0, s_off, s_idx, xfer_time, out_bytes, bandwidth, latency, pays, seen,
                     stamp, out[k])
-        for t in range(lo, hi):
-            v = order[t]
-            out[k, src] -= times[v, src]
-            out[k, d] += times[v, d]
-            a[v] = d
+        src0 = a[order[bounds[moves[k, 0]]]]
+        src1 = a[order[bounds[moves[k, 2]]]] if moves[k, 2] >= 0 else -1
+        for part in range(2):
+            u, d = moves[k, 2 * part], moves[k, 2 * part + 1]
+            if u < 0:
+                continue
+            for t in range(bounds[u], bounds[u + 1]):
+                v = order[t]
+                out[k, a[v]] -= times[v, a[v]]
+                out[k, d] += times[v, d]
+                a[v] = d
         for i in range(n_aff):
             stamp += 1
             _charge(affected[i], a, 1.0, s_off, s_idx, xfer_time, out_bytes, bandwidth, latency, pays, seen,
                     stamp, out[k])
-        for t in range(lo, hi):
-            a[order[t]] = src
-        for i in range(n_aff):  # clear the marks for the next move (k + 1 could equal a stale mark)
+        for part in range(2):  # put the units back
+            u = moves[k, 2 * part]
+            if u < 0:
+                continue
+            src = src0 if part == 0 else src1
+            for t in range(bounds[u], bounds[u + 1]):
+                a[order[t]] = src
+        for i in range(n_aff):  # clear the marks for the next move
             mark[affected[i]] = -1
 
 

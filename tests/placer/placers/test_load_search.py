@@ -24,6 +24,7 @@ def _random_case(seed: int):
 
 @pytest.mark.parametrize("seed", range(3))
 def test_incremental_scores_match_full_evaluation(seed):
+    """Single moves and swaps, scored from what they touch, equal a full pass."""
     g, c = _random_case(seed)
     model = ThroughputModel(g, c)
     rng = np.random.default_rng(seed)
@@ -31,15 +32,21 @@ def test_incremental_scores_match_full_evaluation(seed):
     unit = np.arange(len(g))
     order = np.argsort(unit)
     bounds = np.arange(len(g) + 1)
-    moves = np.stack([rng.integers(0, len(g), 40), rng.integers(0, len(c), 40)], axis=1)
+    singles = np.stack([rng.integers(0, len(g), 20), rng.integers(0, len(c), 20), -np.ones(20, int),
+                        -np.ones(20, int)], axis=1)
+    first, second = rng.choice(len(g), size=(2, 20), replace=False)
+    swaps = np.stack([first, a[second], second, a[first]], axis=1)
+    moves = np.concatenate([singles, swaps])
     out = np.empty((40, len(c)))
     p_off, p_idx = g.predecessors
     _score_moves(a, model.load_batch(a)[0], moves, order, bounds, model.times, model.s_off, model.s_idx, p_off,
                  p_idx, model.xfer_time, model.out_bytes, model.bandwidth, model.latency, model.pays,
                  np.full(len(c), -1), np.full(len(g), -1), out)
-    for k, (u, d) in enumerate(moves):
+    for k, (u, d, u2, d2) in enumerate(moves):
         b = a.copy()
         b[u] = d
+        if u2 >= 0:
+            b[u2] = d2
         assert out[k] == pytest.approx(model.load_batch(b)[0], rel=1e-9, abs=1e-12)
 
 
