@@ -15,7 +15,8 @@ Prints measured figures and writes them to bench/results/service.json.
 The training job is ``placer train`` when the CLI has it; otherwise the run
 says so and uses ``--train-command`` (nothing is trained silently in its place).
 
-Run: .venv/bin/python bench/bench_service.py [--quick] [--clients 20] [--load-seconds 60]
+Run: .venv/bin/python bench/bench_service.py [--quick] [--clients 20] [--load-seconds 60] [--workers N]
+     [--skip-latency]
 Loopback only; bounded in requests (--requests) and time (--load-seconds).
 """
 
@@ -68,7 +69,7 @@ def has_train_command() -> bool:
     return "train" in COMMANDS
 
 
-def start_server(data_dir: Path, port: int, train_command: str | None) -> subprocess.Popen:
+def start_server(data_dir: Path, port: int, train_command: str | None, workers: int = 1) -> subprocess.Popen:
     import httpx
 
     env = {**os.environ, "PLACER_BUNDLED_GRAPHS_DIR": "", "TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -77,7 +78,7 @@ def start_server(data_dir: Path, port: int, train_command: str | None) -> subpro
         env["PLACER_TRAIN_COMMAND"] = train_command
     proc = subprocess.Popen(
         [sys.executable, "-m", "placer.cli.main", "serve", "--host", "127.0.0.1", "--port", str(port),
-         "--data-dir", str(data_dir), "--log-level", "warning"],
+         "--data-dir", str(data_dir), "--log-level", "warning", "--workers", str(workers)],
         env=env, stdout=subprocess.DEVNULL, stderr=open(data_dir / "server.log", "wb"),
     )
     deadline = time.monotonic() + 120
@@ -167,6 +168,8 @@ def main() -> int:
     p.add_argument("--load-method", default="metis")
     p.add_argument("--train-command", default=None,
                    help="train command when 'placer train' is missing (e.g. a stand-in); see the docstring")
+    p.add_argument("--workers", type=int, default=1, help="uvicorn worker processes (placer serve --workers)")
+    p.add_argument("--skip-latency", action="store_true", help="only the load run")
     p.add_argument("--quick", action="store_true", help="5 requests, 4 clients for 10 s")
     args = p.parse_args()
     if args.quick:
@@ -182,19 +185,23 @@ def main() -> int:
         f"stand-in {train!r} (placer train is not in this build)" if train else "none (placer train is not in this build)")
     graphs = {"inception_v3": load_graph(ROOT / "graphs" / "inception_v3.json.gz"),
               "layered10000": layered_graph(10000)}
-    results: dict = {"cluster": args.cluster, "training_job": train_note, "latency": {}, "load": None}
+    results: dict = {"cluster": args.cluster, "workers": args.workers, "training_job": train_note,
+                     "latency": {}, "load": None}
     with tempfile.TemporaryDirectory(prefix="bench-service-") as tmp:
         data_dir = Path(tmp)
         port = free_port()
-        server = start_server(data_dir, port, train)
+        server = start_server(data_dir, port, train, args.workers)
         url = f"http://127.0.0.1:{port}"
         try:
             with httpx.Client(base_url=url, timeout=600) as client:
                 ids = {name: upload(client, g) for name, g in graphs.items()}
-                print(f"server {url}; cluster {args.cluster}; {args.requests} sequential requests per row")
-                print(f"{'graph':14} {'ops':>6} {'method':12} {'first ms':>9} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}  step time")
+                print(f"server {url} ({args.workers} worker(s)); cluster {args.cluster}; "
+                      f"{args.requests} sequential requests per row")
+                if not args.skip_latency:
+                    print(f"{'graph':14} {'ops':>6} {'method':12} {'first ms':>9} {'p50 ms':>8} {'p99 ms':>8} "
+                          f"{'max ms':>8}  step time")
                 for name, g in graphs.items():
-                    for method in args.methods.split(","):
+                    for method in ([] if args.skip_latency else args.methods.split(",")):
                         row = latency(client, ids[name], method, args.cluster, args.requests)
                         results["latency"][f"{name}/{method}"] = {"ops": len(g), **row}
                         print(f"{name:14} {len(g):6d} {method:12} {row['first_ms']:9.1f} {row['p50_ms']:8.1f} "
@@ -235,7 +242,9 @@ def main() -> int:
             except subprocess.TimeoutExpired:
                 server.kill()
     RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / ("service-quick.json" if args.quick else "service.json")
+    suffix = ("-quick" if args.quick else "") + (f"-workers{args.workers}" if args.workers > 1 else "") + \
+        ("-load" if args.skip_latency else "")
+    out = RESULTS / f"service{suffix}.json"
     out.write_text(json.dumps(results, indent=1))
     print(f"wrote {out.relative_to(ROOT)}")
     return 0

@@ -10,11 +10,14 @@ from fastapi import APIRouter, HTTPException, Query, Response, status
 from fastapi.concurrency import run_in_threadpool
 from pydantic import ValidationError
 
+from placer.cluster import Cluster
 from placer.errors import PlacerError
+from placer.graph import OpGraph
 from placer.placement import Placement
 from service import placing
 from service.api.deps import GraphsDep, JobsDep, SettingsDep, StorageDep, job_capacity
 from service.api.routes.graphs import ERRORS, graph_for_request
+from service.core.config import Settings
 from service.graph_store import new_id
 from service.jobs import FINISHED, JobRunner
 from service.models import ErrorPublic, PlacementCreate, PlacementPublic, PlacementsPublic, TrainOptions
@@ -31,30 +34,18 @@ async def create_placement(body: PlacementCreate, response: Response, settings: 
                            storage: StorageDep, graphs: GraphsDep, jobs: JobsDep) -> PlacementPublic:
     """Place a graph on a cluster; heuristics answer at once, ``rl`` after at most ``wait_seconds``."""
     graph = await run_in_threadpool(graph_for_request, graphs, settings, graph_id=body.graph_id, graph=body.graph)
-    cluster_spec = body.cluster if isinstance(body.cluster, str) else body.cluster.to_library()
-    cluster = placing.resolve_cluster(cluster_spec)
-    steps: dict[str, float | None] | None = None
+    cluster = placing.resolve_cluster(body.cluster if isinstance(body.cluster, str) else body.cluster.to_library())
     job: JobRecord | None = None
+    steps: dict[str, float | None] | None = None
     if body.method == placing.RL:
-        try:
-            train_options = TrainOptions.model_validate(body.options).flags()
-        except ValidationError as e:
-            raise PlacerError(f"method 'rl': bad options: {_first_error(e)}") from None
-        if body.objective != "step_time":
-            raise PlacerError(f"method 'rl' optimises step_time only, not {body.objective!r}")
-        job_capacity(jobs)
-        job = await run_in_threadpool(jobs.submit, graph=graph, cluster=cluster, graph_id=body.graph_id,
-                                      budget_seconds=body.budget_seconds, seed=body.seed,
-                                      options=train_options)
-        job = await _wait_for(storage, job, min(body.wait_seconds, settings.max_wait_seconds))
+        job = await _start_and_wait(body, graph, cluster, settings, storage, jobs)
         contract = JobRunner.result(job) or _empty(graph.name, cluster.name)
     elif body.method == placing.BEST:
         if body.options:
             raise PlacerError("method 'best' runs every heuristic with its defaults and takes no options")
         best, steps = await run_in_threadpool(placing.place_best, graph, cluster, objective=body.objective,
                                               names=body.candidates, budget_seconds=settings.best_seconds)
-        contract = best.to_dict()
-        contract["method"] = f"best:{best.method}"
+        contract = {**best.to_dict(), "method": f"best:{best.method}"}
     else:
         placement = await run_in_threadpool(placing.place_one, body.method, graph, cluster,
                                             objective=body.objective, options=body.options)
@@ -65,14 +56,32 @@ async def create_placement(body: PlacementCreate, response: Response, settings: 
         contract = placement.to_dict()
     record = PlacementRecord(
         id=new_id("p"), graph_id=body.graph_id, method=body.method, cluster=cluster.name,
-        step_time=contract.get("step_time"), created_at=time.time(),
-        body={**contract, "baselines": steps if body.baselines or body.method == placing.BEST else None},
+        step_time=contract.get("step_time"), created_at=time.time(), body={**contract, "baselines": steps},
         job_id=job.id if job else None,
     )
     await run_in_threadpool(storage.add_placement, record=record)
     if job is not None and not contract["devices"]:
         response.status_code = status.HTTP_202_ACCEPTED
     return _public(record, job)
+
+
+async def _start_and_wait(body: PlacementCreate, graph: OpGraph, cluster: Cluster, settings: Settings,
+                          storage: Storage, jobs: JobRunner) -> JobRecord:
+    """method rl: start a training job, then wait for it up to ``wait_seconds`` (the thread stays free)."""
+    try:
+        train_options = TrainOptions.model_validate(body.options).flags()
+    except ValidationError as e:
+        raise PlacerError(f"method 'rl': bad options: {_first_error(e)}") from None
+    if body.objective != "step_time":
+        raise PlacerError(f"method 'rl' optimises step_time only, not {body.objective!r}")
+    job_capacity(jobs)
+    job = await run_in_threadpool(jobs.submit, graph=graph, cluster=cluster, graph_id=body.graph_id,
+                                  budget_seconds=body.budget_seconds, seed=body.seed, options=train_options)
+    deadline = time.monotonic() + min(body.wait_seconds, settings.max_wait_seconds)
+    while job.state not in FINISHED and time.monotonic() < deadline:
+        await asyncio.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
+        job = await run_in_threadpool(storage.get_job, job_id=job.id) or job
+    return job
 
 
 @router.get("", response_model=PlacementsPublic)
@@ -107,15 +116,6 @@ def get_placement(placement_id: str, storage: StorageDep) -> PlacementPublic:
             record.body = {**latest, "baselines": record.body.get("baselines")}
             record.step_time = latest.get("step_time")
     return _public(record, job)
-
-
-async def _wait_for(storage: Storage, job: JobRecord, seconds: float) -> JobRecord:
-    """Poll a job until it finishes or `seconds` pass; the handler's thread stays free."""
-    deadline = time.monotonic() + seconds
-    while job.state not in FINISHED and time.monotonic() < deadline:
-        await asyncio.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
-        job = await run_in_threadpool(storage.get_job, job_id=job.id) or job
-    return job
 
 
 def _first_error(e: ValidationError) -> str:
