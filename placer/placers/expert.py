@@ -40,12 +40,21 @@ _RECURRENT_OPS = {"While", "StatelessWhile", "CudnnRNN", "CudnnRNNV2", "CudnnRNN
                   "LSTMBlockCell", "GRUBlockCell"}
 
 
-def _is_layer(part: str) -> bool:
+def _layer_name(part: str) -> str | None:
+    """The layer a scope part names, or None.
+
+    A numbered encoder/decoder/layer/block names its whole block, so its
+    sublayers share it: ``encoder_0_self_attention_1`` and ``encoder_0_ffn1_1``
+    are both ``encoder_0``.
+    """
     if _TIME_STEP.search(part):
-        return False
-    words = part.lower().split("_")
-    return any(w in _LAYER_WORDS or (w in _NUMBERED and k + 1 < len(words) and words[k + 1].isdigit())
-               for k, w in enumerate(words))
+        return None
+    words = part.split("_")
+    lower = [w.lower() for w in words]
+    for k, w in enumerate(lower):
+        if w in _NUMBERED and k + 1 < len(words) and words[k + 1].isdigit():
+            return "_".join(words[:k + 2])
+    return part if any(w in _LAYER_WORDS for w in lower) else None
 
 
 def layer_key(name: str) -> str | None:
@@ -59,6 +68,8 @@ def layer_key(name: str) -> str | None:
     'decoder/attention'
     >>> layer_key("nmt/encoder_0/lstm_cell_7/MatMul")
     'nmt/encoder_0'
+    >>> layer_key("transformer/encoder_3_ffn1/MatMul")
+    'transformer/encoder_3'
     >>> layer_key("rnnlm/lstm_0/lstm_cell_3/MatMul")
     'rnnlm/lstm_0'
     >>> layer_key("sgd/Mul") is None
@@ -68,8 +79,9 @@ def layer_key(name: str) -> str | None:
     while scopes and _GRADIENT_PREFIX.match(scopes[0]):
         scopes = scopes[1:]
     for k, part in enumerate(scopes):
-        if _is_layer(part):
-            return "/".join(scopes[:k + 1])
+        layer = _layer_name(part)
+        if layer is not None:
+            return "/".join(scopes[:k] + [layer])
     return None
 
 
