@@ -17,7 +17,7 @@ from service.storage import JobRecord
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
 
-def to_public(record: JobRecord) -> JobPublic:
+def to_public(record: JobRecord, with_result: bool = True) -> JobPublic:
     """A job as answered: its record plus what its process last wrote."""
     progress = JobRunner.progress(record)
     known = JobProgress.model_fields
@@ -26,7 +26,7 @@ def to_public(record: JobRecord) -> JobPublic:
         budget_seconds=record.budget_seconds, seed=record.seed, state=record.state, error=record.error,
         attempts=record.attempts, options=record.options, created_at=record.created_at, updated_at=record.updated_at,
         progress=_progress({k: v for k, v in progress.items() if k in known}) if progress else None,
-        result=JobRunner.result(record),
+        result=JobRunner.result(record) if with_result else None,
     )
 
 
@@ -57,10 +57,11 @@ def list_jobs(
     state: Annotated[JobState | None, Query(description="Only jobs in this state.")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0, le=2**62)] = 0,
+    include_result: Annotated[bool, Query(description="Also answer each job's best placement (large).")] = False,
 ) -> JobsPublic:
-    """Jobs, oldest first."""
+    """Jobs, oldest first, with their progress (results on request: one per op each)."""
     records = storage.list_jobs(limit=limit, offset=offset, states=(state,) if state else ())
-    return JobsPublic(data=[to_public(r) for r in records], count=len(records))
+    return JobsPublic(data=[to_public(r, include_result) for r in records], count=len(records))
 
 
 @router.get("/{job_id}", response_model=JobPublic, responses=ERRORS)

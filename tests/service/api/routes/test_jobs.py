@@ -56,6 +56,9 @@ class TestJobs:
         ids = [client.post("/v1/jobs", json={"graph_id": graph_id, "budget_seconds": 0.1}).json()["id"]
                for _ in range(2)]
         assert [j["id"] for j in client.get("/v1/jobs").json()["data"]] == ids
+        wait_for(lambda: all(_job(client, i)["state"] == "done" for i in ids))
+        assert all(j["result"] is None for j in client.get("/v1/jobs").json()["data"])
+        assert all(j["result"]["devices"] for j in client.get("/v1/jobs?include_result=true").json()["data"])
 
     def test_errors(self, client, graph_id):
         """Unknown ids are 404; bad budgets, clusters and states are 422."""
