@@ -19,10 +19,11 @@ linear split's load) are pruned, which keeps the search small.
 When the DAG has too many ideals (wide graphs), the zero-time units are fused
 first (as the authors' solver does); if there are still too many, the DP
 runs over a few topological orders (contiguous splits of one order, as
-PipeDream does) instead. Finally `placer.placers.load_search` moves units
-between devices while that lowers the max load, starting from the DP's split
-and from three balanced non-contiguous placements (LPT, round robin, the
-METIS partition), and the best result wins: it can leave the contiguous space and beat the DP.
+PipeDream does) instead. Finally `placer.placers.load_search` moves (and
+swaps) units between devices while that lowers the max load, starting from
+the DP's split and from balanced non-contiguous placements (the METIS
+partition; LPT and round robin on graphs of at most 2000 units); the best
+result wins, so it can leave the contiguous space and beat the DP.
 """
 
 from __future__ import annotations
@@ -126,6 +127,18 @@ class _Compiled:
             s -= int(self.radix[c])
             i = j
         return unit_device[self.dag.unit]
+
+
+def _positive_option(options: dict, name: str, default, kind, allow_zero: bool = False):
+    """An option's value as `kind`, or a PlacerError naming it."""
+    from placer.errors import PlacerError
+
+    value = options.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and value != int(value)) \
+            or value < 0 or (value == 0 and not allow_zero):
+        raise PlacerError(f"method 'pipeline_dp': option {name} must be a {'non-negative' if allow_zero else 'positive'} "
+                          f"{'integer' if kind is int else 'number'}, got {value!r}")
+    return kind(value)
 
 
 def _metis_start(graph: OpGraph, cluster: Cluster) -> dict[str, np.ndarray]:
@@ -401,17 +414,17 @@ def place_pipeline_dp(graph: OpGraph, cluster: Cluster, **options) -> Placement:
 
     reject_options("pipeline_dp", options, ("objective", "max_ideals", "pair_budget", "local_search", "search_seconds",
                                                  "seed"))
+    limits = {"max_ideals": _positive_option(options, "max_ideals", DEFAULT_MAX_IDEALS, int),
+              "pair_budget": _positive_option(options, "pair_budget", DEFAULT_PAIR_BUDGET, int)}
+    search_seconds = _positive_option(options, "search_seconds", 3.0, float)
+    seed = _positive_option(options, "seed", 0, int, allow_zero=True)
     model = ThroughputModel(graph, cluster)
     t0 = time.perf_counter()
-    assignment, dp_load, info = best_split(
-        graph, cluster, model=model, max_ideals=int(options.get("max_ideals", DEFAULT_MAX_IDEALS)),
-        pair_budget=int(options.get("pair_budget", DEFAULT_PAIR_BUDGET)))
+    assignment, dp_load, info = best_split(graph, cluster, model=model, **limits)
     info["dp_seconds"] = time.perf_counter() - t0
     exceeded = assignment is None
     if exceeded:  # as the other placers do: place anyway, say so, let the simulator judge
-        assignment, dp_load, info = best_split(graph, cluster, model=model, respect_memory=False,
-                                               max_ideals=int(options.get("max_ideals", DEFAULT_MAX_IDEALS)),
-                                               pair_budget=int(options.get("pair_budget", DEFAULT_PAIR_BUDGET)))
+        assignment, dp_load, info = best_split(graph, cluster, model=model, respect_memory=False, **limits)
     info["dp_max_load"] = dp_load
     if options.get("local_search", True):
         t1 = time.perf_counter()
@@ -419,12 +432,12 @@ def place_pipeline_dp(graph: OpGraph, cluster: Cluster, **options) -> Placement:
         starts = {"dp": assignment, **_metis_start(graph, cluster)}
         if int(unit.max()) + 1 <= _MANY_UNITS:  # on op-level graphs they are far off and eat the time
             starts.update(balanced_starts(model, unit))
-        budget = float(options.get("search_seconds", 3.0)) / len(starts)
+        budget = search_seconds / len(starts)
         results = {}
         for name, start in starts.items():
             if name != "dp" and not exceeded and not model.loads(start).memory_ok:
                 continue
-            a, value = improve(model, start, unit, seed=int(options.get("seed", 0)), time_limit=budget)
+            a, value = improve(model, start, unit, seed=seed, time_limit=budget)
             results[name] = (value, a)
         best = min(results, key=lambda k: (results[k][0], k != "dp"))
         assignment = results[best][1]

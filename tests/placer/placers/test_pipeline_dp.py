@@ -164,3 +164,10 @@ def test_matches_or_beats_the_published_dp_on_bert24():
     p = place("pipeline_dp", g, c, objective="throughput")
     assert p.meta["pipeline_dp"]["dp_max_load"] == pytest.approx(17.78990625, rel=1e-9)
     assert p.max_load <= 17.78990625 * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("option", [{"max_ideals": 0}, {"pair_budget": "many"}, {"search_seconds": -1},
+                                    {"seed": 1.5}])
+def test_bad_option_values(option):
+    with pytest.raises(PlacerError, match=f"option {next(iter(option))} must be"):
+        place("pipeline_dp", _chain([1.0]), _cluster(2), objective="throughput", **option)
