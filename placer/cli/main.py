@@ -21,6 +21,7 @@ COMMANDS = [
     "place",
     "compare",
     "train",
+    "pretrain",
     "import",
     "import-keras",
     "import-split",

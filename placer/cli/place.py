@@ -16,7 +16,14 @@ def add_parser(sub) -> None:
                    help="what to make small: one step's time (default) or the pipelined max device load "
                         "(`max_load`); a method that does not optimise it says so")
     p.add_argument("--budget-seconds", type=float, metavar="S",
-                   help="learned methods (rl): training budget in seconds (default 60)")
+                   help="learned methods (rl): training budget in seconds (default 60; with --policy: "
+                        "fine-tune it for S seconds)")
+    p.add_argument("--policy", metavar="DIR",
+                   help="method rl: place zero-shot (no training) with this pre-trained policy folder "
+                        "(`placer pretrain`), or 'shipped' for the package's own")
+    p.add_argument("--best-of", type=int, default=None, metavar="K",
+                   help="method rl with --policy: the best of the greedy placement and K sampled ones "
+                        "(default 0: greedy, deterministic)")
     p.add_argument("-o", "--output", help="write the placement JSON (the Placement contract) to this file")
     p.add_argument("--json", action="store_true", help="print the placement as JSON")
     p.set_defaults(run=run)
@@ -49,6 +56,14 @@ def run(args) -> int:
         if registry.get(args.method).heuristic:
             raise PlacerError(f"--budget-seconds applies to learned methods (rl), not {args.method!r}")
         options["budget_seconds"] = args.budget_seconds
+    if args.policy is not None or args.best_of is not None:
+        if args.method != "rl":
+            raise PlacerError(f"--policy and --best-of apply to method rl, not {args.method!r}")
+        if args.policy is None:
+            raise PlacerError("--best-of needs --policy (a pre-trained policy to sample from)")
+        options["policy"] = args.policy
+        if args.best_of is not None:
+            options["best_of"] = args.best_of
     placement = registry.place(args.method, graph, cluster, objective=args.objective, **options)
     if args.output:
         save_placement(placement, args.output)

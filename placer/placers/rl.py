@@ -20,11 +20,17 @@ DEFAULT_BUDGET_SECONDS = 60.0
 
 @register("rl", heuristic=False,
           description="learned: seq2seq policy trained by REINFORCE against the simulator "
-                      "(options: budget_seconds, seed, steps, samples, groups, warm_start)")
-def rl(graph: OpGraph, cluster: Cluster, *, budget_seconds: float = DEFAULT_BUDGET_SECONDS, seed: int = 0,
+                      "(options: budget_seconds, seed, steps, samples, groups, warm_start; policy=DIR|'shipped' "
+                      "places zero-shot with a pre-trained policy, best_of=K samples, budget_seconds/steps "
+                      "then fine-tune it)")
+def rl(graph: OpGraph, cluster: Cluster, *, budget_seconds: float | None = None, seed: int = 0,
        steps: int | None = None, samples: int | None = None, groups: int | None = None,
-       warm_start: str = "heuristic") -> Placement:
+       warm_start: str = "heuristic", policy: str | None = None, best_of: int = 0) -> Placement:
     """Train a placement policy for `budget_seconds` (or `steps`) and return the best placement it found.
+
+    With `policy`, start from a pre-trained policy instead: without a budget
+    or steps it places zero-shot (no training, `placer.rl.zero_shot`), with
+    them it fine-tunes (`placer.rl.finetune`).
 
     Parameters
     ----------
@@ -34,6 +40,8 @@ def rl(graph: OpGraph, cluster: Cluster, *, budget_seconds: float = DEFAULT_BUDG
     steps : stop after this many REINFORCE steps (whichever of the two comes first).
     samples, groups : K and G of `placer.rl.trainer.TrainConfig` (defaults there).
     warm_start : ``"heuristic"`` (imitate the best heuristic first) or ``"none"`` (the paper's cold start).
+    policy : a pre-trained policy folder (`placer pretrain`), or ``"shipped"`` for the package's own.
+    best_of : zero-shot decoding: 0 greedy, K the best of greedy plus K samples.
 
     Raises
     ------
@@ -42,6 +50,10 @@ def rl(graph: OpGraph, cluster: Cluster, *, budget_seconds: float = DEFAULT_BUDG
     """
     from placer.rl.trainer import TrainConfig, Trainer, train
 
+    if policy is not None and budget_seconds is None and steps is None:
+        return _zero_shot(graph, cluster, policy, best_of, seed, groups)
+    if budget_seconds is None:
+        budget_seconds = DEFAULT_BUDGET_SECONDS
     if isinstance(budget_seconds, bool) or not isinstance(budget_seconds, (int, float)) \
             or not math.isfinite(budget_seconds) or budget_seconds <= 0:
         raise PlacerError(f"rl: budget_seconds must be a positive number, got {budget_seconds!r}")
@@ -49,6 +61,26 @@ def rl(graph: OpGraph, cluster: Cluster, *, budget_seconds: float = DEFAULT_BUDG
         raise PlacerError(f"rl: steps must be a positive integer, got {steps!r}")
     options = {k: v for k, v in (("samples", samples), ("groups", groups)) if v is not None}
     config = TrainConfig(seed=seed, warm_start=warm_start, **options)
-    trainer = Trainer(graph, cluster, config)
+    if policy is not None:
+        from placer.rl.finetune import fine_tuner
+
+        trainer = fine_tuner(graph, cluster, _load(policy), config)
+    else:
+        trainer = Trainer(graph, cluster, config)
     train(trainer, budget_seconds=float(budget_seconds), max_steps=steps)
     return trainer.best_placement()
+
+
+def _load(policy: str):
+    from placer.rl.saved_policy import load_policy
+
+    if not isinstance(policy, str) or not policy:
+        raise PlacerError(f"rl: policy must be a policy folder or 'shipped', got {policy!r}")
+    return load_policy(None if policy == "shipped" else policy)
+
+
+def _zero_shot(graph: OpGraph, cluster: Cluster, policy: str, best_of: int, seed: int,
+               groups: int | None) -> Placement:
+    from placer.rl.zero_shot import place_zero_shot
+
+    return place_zero_shot(graph, cluster, _load(policy), samples=best_of, seed=seed, groups=groups)

@@ -1,0 +1,132 @@
+"""`placer pretrain CORPUS --cluster C... --budget-seconds S --out DIR`: one policy for many graphs.
+
+Trains one placement policy over every training graph of a corpus
+(``corpus/make_corpus.py`` makes one) on every cluster given; see
+`placer.rl.pretrain`. Writes DIR/policy (the policy: ``placer place --method
+rl --policy DIR/policy``, ``placer train --init DIR/policy``), history.csv,
+curve.png, progress.json, teachers.json and a checkpoint; Ctrl-C or SIGTERM
+saves and stops, ``--resume`` continues.
+"""
+
+from __future__ import annotations
+
+DEFAULT_CLUSTERS = ("2gpu", "4gpu", "8gpu")
+DEFAULT_BUDGET_SECONDS = 1800.0
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("pretrain", help="pre-train one placement policy over a corpus of graphs and clusters",
+                       description="Pre-train the placement policy over a corpus (imitation of cheap heuristics, "
+                                   "then REINFORCE across graphs and clusters). The policy is exported to "
+                                   "DIR/policy for zero-shot placement and fine-tuning.")
+    p.add_argument("corpus", help="corpus folder or its manifest.json (see corpus/make_corpus.py)")
+    p.add_argument("--cluster", nargs="+", default=list(DEFAULT_CLUSTERS), metavar="C",
+                   help=f"presets or cluster files to train on (default: {' '.join(DEFAULT_CLUSTERS)})")
+    p.add_argument("--out", required=True, metavar="DIR", help="folder for the run's files")
+    p.add_argument("--budget-seconds", type=float, default=DEFAULT_BUDGET_SECONDS, metavar="S",
+                   help=f"wall-clock budget of the training steps, resumes included (default {DEFAULT_BUDGET_SECONDS:g})")
+    p.add_argument("--groups", type=int, default=None, metavar="G", help="most groups per graph (default 128)")
+    p.add_argument("--samples", type=int, default=None, metavar="K", help="samples per REINFORCE step (default 16)")
+    p.add_argument("--hidden", type=int, default=None, help="LSTM units (default 64)")
+    p.add_argument("--seed", type=int, default=None, help="seed of weights and samples (default 0)")
+    p.add_argument("--max-graphs", type=int, default=None, metavar="N", help="use only the first N training graphs")
+    p.add_argument("--name", default="placer-pretrained", help="the policy's name in its card")
+    p.add_argument("--version", default="1", help="the policy's version in its card")
+    p.add_argument("--resume", action="store_true", help="continue the run saved in DIR")
+    p.add_argument("--json", action="store_true", help="print a summary as JSON")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    import os
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import signal
+    import sys
+    import time
+    from pathlib import Path
+
+    from tqdm import tqdm
+
+    from placer.cli.common import print_json
+    from placer.cluster import load_cluster
+    from placer.errors import PlacerError
+    from placer.graph_io import load_graph
+    from placer.rl import pretrain
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise PlacerError(f"--out {str(out)!r} is a file, not a folder")
+    if not args.budget_seconds > 0:
+        raise PlacerError(f"--budget-seconds must be positive, got {args.budget_seconds:g}")
+    if (out / pretrain.STATE_FILE).exists() and not args.resume:
+        raise PlacerError(f"{str(out)!r} already holds a pre-training run; pass --resume to continue it "
+                          "or choose another --out")
+    given = {k: v for k, v in (("groups", args.groups), ("samples", args.samples), ("hidden", args.hidden),
+                               ("seed", args.seed)) if v is not None}
+    config = pretrain.PretrainConfig(**given).check()
+    clusters = [load_cluster(c) for c in dict.fromkeys(args.cluster)]
+    folder, manifest = pretrain.read_manifest(args.corpus)
+    entries = pretrain.training_entries(manifest)[: args.max_graphs]
+    out.mkdir(parents=True, exist_ok=True)
+
+    cached = pretrain.load_teachers(out)
+    envs = []
+    t0 = time.perf_counter()
+    bar = tqdm(total=len(entries) * len(clusters), desc="environments", unit="env", file=sys.stderr, disable=None)
+    for e in entries:
+        graph = load_graph(folder / e["path"])
+        for c in clusters:
+            envs.append(pretrain.make_environment(graph, c, config.groups, config.teachers,
+                                                  cached.get(f"{graph.name}@{c.name}")))
+            bar.update(1)
+    bar.close()
+    pretrain.save_teachers(out, envs)
+    setup = time.perf_counter() - t0
+
+    trainer = pretrain.Pretrainer(envs, config)
+    if args.resume and (out / pretrain.STATE_FILE).exists():
+        pretrain.restore(trainer, out)
+    stop = {"requested": False}
+
+    def on_signal(signum, frame):
+        if stop["requested"]:
+            raise KeyboardInterrupt
+        stop["requested"] = True
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    bar = tqdm(total=None, initial=trainer.state.step, unit="step", file=sys.stderr, disable=None, desc="pretrain")
+
+    def on_step(row):
+        last = trainer.state.evals[-1] if trainer.state.evals else {}
+        bar.set_description(row["phase"], refresh=False)
+        bar.set_postfix_str(f"{row['elapsed_seconds']:.0f}/{args.budget_seconds:.0f} s, loss {row['loss']:.2f}, "
+                            f"greedy/teacher {last.get('geomean_ratio', float('nan')):.3f}", refresh=False)
+        bar.update(1)
+
+    try:
+        reason = pretrain.run(trainer, out, budget_seconds=args.budget_seconds, name=args.name,
+                              version=args.version, on_step=on_step, should_stop=lambda: stop["requested"],
+                              resumed=args.resume)
+    finally:
+        bar.close()
+        for s, h in old.items():
+            signal.signal(s, h)
+    last = trainer.state.evals[-1]
+    summary = {"state": reason, "environments": len(envs), "graphs": len(entries),
+               "clusters": [c.name for c in clusters], "steps": trainer.state.step,
+               "imitation_steps": trainer.state.imitation_steps, "elapsed_seconds": trainer.state.elapsed_seconds,
+               "setup_seconds": setup, "greedy_geomean_ratio_to_teacher": last["geomean_ratio"],
+               "policy": str(out / pretrain.POLICY_DIR)}
+    if args.json:
+        print_json(summary)
+    else:
+        print(f"pre-trained on {len(entries)} graphs x {len(clusters)} clusters: {trainer.state.step} steps "
+              f"({trainer.state.imitation_steps} imitation) in {trainer.state.elapsed_seconds:.0f} s; greedy "
+              f"placements at {last['geomean_ratio']:.3f}x the teachers' step time (geometric mean)")
+        print(f"policy in {out / pretrain.POLICY_DIR}")
+    if reason == "interrupted":
+        print(f"placer pretrain: interrupted; checkpoint saved in {str(out)!r} (continue with --resume)",
+              file=sys.stderr)
+        return 130
+    return 0

@@ -1,0 +1,553 @@
+"""Pre-training: one placement policy trained over a corpus of graphs and several clusters.
+
+Each (graph, cluster) pair is an environment: its grouping, its size-free
+features (`placer.rl.features`), a simulator, and a teacher placement (the
+fastest of a few cheap heuristics, projected onto the groups). The one policy
+sees every environment in turn, so nothing it learns can be tied to one
+graph's size or one cluster's device count (devices are an input of the
+policy, up to `placer.rl.policy.MAX_DEVICES`).
+
+Two phases share the budget:
+
+1. imitation (behaviour cloning, as GDP and Placeto warm-start): maximise the
+   log-probability of each environment's teacher placement;
+2. REINFORCE, as in `placer.rl.trainer`, but across environments: K samples
+   per step from one environment, reward ``-sqrt(step_time / lower_bound)``
+   (the same scale on every graph), one EMA baseline per environment, and the
+   environment's best placement so far replayed among the samples
+   (self-imitation), the teacher being the first best.
+
+Progress is a tqdm bar plus ``progress.json``; ``history.csv`` has one row per
+step and ``curve.png`` the greedy policy's step time relative to the teacher
+over time. A checkpoint (TF weights + Adam, and ``pretrain_state.json``) is
+written every `CHECKPOINT_EVERY_SECONDS` and at the end, and the policy is
+exported each time to ``DIR/policy`` (`placer.rl.saved_policy`), which is
+what zero-shot placement and fine-tuning load. ``resume=True`` continues.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from placer.cluster import Cluster
+from placer.errors import PlacerError
+from placer.graph import OpGraph
+from placer.graph_io import read_json_file, write_atomic
+from placer.rl.features import NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, device_features, group_features
+from placer.rl.grouping import Grouping, group_graph
+from placer.rl.numpy_policy import decode as numpy_decode
+from placer.rl.policy import MAX_DEVICES
+from placer.rl.saved_policy import save_policy, weights_of
+from placer.simulator import Simulator
+
+STATE_FILE = "pretrain_state.json"
+TEACHERS_FILE = "teachers.json"
+CHECKPOINT_DIR = "checkpoint"
+POLICY_DIR = "policy"
+CHECKPOINT_EVERY_SECONDS = 60.0
+EVAL_EVERY_SECONDS = 60.0
+DEFAULT_TEACHERS = ("single", "expert", "metis", "heft", "m_topo")
+"""Heuristics whose best placement each environment imitates: the ones that take at most a second or two
+on a 10k-op graph (m_etf, m_sct and pipeline_dp take 3-10 s each, too slow for a corpus of dozens)."""
+
+
+@dataclass
+class PretrainConfig:
+    """Hyperparameters of a pre-training run (saved with it; a resume must match)."""
+
+    samples: int = 16
+    """K: placements sampled per REINFORCE step."""
+    groups: int = 128
+    """G: the most groups a graph is coarsened into (zero-shot placement uses the same)."""
+    hidden: int = 64
+    """LSTM units and attention width."""
+    learning_rate: float = 1e-3
+    imitation_learning_rate: float = 3e-3
+    imitation_fraction: float = 0.4
+    """Share of the budget spent imitating the teachers before REINFORCE."""
+    entropy_weight: float = 0.005
+    baseline_decay: float = 0.9
+    clip_norm: float = 1.0
+    oom_penalty: float = 1.0
+    seed: int = 0
+    teachers: tuple[str, ...] = DEFAULT_TEACHERS
+
+    def check(self) -> "PretrainConfig":
+        for name in ("samples", "groups", "hidden"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise PlacerError(f"{name} must be a positive integer, got {v!r}")
+        if self.samples < 2:
+            raise PlacerError("samples must be at least 2 (the advantage compares samples)")
+        if not 0 <= self.imitation_fraction <= 1:
+            raise PlacerError(f"imitation_fraction must be in [0, 1], got {self.imitation_fraction!r}")
+        for name in ("learning_rate", "imitation_learning_rate", "clip_norm"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise PlacerError(f"{name} must be a positive number, got {v!r}")
+        return self
+
+
+@dataclass
+class Environment:
+    """One (graph, cluster) pair the policy trains on."""
+
+    key: str
+    graph: OpGraph
+    cluster: Cluster
+    sim: Simulator
+    grouping: Grouping
+    group_feats: np.ndarray
+    device_feats: np.ndarray
+    teacher: str
+    teacher_devices: np.ndarray  # [G] device per group
+    teacher_step_time: float
+
+    def score(self, group_devices: np.ndarray, oom_penalty: float):
+        """``(step_time [K], oom [K], reward [K])`` of placements of groups ``[K, G]``."""
+        res = self.sim.run_batch(self.grouping.expand(group_devices))
+        overflow = np.max(res.peak_memory / self.sim.memory_bytes[None, :] - 1.0, axis=1)
+        reward = -np.sqrt(res.step_time / self.sim.lower_bound)
+        reward = reward - res.oom * oom_penalty * (1.0 + np.maximum(overflow, 0.0))
+        return res.step_time, res.oom, reward
+
+
+@dataclass
+class EnvState:
+    baseline: float | None = None
+    best_step_time: float = math.inf
+    best_oom: bool = True
+    best_devices: list[int] = field(default_factory=list)
+
+
+@dataclass
+class PretrainState:
+    step: int = 0
+    imitation_steps: int = 0
+    samples: int = 0
+    elapsed_seconds: float = 0.0
+    envs: dict[str, EnvState] = field(default_factory=dict)
+    evals: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "PretrainState":
+        d = dict(d)
+        d["envs"] = {k: EnvState(**v) for k, v in d.get("envs", {}).items()}
+        return cls(**d)
+
+
+HISTORY_FIELDS = ("step", "phase", "env", "elapsed_seconds", "loss", "grad_norm", "mean_step_time_ratio",
+                  "min_step_time_ratio", "oom_fraction", "entropy")
+
+
+# -- corpus and environments ---------------------------------------------------------------------
+def read_manifest(corpus: str | Path) -> tuple[Path, dict[str, Any]]:
+    """The corpus folder and its manifest (``corpus`` may name the folder or its manifest.json).
+
+    Raises
+    ------
+    PlacerError
+        If there is no readable manifest or it lists no graph.
+    """
+    path = Path(corpus)
+    if path.is_dir():
+        path = path / "manifest.json"
+    if not path.is_file():
+        raise PlacerError(f"no corpus manifest at {str(path)!r} (make one with corpus/make_corpus.py)")
+    manifest = read_json_file(path, "corpus manifest")
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("graphs"), list) or not manifest["graphs"]:
+        raise PlacerError(f"{str(path)!r}: a corpus manifest needs a non-empty 'graphs' list")
+    for e in manifest["graphs"]:
+        if not isinstance(e, dict) or not {"name", "family", "split", "path"} <= set(e):
+            raise PlacerError(f"{str(path)!r}: every graph entry needs name, family, split and path")
+    return path.parent, manifest
+
+
+def training_entries(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The manifest's training graphs: split "train" and family not held out.
+
+    Raises
+    ------
+    PlacerError
+        If a graph marked "train" belongs to a held-out family (the split would leak).
+    """
+    heldout = set(manifest.get("heldout_families", []))
+    train = [e for e in manifest["graphs"] if e["split"] == "train"]
+    leaked = [e["name"] for e in train if e["family"] in heldout]
+    if leaked:
+        raise PlacerError(f"corpus manifest lists graphs of held-out families for training: {leaked}")
+    if not train:
+        raise PlacerError("the corpus has no training graph")
+    return train
+
+
+def teacher_placement(graph: OpGraph, cluster: Cluster, sim: Simulator, grouping: Grouping,
+                      teachers: tuple[str, ...]) -> tuple[str, np.ndarray, float]:
+    """The fastest (non-OOM first) of the teachers' placements once projected onto groups."""
+    from placer.placers import registry
+
+    names, rows = [], []
+    for name in teachers:
+        try:
+            p = registry.place(name, graph, cluster)
+        except PlacerError:
+            continue
+        rows.append(grouping.project(p.assignment(graph, cluster), len(cluster), weights=sim.times.min(axis=1)))
+        names.append(name)
+    for d in range(len(cluster)):  # every single device, so there is always a teacher
+        rows.append(np.full(grouping.num_groups, d, dtype=np.int64))
+        names.append(f"single_device:{cluster.devices[d].name}")
+    rows = np.stack(rows)
+    res = sim.run_batch(grouping.expand(rows))
+    k = int(np.lexsort((res.step_time, res.oom))[0])
+    return names[k], rows[k], float(res.step_time[k])
+
+
+def canonical_labels(devices: np.ndarray, cluster: Cluster) -> np.ndarray:
+    """Relabel identical devices in order of first use: the first GPU used becomes the first GPU, and so on.
+
+    Identical GPUs are interchangeable, so a heuristic's choice among them is
+    arbitrary; imitating placements written in one canonical labelling is a
+    far more consistent target across graphs. (The caller checks with the
+    simulator that the relabelled placement is as fast, as it is whenever the
+    links are symmetric too.)
+    """
+    key = [(d.kind, d.peak_flops, d.memory_bandwidth, d.memory_bytes, d.op_overhead) for d in cluster.devices]
+    classes: dict[tuple, list[int]] = {}
+    for i, k in enumerate(key):
+        classes.setdefault(k, []).append(i)
+    mapping: dict[int, int] = {}
+    for members in classes.values():
+        used = list(dict.fromkeys(int(d) for d in devices if int(d) in members))
+        for new, old in zip(members, used):
+            mapping[old] = new
+    return np.array([mapping.get(int(d), int(d)) for d in devices], dtype=np.int64)
+
+
+def _canonical(sim: Simulator, grouping: Grouping, cluster: Cluster, devices: np.ndarray,
+               step_time: float) -> np.ndarray:
+    relabelled = canonical_labels(devices, cluster)
+    res = sim.run_batch(grouping.expand(relabelled[None, :]))
+    if not res.oom[0] and res.step_time[0] <= step_time * (1 + 1e-9):
+        return relabelled
+    return devices
+
+
+def make_environment(graph: OpGraph, cluster: Cluster, groups: int, teachers: tuple[str, ...],
+                     cached: dict[str, Any] | None = None) -> Environment:
+    """Group, featurise and find the teacher of one (graph, cluster) pair (teacher from `cached` if given)."""
+    if len(cluster) > MAX_DEVICES:
+        raise PlacerError(f"cluster {cluster.name!r} has {len(cluster)} devices; the policy handles at most "
+                          f"{MAX_DEVICES}")
+    sim = Simulator(graph, cluster)
+    grouping = group_graph(graph, cluster, groups, sim.times)
+    feats = group_features(graph, cluster, grouping, sim.times)
+    key = f"{graph.name}@{cluster.name}"
+    if cached is not None and len(cached["devices"]) == grouping.num_groups:
+        teacher, devices, step_time = cached["teacher"], np.asarray(cached["devices"], np.int64), cached["step_time"]
+    else:
+        teacher, devices, step_time = teacher_placement(graph, cluster, sim, grouping, teachers)
+    devices = _canonical(sim, grouping, cluster, devices, step_time)
+    return Environment(key, graph, cluster, sim, grouping, feats, device_features(cluster), teacher, devices,
+                       step_time)
+
+
+# -- the pre-trainer ---------------------------------------------------------------------------
+class Pretrainer:
+    """One policy, one optimizer, many environments.
+
+    Parameters
+    ----------
+    envs : the training environments.
+    config : hyperparameters.
+    """
+
+    def __init__(self, envs: list[Environment], config: PretrainConfig | None = None):
+        import tensorflow as tf
+
+        from placer.rl.optimizer import Adam
+        from placer.rl.policy import PlacementPolicy, PolicyConfig
+
+        if not envs:
+            raise PlacerError("pre-training needs at least one environment")
+        self.config = (config or PretrainConfig()).check()
+        self.envs = envs
+        self.policy = PlacementPolicy(PolicyConfig(NUM_GROUP_FEATURES, NUM_DEVICE_FEATURES, hidden=self.config.hidden,
+                                                   attention=self.config.hidden), seed=self.config.seed)
+        self.optimizer = Adam(self.policy.trainable_variables, self.config.learning_rate)
+        self.state = PretrainState(envs={e.key: EnvState() for e in envs})
+        self._consts = {e.key: (tf.constant(e.group_feats), tf.constant(e.device_feats)) for e in envs}
+        for e in envs:
+            self._offer_best(e, e.teacher_devices[None, :], np.array([e.teacher_step_time]), np.array([False]))
+        self._build_functions()
+
+    def _build_functions(self) -> None:
+        import tensorflow as tf
+
+        policy, opt, K = self.policy, self.optimizer, self.config.samples
+        clip = float(self.config.clip_norm)
+        sig_g = tf.TensorSpec([None, NUM_GROUP_FEATURES], tf.float32)
+        sig_d = tf.TensorSpec([None, NUM_DEVICE_FEATURES], tf.float32)
+        sig_a = tf.TensorSpec([None, None], tf.int32)
+        sig_k = tf.TensorSpec([None], tf.float32)
+        scalar = tf.TensorSpec([], tf.float32)
+
+        # one trace serves every graph and cluster (shapes left open; plain graph mode, no XLA: XLA would
+        # compile again for every new number of groups or devices)
+        @tf.function(input_signature=[sig_g, sig_d, tf.TensorSpec([2], tf.int32)])
+        def sample(groups, devices, seed):
+            return policy.decode(groups, devices, K, seed)
+
+        @tf.function(input_signature=[sig_g, sig_d, sig_a, sig_k, scalar])
+        def update(groups, devices, actions, advantage, entropy_weight):
+            with tf.GradientTape() as tape:
+                d = policy.decode(groups, devices, tf.shape(actions)[0], tf.zeros([2], tf.int32), actions=actions)
+                num_groups = tf.cast(tf.shape(groups)[0], tf.float32)
+                loss = (-tf.reduce_mean(advantage * d.log_prob)
+                        - entropy_weight * num_groups * tf.reduce_mean(d.entropy))
+            grads = tape.gradient(loss, policy.trainable_variables)
+            grads, norm = tf.clip_by_global_norm(grads, clip)
+            opt.apply(grads)
+            return loss, norm, d.log_prob, d.entropy
+
+        self._sample, self._update = sample, update
+
+    # -- steps ------------------------------------------------------------------------------
+    def env_for(self, step: int) -> Environment:
+        """The environment of a step: a seeded shuffle of all of them per epoch (resumes draw the same)."""
+        n = len(self.envs)
+        order = np.random.default_rng([self.config.seed, step // n]).permutation(n)
+        return self.envs[order[step % n]]
+
+    def _offer_best(self, env: Environment, devices: np.ndarray, step_time: np.ndarray, oom: np.ndarray) -> None:
+        s = self.state.envs[env.key]
+        k = int(np.lexsort((step_time, oom))[0])
+        if (not oom[k] and s.best_oom) or (bool(oom[k]) == s.best_oom and step_time[k] < s.best_step_time):
+            s.best_step_time, s.best_oom, s.best_devices = float(step_time[k]), bool(oom[k]), devices[k].tolist()
+
+    def imitation_step(self) -> dict[str, Any]:
+        """One supervised step toward an environment's best placement so far (the teacher at first)."""
+        import tensorflow as tf
+
+        s = self.state
+        env = self.env_for(s.step)
+        target = np.asarray(s.envs[env.key].best_devices, np.int32)[None, :]
+        g, d = self._consts[env.key]
+        loss, norm, logp, ent = self._update(g, d, tf.constant(target), tf.constant([1.0]), tf.constant(0.0))
+        s.step += 1
+        s.imitation_steps += 1
+        return {"step": s.step, "phase": "imitation", "env": env.key, "loss": float(loss), "grad_norm": float(norm),
+                "mean_step_time_ratio": math.nan, "min_step_time_ratio": math.nan, "oom_fraction": math.nan,
+                "entropy": float(ent.numpy().mean())}
+
+    def reinforce_step(self) -> dict[str, Any]:
+        """One REINFORCE step on the next environment."""
+        import tensorflow as tf
+
+        s, cfg = self.state, self.config
+        env = self.env_for(s.step)
+        es = s.envs[env.key]
+        g, d = self._consts[env.key]
+        dec = self._sample(g, d, tf.constant([cfg.seed, s.step], tf.int32))
+        actions = dec.actions.numpy().astype(np.int64)
+        actions[-1] = es.best_devices  # replay the best so far
+        step_time, oom, reward = env.score(actions, cfg.oom_penalty)
+        baseline = float(reward.mean()) if es.baseline is None else es.baseline
+        advantage = np.clip((reward - baseline) / (reward.std() + 1e-6), -5.0, 5.0).astype(np.float32)
+        loss, norm, _, _ = self._update(g, d, tf.constant(actions, tf.int32), tf.constant(advantage),
+                                        tf.constant(float(cfg.entropy_weight)))
+        es.baseline = cfg.baseline_decay * baseline + (1 - cfg.baseline_decay) * float(reward.mean())
+        self._offer_best(env, actions, step_time, oom)
+        s.step += 1
+        s.samples += len(actions)
+        ratio = step_time / env.teacher_step_time
+        return {"step": s.step, "phase": "reinforce", "env": env.key, "loss": float(loss), "grad_norm": float(norm),
+                "mean_step_time_ratio": float(ratio.mean()), "min_step_time_ratio": float(ratio.min()),
+                "oom_fraction": float(oom.mean()), "entropy": float(dec.entropy.numpy().mean())}
+
+    def set_learning_rate(self, lr: float) -> None:
+        self.optimizer.learning_rate.assign(lr)
+
+    # -- evaluation and export --------------------------------------------------------------
+    def evaluate_greedy(self) -> dict[str, Any]:
+        """Greedy zero-shot step time over teacher step time, per environment and geometric mean."""
+        weights = weights_of(self.policy)
+        ratios = {}
+        for env in self.envs:
+            acts, _ = numpy_decode(weights, env.group_feats, env.device_feats, 1, greedy=True)
+            step_time, oom, _ = env.score(acts, self.config.oom_penalty)
+            ratios[env.key] = float(step_time[0] / env.teacher_step_time) if not oom[0] else math.inf
+        finite = [r for r in ratios.values() if math.isfinite(r)]
+        return {"step": self.state.step, "elapsed_seconds": self.state.elapsed_seconds,
+                "geomean_ratio": float(np.exp(np.mean(np.log(finite)))) if finite else math.inf,
+                "oom": sum(not math.isfinite(r) for r in ratios.values()), "ratios": ratios}
+
+    def card(self, name: str, version: str) -> dict[str, Any]:
+        """The policy card describing this run."""
+        return {
+            "name": name, "version": version, "fine_tuned": False, "hidden": self.config.hidden,
+            "groups": self.config.groups,
+            "trained_on": {
+                "graphs": sorted({e.graph.name for e in self.envs}),
+                "clusters": sorted({e.cluster.name for e in self.envs}),
+                "steps": self.state.step, "imitation_steps": self.state.imitation_steps,
+                "samples": self.state.samples, "seconds": round(self.state.elapsed_seconds, 1),
+                "teachers": list(self.config.teachers),
+            },
+            "config": asdict(self.config),
+        }
+
+
+# -- files --------------------------------------------------------------------------------------
+def _tf_checkpoint(p: Pretrainer):
+    import tensorflow as tf
+
+    return tf.train.Checkpoint(policy=p.policy, optimizer=p.optimizer)
+
+
+def save(p: Pretrainer, out: Path, name: str, version: str) -> None:
+    """Checkpoint (weights, Adam, state) and export the policy to ``out/policy``."""
+    import shutil
+
+    ckpt = out / CHECKPOINT_DIR
+    ckpt.mkdir(parents=True, exist_ok=True)
+    prefix = f"step-{p.state.step}"
+    _tf_checkpoint(p).write(str(ckpt / prefix))
+    state = {"format": 1, "config": asdict(p.config), "envs": [e.key for e in p.envs],
+             "state": p.state.to_dict(), "checkpoint": f"{CHECKPOINT_DIR}/{prefix}", "name": name, "version": version}
+    write_atomic(out / STATE_FILE, json.dumps(state).encode())
+    for old in ckpt.iterdir():
+        if not old.name.startswith(prefix + ".") and old.name != "checkpoint":
+            old.unlink() if old.is_file() else shutil.rmtree(old)
+    save_policy(out / POLICY_DIR, weights_of(p.policy), p.card(name, version))
+
+
+def restore(p: Pretrainer, out: Path) -> None:
+    """Load a saved run into `p` (same config and environments).
+
+    Raises
+    ------
+    PlacerError
+        If there is no saved run, or it was made with another config or environments.
+    """
+    path = out / STATE_FILE
+    if not path.exists():
+        raise PlacerError(f"no pre-training run to resume in {str(out)!r} (no {STATE_FILE})")
+    saved = read_json_file(path, "pre-training state")
+    mine = asdict(p.config)
+    theirs = dict(saved.get("config", {}))
+    theirs["teachers"] = tuple(theirs.get("teachers", ()))
+    if theirs != mine:
+        diff = sorted(k for k in mine if mine[k] != theirs.get(k))
+        raise PlacerError(f"cannot resume the run in {str(out)!r}: it was made with other settings ({diff})")
+    if saved.get("envs") != [e.key for e in p.envs]:
+        raise PlacerError(f"cannot resume the run in {str(out)!r}: it was made on other graphs or clusters")
+    try:
+        _tf_checkpoint(p).read(str(out / saved["checkpoint"])).assert_consumed()
+    except Exception as e:
+        raise PlacerError(f"cannot read the checkpoint in {str(out)!r}: {type(e).__name__}") from None
+    p.state = PretrainState.from_dict(saved["state"])
+
+
+def load_teachers(out: Path) -> dict[str, Any]:
+    path = out / TEACHERS_FILE
+    return read_json_file(path, "teachers") if path.exists() else {}
+
+
+def save_teachers(out: Path, envs: list[Environment]) -> None:
+    data = {e.key: {"teacher": e.teacher, "devices": e.teacher_devices.tolist(), "step_time": e.teacher_step_time}
+            for e in envs}
+    write_atomic(out / TEACHERS_FILE, json.dumps(data).encode())
+
+
+def plot_curve(p: Pretrainer, png: Path) -> None:
+    """curve.png: the greedy policy's geometric-mean step time relative to the teachers, over time."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ev = [e for e in p.state.evals if math.isfinite(e["geomean_ratio"])]
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
+    if ev:
+        ax.plot([e["elapsed_seconds"] for e in ev], [e["geomean_ratio"] for e in ev], "o-", label="greedy policy")
+    ax.axhline(1.0, color="tab:red", ls="--", lw=1, label="teacher (best cheap heuristic)")
+    ax.set_xlabel("wall time (s)")
+    ax.set_ylabel("step time / teacher's (geometric mean)")
+    ax.set_title(f"pre-training over {len(p.envs)} graph-cluster pairs")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png)
+    plt.close(fig)
+
+
+def run(p: Pretrainer, out: Path, *, budget_seconds: float, name: str = "pretrained", version: str = "1",
+        on_step: Callable[[dict[str, Any]], None] | None = None, should_stop: Callable[[], bool] = lambda: False,
+        resumed: bool = False) -> str:
+    """Train until the budget (whole run, resumes included) is spent; returns ``"done"`` or ``"interrupted"``.
+
+    Writes history.csv, progress.json, curve.png, checkpoints and ``out/policy`` as it goes.
+    """
+    s = p.state
+    hist_path = out / "history.csv"
+    rows = []
+    if resumed and hist_path.exists():
+        with open(hist_path, newline="") as f:
+            rows = [r for r in csv.DictReader(f) if int(r["step"]) <= s.step]
+    f = open(hist_path, "w", newline="")
+    writer = csv.DictWriter(f, fieldnames=HISTORY_FIELDS)
+    writer.writeheader()
+    writer.writerows(rows)
+    last_save = last_eval = time.monotonic()
+    if not s.evals:
+        s.evals.append(p.evaluate_greedy())
+    reason = "done"
+    try:
+        while s.elapsed_seconds < budget_seconds:
+            if should_stop():
+                reason = "interrupted"
+                break
+            t0 = time.perf_counter()
+            imitating = s.elapsed_seconds < p.config.imitation_fraction * budget_seconds
+            p.set_learning_rate(p.config.imitation_learning_rate if imitating else p.config.learning_rate)
+            row = p.imitation_step() if imitating else p.reinforce_step()
+            s.elapsed_seconds += time.perf_counter() - t0
+            row["elapsed_seconds"] = s.elapsed_seconds
+            writer.writerow(row)
+            if on_step is not None:
+                on_step(row)
+            now = time.monotonic()
+            if now - last_eval > EVAL_EVERY_SECONDS:
+                s.evals.append(p.evaluate_greedy())
+                last_eval = now
+            if now - last_save > CHECKPOINT_EVERY_SECONDS:
+                f.flush()
+                save(p, out, name, version)
+                _progress(out, p, budget_seconds, "running")
+                last_save = now
+    finally:
+        f.close()
+        s.evals.append(p.evaluate_greedy())
+        save(p, out, name, version)
+        _progress(out, p, budget_seconds, "done" if reason == "done" else "interrupted")
+        plot_curve(p, out / "curve.png")
+    return reason
+
+
+def _progress(out: Path, p: Pretrainer, budget: float, state: str) -> None:
+    last = p.state.evals[-1] if p.state.evals else {}
+    data = {"state": state, "step": p.state.step, "imitation_steps": p.state.imitation_steps,
+            "samples": p.state.samples, "elapsed_seconds": p.state.elapsed_seconds, "budget_seconds": budget,
+            "greedy_geomean_ratio": last.get("geomean_ratio")}
+    write_atomic(out / "progress.json", json.dumps(data).encode())

@@ -1,0 +1,155 @@
+"""A trained policy on disk: its weights as plain arrays and a card saying what it is.
+
+Layout of a policy folder::
+
+    policy.json     name, version, network sizes, how and on what it was trained
+    weights.npz     one array per variable of `placer.rl.policy.PlacementPolicy`
+
+Plain arrays rather than a TensorFlow checkpoint, so that placing a graph
+(`placer.rl.zero_shot`) needs neither TensorFlow nor a trace: loading is a
+``numpy.load``. Fine-tuning copies the arrays into a TensorFlow policy
+(`assign_to`). The package ships one such folder (`SHIPPED_POLICY_DIR`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from placer.errors import PlacerError
+from placer.graph_io import read_json_file, write_atomic
+from placer.rl.features import NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES
+
+CARD = "policy.json"
+WEIGHTS = "weights.npz"
+FORMAT = 1
+SHIPPED_POLICY_DIR = Path(__file__).resolve().parent.parent / "data" / "policy"
+
+# Attribute paths of PlacementPolicy's variables (the numpy decoder reads them by these names).
+VARIABLES = ("embed_w", "embed_b", "fwd.w", "fwd.b", "bwd.w", "bwd.b", "dev_w", "dev_b", "dev_slot", "go",
+             "dec.w", "dec.b", "att_enc", "att_dec", "out_w", "out_b")
+
+
+@dataclass
+class SavedPolicy:
+    """A policy's weights and card.
+
+    Attributes
+    ----------
+    weights : ``{variable path: array}`` (see `VARIABLES`).
+    card : ``name``, ``version``, ``hidden``, ``group_features``, ``device_features``,
+        ``groups`` (G it was trained with), ``fine_tuned`` and what training produced it.
+    path : the folder it was loaded from (None when built in memory).
+    """
+
+    weights: dict[str, np.ndarray]
+    card: dict[str, Any]
+    path: Path | None = None
+
+    @property
+    def name(self) -> str:
+        return str(self.card.get("name", "unnamed"))
+
+    @property
+    def version(self) -> str:
+        return str(self.card.get("version", "0"))
+
+    @property
+    def hidden(self) -> int:
+        return int(self.card["hidden"])
+
+    @property
+    def groups(self) -> int:
+        return int(self.card.get("groups", 256))
+
+    def describe(self) -> dict[str, Any]:
+        """What a placement's meta says about the policy that made it."""
+        return {"name": self.name, "version": self.version, "fine_tuned": bool(self.card.get("fine_tuned", False)),
+                "hidden": self.hidden, "groups": self.groups,
+                "trained_on": self.card.get("trained_on"), "path": str(self.path) if self.path else None}
+
+
+def _variable(policy, path: str):
+    obj = policy
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def weights_of(policy) -> dict[str, np.ndarray]:
+    """The variables of a TensorFlow `PlacementPolicy` as arrays, by attribute path.
+
+    Raises
+    ------
+    PlacerError
+        If the policy has variables this format does not know (the network changed).
+    """
+    weights = {path: _variable(policy, path).numpy() for path in VARIABLES}
+    if len(policy.trainable_variables) != len(VARIABLES):
+        raise PlacerError(f"the policy has {len(policy.trainable_variables)} variables; the saved-policy format "
+                          f"knows {len(VARIABLES)}: update placer.rl.saved_policy")
+    return weights
+
+
+def assign_to(policy, saved: SavedPolicy) -> None:
+    """Copy a saved policy's weights into a TensorFlow `PlacementPolicy` of the same sizes.
+
+    Raises
+    ------
+    PlacerError
+        If a shape differs (e.g. another ``hidden``).
+    """
+    for path in VARIABLES:
+        var = _variable(policy, path)
+        value = saved.weights[path]
+        if tuple(var.shape) != value.shape:
+            raise PlacerError(f"policy {saved.name!r}: variable {path} has shape {value.shape}, the network "
+                              f"{tuple(var.shape)} (trained with other sizes)")
+        var.assign(value)
+
+
+def save_policy(directory: str | Path, weights: dict[str, np.ndarray], card: dict[str, Any]) -> Path:
+    """Write a policy folder (weights first, card last, both atomically)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / (WEIGHTS + ".tmp.npz")
+    np.savez_compressed(tmp, **{k: np.asarray(v, dtype=np.float32) for k, v in weights.items()})
+    tmp.replace(directory / WEIGHTS)
+    card = {"format": FORMAT, "group_features": NUM_GROUP_FEATURES, "device_features": NUM_DEVICE_FEATURES,
+            **card}
+    write_atomic(directory / CARD, (json.dumps(card, indent=1) + "\n").encode())
+    return directory
+
+
+def load_policy(directory: str | Path | None = None) -> SavedPolicy:
+    """Load a policy folder; None loads the policy shipped with the package.
+
+    Raises
+    ------
+    PlacerError
+        If the folder is missing, is not a policy, or was made for other features.
+    """
+    directory = SHIPPED_POLICY_DIR if directory is None else Path(directory)
+    if not (directory / CARD).is_file() or not (directory / WEIGHTS).is_file():
+        raise PlacerError(f"{str(directory)!r} is not a policy folder (needs {CARD} and {WEIGHTS}; "
+                          "make one with `placer pretrain`)")
+    card = read_json_file(directory / CARD, "policy card")
+    if not isinstance(card, dict) or card.get("format") != FORMAT or "hidden" not in card:
+        raise PlacerError(f"{str(directory / CARD)!r}: not a policy card this version can read")
+    if card.get("group_features") != NUM_GROUP_FEATURES or card.get("device_features") != NUM_DEVICE_FEATURES:
+        raise PlacerError(f"policy {card.get('name')!r} was trained on {card.get('group_features')} group and "
+                          f"{card.get('device_features')} device features; this version computes "
+                          f"{NUM_GROUP_FEATURES} and {NUM_DEVICE_FEATURES}: pre-train it again")
+    try:
+        with np.load(directory / WEIGHTS) as data:
+            weights = {k: data[k].astype(np.float32) for k in data.files}
+    except (OSError, ValueError) as e:
+        raise PlacerError(f"cannot read {str(directory / WEIGHTS)!r}: {e}") from None
+    missing = [v for v in VARIABLES if v not in weights]
+    if missing:
+        raise PlacerError(f"{str(directory / WEIGHTS)!r} lacks variables {missing}")
+    return SavedPolicy(weights, card, directory)

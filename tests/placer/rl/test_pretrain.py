@@ -1,0 +1,147 @@
+"""Pre-training over a corpus: the held-out split, imitation, checkpoints and resume, the CLI."""
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from placer import presets
+from placer.errors import PlacerError
+from placer.graph_io import save_graph
+from placer.rl import pretrain
+from placer.rl.saved_policy import load_policy
+from placer.synthetic import layered_graph
+
+ROOT = Path(__file__).resolve().parents[3]
+CORPUS = ROOT / "corpus" / "graphs"
+
+
+# -- the corpus and its held-out split ----------------------------------------------------------
+def test_committed_corpus_holds_out_whole_families():
+    folder, manifest = pretrain.read_manifest(CORPUS)
+    heldout = set(manifest["heldout_families"])
+    train = pretrain.training_entries(manifest)
+    held = [e for e in manifest["graphs"] if e["split"] == "heldout"]
+    train_families = {e["family"] for e in train}
+    assert held and len(train) >= 10 and len(train_families) >= 5
+    assert train_families.isdisjoint(heldout)  # disjoint by family, not just by graph
+    assert {e["family"] for e in held} <= heldout
+    assert all((folder / e["path"]).is_file() for e in manifest["graphs"])
+
+
+def test_corpus_script_splits_by_family():
+    sys.path.insert(0, str(ROOT / "corpus"))
+    try:
+        import make_corpus
+    finally:
+        sys.path.remove(str(ROOT / "corpus"))
+    families = {name: fam for name, (fam, _) in make_corpus.ENTRIES.items()}
+    train = {f for f in families.values() if make_corpus.split_of(f) == "train"}
+    held = {f for f in families.values() if make_corpus.split_of(f) == "heldout"}
+    assert held == set(make_corpus.HELDOUT_FAMILIES) and train and not train & held
+
+
+def test_a_manifest_that_trains_on_a_heldout_family_is_refused(tmp_path):
+    manifest = {"heldout_families": ["densenet"], "graphs": [
+        {"name": "a", "family": "densenet", "split": "train", "path": "a.json.gz"}]}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    _, m = pretrain.read_manifest(tmp_path)
+    with pytest.raises(PlacerError, match="held-out"):
+        pretrain.training_entries(m)
+
+
+def test_missing_manifest_is_one_clear_error(tmp_path):
+    with pytest.raises(PlacerError, match="no corpus manifest"):
+        pretrain.read_manifest(tmp_path)
+
+
+# -- teachers -----------------------------------------------------------------------------------
+def test_canonical_labels_number_identical_devices_by_first_use():
+    c = presets.get("8gpu")  # CPU:0 then GPU:0..7 (indices 1..8)
+    assert pretrain.canonical_labels(np.array([6, 6, 0, 3, 6, 8]), c).tolist() == [1, 1, 0, 2, 1, 3]
+
+
+# -- training ----------------------------------------------------------------------------------
+CONFIG = pretrain.PretrainConfig(samples=4, groups=12, hidden=16, seed=1, teachers=("single", "metis"))
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory):
+    """One small pre-training session (tracing the passes is the slow part, so tests share it)."""
+    from placer.rl.numpy_policy import decode
+    from placer.rl.saved_policy import weights_of
+
+    envs = [pretrain.make_environment(layered_graph(n, seed=n), presets.get(c), CONFIG.groups, CONFIG.teachers)
+            for n in (60, 90) for c in ("2gpu", "4gpu")]
+    p = pretrain.Pretrainer(envs, CONFIG)
+
+    def teacher_logp():
+        w = weights_of(p.policy)
+        return sum(decode(w, e.group_feats, e.device_feats, 1, actions=e.teacher_devices[None, :])[1][0] for e in envs)
+
+    before = teacher_logp()
+    p.set_learning_rate(CONFIG.imitation_learning_rate)
+    for _ in range(3 * len(envs)):
+        p.imitation_step()
+    after = teacher_logp()
+    row = p.reinforce_step()
+    out = tmp_path_factory.mktemp("pretrain")
+    reason = pretrain.run(p, out, budget_seconds=p.state.elapsed_seconds + 1.0, name="t", version="9")
+    return {"envs": envs, "p": p, "before": before, "after": after, "row": row, "out": out, "reason": reason}
+
+
+def test_imitation_moves_probability_toward_the_teacher(session):
+    assert session["after"] > session["before"] + 1.0
+    row = session["row"]
+    assert row["phase"] == "reinforce" and np.isfinite(row["loss"]) and row["mean_step_time_ratio"] > 0
+
+
+def test_run_checkpoints_exports_and_resumes(session):
+    p, out, envs = session["p"], session["out"], session["envs"]
+    assert session["reason"] == "done"
+    steps = p.state.step
+    assert steps > 3 * len(envs) and (out / "curve.png").is_file() and (out / "history.csv").is_file()
+    saved = load_policy(out / pretrain.POLICY_DIR)
+    assert saved.name == "t" and saved.version == "9" and saved.groups == 12 and not saved.card["fine_tuned"]
+    assert saved.card["trained_on"]["clusters"] == ["2gpu", "4gpu"]
+    assert json.loads((out / "progress.json").read_text())["state"] == "done"
+
+    q = pretrain.Pretrainer(envs, CONFIG)
+    pretrain.restore(q, out)
+    assert q.state.step == steps and q.state.envs == p.state.envs
+    for a, b in zip(p.policy.trainable_variables, q.policy.trainable_variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert pretrain.run(q, out, budget_seconds=q.state.elapsed_seconds + 0.5, resumed=True) == "done"
+    assert q.state.step > steps
+    steps_logged = [int(r.split(",")[0]) for r in (out / "history.csv").read_text().splitlines()[1:]]
+    # one row per step of both sessions (the fixture's hand-made steps before `run` are not logged)
+    assert steps_logged == list(range(steps_logged[0], q.state.step + 1))
+
+    other = pretrain.Pretrainer(envs, pretrain.PretrainConfig(samples=4, groups=12, hidden=16, seed=2,
+                                                              teachers=("single", "metis")))
+    with pytest.raises(PlacerError, match="other settings"):
+        pretrain.restore(other, out)
+
+
+def test_cli_pretrain_on_a_tiny_corpus(tmp_path, capsys):
+    from placer.cli.main import main
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    graphs = []
+    for k, fam in enumerate(("a", "b", "held")):
+        g = layered_graph(50 + 10 * k, seed=k)
+        save_graph(g, corpus / f"g{k}.json.gz")
+        graphs.append({"name": g.name, "family": fam, "split": "heldout" if fam == "held" else "train",
+                       "path": f"g{k}.json.gz"})
+    (corpus / "manifest.json").write_text(json.dumps({"heldout_families": ["held"], "graphs": graphs}))
+    out = tmp_path / "run"
+    args = [str(corpus), "--cluster", "2gpu", "--out", str(out), "--budget-seconds", "2", "--groups", "10",
+            "--hidden", "16", "--samples", "4"]
+    assert main(["pretrain", *args, "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["graphs"] == 2 and summary["environments"] == 2 and summary["steps"] > 0
+    assert main(["pretrain", *args]) == 1  # the run exists: --resume or another folder
+    assert "--resume" in capsys.readouterr().err

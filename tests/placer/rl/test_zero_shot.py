@@ -1,0 +1,133 @@
+"""Zero-shot placement with a saved policy, the shipped policy, and fine-tuning from it."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from placer import presets
+from placer.errors import PlacerError
+from placer.graph_io import load_graph, save_graph
+from placer.placers import registry
+from placer.rl.saved_policy import SHIPPED_POLICY_DIR, load_policy, save_policy, weights_of
+from placer.rl.zero_shot import place_zero_shot
+from placer.synthetic import layered_graph
+
+ROOT = Path(__file__).resolve().parents[3]
+SUITE = sorted((ROOT / "graphs").glob("*.json.gz"))
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    return load_policy()
+
+
+def test_the_shipped_policy_is_small_and_says_what_it_is(shipped):
+    assert shipped.path == SHIPPED_POLICY_DIR
+    assert sum(f.stat().st_size for f in SHIPPED_POLICY_DIR.iterdir()) < 2 * 2**20
+    d = shipped.describe()
+    assert d["name"] and d["version"] and d["fine_tuned"] is False and d["trained_on"]["graphs"]
+
+
+@pytest.mark.parametrize("path", SUITE, ids=[p.name.split(".")[0] for p in SUITE])
+def test_shipped_policy_places_every_benchmark_graph(shipped, path):
+    graph = load_graph(path)
+    cluster = presets.get("4gpu")
+    p = place_zero_shot(graph, cluster, shipped)
+    assert set(p.devices) == {op.name for op in graph.ops}
+    assert set(p.devices.values()) <= set(cluster.device_names)
+    assert np.isfinite(p.step_time) and p.step_time >= p.lower_bound * (1 - 1e-9)
+    assert p.meta["policy"]["name"] == shipped.name and p.meta["training_steps"] == 0
+    assert p.meta["groups"] <= shipped.groups
+
+
+def test_greedy_placement_is_deterministic(shipped):
+    graph = load_graph(ROOT / "graphs" / "rnnlm.json.gz")
+    cluster = presets.get("8gpu")
+    a = place_zero_shot(graph, cluster, shipped)
+    b = place_zero_shot(graph, cluster, load_policy())
+    assert a.devices == b.devices and a.step_time == b.step_time and a.meta["decoding"] == "greedy"
+
+
+def test_best_of_k_is_seeded_and_never_worse_than_greedy(shipped):
+    graph, cluster = layered_graph(400, seed=3), presets.get("4gpu")
+    greedy = place_zero_shot(graph, cluster, shipped)
+    best = place_zero_shot(graph, cluster, shipped, samples=8, seed=5)
+    again = place_zero_shot(graph, cluster, shipped, samples=8, seed=5)
+    assert best.devices == again.devices
+    assert (best.oom, best.step_time) <= (greedy.oom, greedy.step_time)
+
+
+def test_numpy_decoder_matches_the_tensorflow_policy():
+    import tensorflow as tf
+
+    from placer.rl.features import NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, device_features, group_features
+    from placer.rl.grouping import group_graph
+    from placer.rl.numpy_policy import decode
+    from placer.rl.policy import PlacementPolicy, PolicyConfig
+    from placer.simulator import Simulator
+
+    g, c = layered_graph(300), presets.get("4gpu")
+    sim = Simulator(g, c)
+    grouping = group_graph(g, c, 30, sim.times)
+    f, d = group_features(g, c, grouping, sim.times), device_features(c)
+    policy = PlacementPolicy(PolicyConfig(NUM_GROUP_FEATURES, NUM_DEVICE_FEATURES, 16, 16), seed=4)
+    w = weights_of(policy)
+    greedy_tf = policy.decode(tf.constant(f), tf.constant(d), 1, tf.zeros([2], tf.int32), greedy=True)
+    acts, logp = decode(w, f, d, 1)
+    np.testing.assert_array_equal(acts, greedy_tf.actions.numpy())
+    some = np.random.default_rng(0).integers(0, len(c), (3, grouping.num_groups))
+    lp_tf = policy.decode(tf.constant(f), tf.constant(d), 3, tf.zeros([2], tf.int32),
+                          actions=tf.constant(some, tf.int32)).log_prob.numpy()
+    np.testing.assert_allclose(decode(w, f, d, 3, actions=some)[1], lp_tf, rtol=1e-4)
+
+
+def test_registry_method_rl_places_zero_shot_with_a_policy():
+    graph, cluster = layered_graph(200), presets.get("2gpu")
+    p = registry.place("rl", graph, cluster, policy="shipped")
+    assert p.method == "rl" and p.meta["training_steps"] == 0 and p.meta["policy"]["fine_tuned"] is False
+    with pytest.raises(PlacerError, match="not a policy folder"):
+        registry.place("rl", graph, cluster, policy="/nonexistent/policy")
+    with pytest.raises(PlacerError, match="samples"):
+        registry.place("rl", graph, cluster, policy="shipped", best_of=-1)
+
+
+def test_a_policy_for_other_features_is_refused(tmp_path, shipped):
+    save_policy(tmp_path, shipped.weights, {**shipped.card, "group_features": 3})
+    with pytest.raises(PlacerError, match="pre-train it again"):
+        load_policy(tmp_path)
+
+
+def test_cli_place_zero_shot(tmp_path, capsys):
+    from placer.cli.main import main
+
+    path = tmp_path / "g.json.gz"
+    save_graph(layered_graph(150), path)
+    assert main(["place", str(path), "--cluster", "4gpu", "--method", "rl", "--policy", "shipped", "--best-of", "4",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["method"] == "rl" and "best of greedy + 4" in out["meta"]["decoding"]
+    assert main(["place", str(path), "--cluster", "4gpu", "--method", "metis", "--policy", "shipped"]) == 1
+    assert "apply to method rl" in capsys.readouterr().err
+
+
+def test_cli_train_fine_tunes_from_the_policy(tmp_path, capsys, shipped):
+    from placer.cli.main import main
+
+    graph = layered_graph(50, seed=2)  # under 64 groups: no XLA compile (the test stays quick)
+    path = tmp_path / "g.json.gz"
+    save_graph(graph, path)
+    zero = place_zero_shot(graph, presets.get("2gpu"), shipped)
+    out = tmp_path / "run"
+    assert main(["train", str(path), "--cluster", "2gpu", "--init", "shipped", "--steps", "3", "--samples", "4",
+                 "--out", str(out), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["warm_start"]["method"] == "policy"
+    assert summary["warm_start"]["greedy_step_time"] == pytest.approx(zero.step_time)
+    best = json.loads((out / "best_placement.json").read_text())
+    assert best["meta"]["policy"]["name"] == shipped.name and best["meta"]["policy"]["fine_tuned"] is True
+    assert best["step_time"] <= zero.step_time * (1 + 1e-9)  # starts from the zero-shot placement
+    assert main(["train", str(path), "--cluster", "2gpu", "--out", str(out), "--steps", "5", "--resume"]) == 0
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert state["state"]["step"] == 5 and state["state"]["warm_start"]["method"] == "policy"
