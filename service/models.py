@@ -112,7 +112,8 @@ class PlacementCreate(BaseModel):
     graph: GraphSpec | None = Field(None, description="An inline graph instead of graph_id.")
     cluster: str | ClusterSpec = Field("4gpu", description="A preset name (GET /v1/clusters) or an inline spec.")
     method: str = Field("best", description="A placer (GET /v1/placers), 'best' (every heuristic, "
-                                            "fastest returned) or 'rl' (a training job).")
+                                            "fastest returned) or 'rl' (the shipped pre-trained policy's "
+                                            "zero-shot placement at once, and a training job).")
     options: dict[str, Any] = Field(default_factory=dict, description="Keyword options of the method "
                                                                       "(for rl: the TrainOptions of a job).")
     objective: str = "step_time"
@@ -120,7 +121,8 @@ class PlacementCreate(BaseModel):
     candidates: list[str] | None = Field(
         None, max_length=64, description="method best and baselines: only these heuristics (default: every "
                                          "heuristic that optimises the objective).")
-    wait_seconds: float = Field(30.0, ge=0, description="method rl: how long to wait for the job.")
+    wait_seconds: float = Field(0.0, ge=0, description="method rl: how long to wait for the job (0: answer "
+                                                       "the zero-shot placement at once; GET follows the job).")
     budget_seconds: float = Field(60.0, gt=0, le=7 * 86400, description="method rl: training budget.")
     seed: int = Field(0, ge=0, lt=2**31, description="method rl: random seed.")
 
@@ -166,6 +168,8 @@ class TrainOptions(BaseModel):
     samples: int | None = Field(None, ge=1, le=4096, description="Placements sampled per step.")
     groups: int | None = Field(None, ge=1, le=4096, description="Most groups the ops are coarsened into.")
     warm_start: Literal["heuristic", "none"] | None = Field(None, description="Imitate the best heuristic first.")
+    init: Literal["shipped"] | None = Field(None, description="Fine-tune the shipped pre-trained policy instead "
+                                                              "of a warm start.")
 
     def flags(self) -> dict[str, Any]:
         """The options that are set."""

@@ -171,3 +171,21 @@ def _run_all(names: list[str], graph: OpGraph, cluster: Cluster, objective: str,
 
 def _finite(x: float | None) -> float:
     return x if x is not None and math.isfinite(x) else math.inf
+
+
+def zero_shot(graph: OpGraph, cluster: Cluster) -> Placement | None:
+    """The shipped pre-trained policy's greedy placement (no training), or None when it cannot place here.
+
+    Its ``meta.policy`` names the policy (name, version, fine_tuned); it is
+    what method ``rl`` answers until its job has a placement.
+    """
+    from placer.rl.saved_policy import load_policy
+    from placer.rl.zero_shot import place_zero_shot
+
+    try:
+        placement = place_zero_shot(graph, cluster, load_policy())
+    except PlacerError as e:  # e.g. more devices than the policy addresses: the job still runs
+        log.warning("zero-shot placement of %r on %r failed: %s", graph.name, cluster.name, e)
+        return None
+    placement.method = RL
+    return placement

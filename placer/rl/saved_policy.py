@@ -70,7 +70,7 @@ class SavedPolicy:
         """What a placement's meta says about the policy that made it."""
         return {"name": self.name, "version": self.version, "fine_tuned": bool(self.card.get("fine_tuned", False)),
                 "hidden": self.hidden, "groups": self.groups,
-                "trained_on": self.card.get("trained_on"), "path": str(self.path) if self.path else None}
+                "trained_on": self.card.get("trained_on")}
 
 
 def _variable(policy, path: str):

@@ -37,6 +37,7 @@ def main():
     p.add_argument("--samples", type=int, default=4)
     p.add_argument("--groups", type=int, default=None)
     p.add_argument("--warm-start", choices=("heuristic", "none"), default=None)
+    p.add_argument("--init", default=None)
     a = p.parse_args()
     with gzip.open(a.graph) as f:
         graph = json.load(f)

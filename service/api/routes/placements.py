@@ -32,14 +32,16 @@ router = APIRouter(prefix="/placements", tags=["placements"])
                                         "description": "method rl: the job has no placement yet; follow job_id."}})
 async def create_placement(body: PlacementCreate, response: Response, settings: SettingsDep,
                            storage: StorageDep, graphs: GraphsDep, jobs: JobsDep) -> PlacementPublic:
-    """Place a graph on a cluster; heuristics answer at once, ``rl`` after at most ``wait_seconds``."""
+    """Place a graph on a cluster; heuristics answer at once, ``rl`` with the pre-trained policy's zero-shot
+    placement at once (or its job's, after at most ``wait_seconds``)."""
     graph = await run_in_threadpool(graph_for_request, graphs, settings, graph_id=body.graph_id, graph=body.graph)
     cluster = placing.resolve_cluster(body.cluster if isinstance(body.cluster, str) else body.cluster.to_library())
     job: JobRecord | None = None
     steps: dict[str, float | None] | None = None
     if body.method == placing.RL:
+        zero_shot = await run_in_threadpool(placing.zero_shot, graph, cluster)
         job = await _start_and_wait(body, graph, cluster, settings, storage, jobs)
-        contract = JobRunner.result(job) or _empty(graph.name, cluster.name)
+        contract = JobRunner.result(job) or (zero_shot.to_dict() if zero_shot else _empty(graph.name, cluster.name))
     elif body.method == placing.BEST:
         if body.options:
             raise PlacerError("method 'best' runs every heuristic with its defaults and takes no options")
