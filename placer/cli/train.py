@@ -38,6 +38,9 @@ def add_parser(sub) -> None:
     p.add_argument("--samples", type=int, default=None, metavar="K", help="placements sampled per step (default 32)")
     p.add_argument("--groups", type=int, default=None, metavar="G", help="most groups the ops are coarsened into "
                                                                          "(default 256)")
+    p.add_argument("--objective", choices=("step_time", "throughput"), default=None,
+                   help="reward from the simulated step time (default) or from the pipelined max device load "
+                        "(throughput; progress and history then report max loads in the *step_time columns)")
     p.add_argument("--warm-start", choices=("heuristic", "none"), default=None,
                    help="'heuristic' (default): first imitate the best heuristic placement; "
                         "'none': the paper's cold start")
@@ -92,7 +95,7 @@ class _Session:
         graph = load_graph(args.graph)
         cluster = load_cluster(args.cluster)
         given = {k: v for k, v in (("seed", args.seed), ("samples", args.samples), ("groups", args.groups),
-                                   ("warm_start", args.warm_start)) if v is not None}
+                                   ("warm_start", args.warm_start), ("objective", args.objective)) if v is not None}
         saved = checkpoint.load_state(self.out)
         if saved is not None and not args.resume:
             raise PlacerError(f"{str(self.out)!r} already holds a training run; pass --resume to continue it "
@@ -211,6 +214,7 @@ class _Session:
                 "graph": t.graph.name, "cluster": t.cluster.name, "step": t.state.step,
                 "samples": t.state.samples, "elapsed_seconds": t.state.elapsed_seconds,
                 "best_step_time": best.step_time if best else None, "oom": best.oom if best else None,
+                "objective": t.config.objective, "max_load": best.max_load if best else None,
                 "lower_bound": t.sim.lower_bound, "warm_start": t.state.warm_start,
                 "groups": t.grouping.num_groups, "out": str(self.out),
                 "files": {name: str(self.out / name) for name in
@@ -341,12 +345,14 @@ def _plot(history_path, png_path, trainer) -> None:
     if ws.get("method") == "heuristic":
         ax.axhline(ws["heuristic_step_time"] * 1e3, color="tab:red", ls="--", lw=1,
                    label=f"best heuristic ({ws['heuristic']})")
-    ax.axhline(trainer.sim.lower_bound * 1e3, color="tab:green", ls=":", lw=1, label="lower bound")
+    throughput = getattr(trainer, "throughput", None) is not None
+    bound = trainer.throughput_bound if throughput else trainer.sim.lower_bound
+    ax.axhline(bound * 1e3, color="tab:green", ls=":", lw=1, label="lower bound")
     ax.set_xlabel("wall time (s)")
-    ax.set_ylabel("simulated step time (ms)")
+    ax.set_ylabel("max device load (ms: 1000 x the graph's time unit)" if throughput else "simulated step time (ms)")
     ax.set_title(f"{trainer.graph.name} on {trainer.cluster.name}")
     if rows:
-        lo = trainer.sim.lower_bound * 1e3 * 0.95
+        lo = bound * 1e3 * 0.95
         hi = min(max(float(r["mean_step_time"]) for r in rows), 3 * float(rows[-1]["best_step_time"])) * 1e3
         ax.set_ylim(lo, max(hi, lo * 1.2))
     ax.legend(fontsize=7, loc="upper right")
