@@ -15,7 +15,12 @@ Rows are saved as they come to ``bench/results/datasets.json``; a rerun skips
 rows already there (``--fresh`` starts over), so an interrupted run resumes.
 The tables are printed and written to ``bench/results/datasets.md``.
 
+The learned placer (REINFORCE on the throughput objective, warm-started from
+the best placer by max load) runs with ``--rl-seconds S`` on the workloads
+matching ``--rl-on`` (default: the MSR ones).
+
 Run: .venv/bin/python bench/bench_datasets.py [--methods all,pipeline_dp] [--only SUBSTRING] [--fresh]
+     [--rl-seconds 30 [--rl-on msr/]]
 """
 
 from __future__ import annotations
@@ -85,7 +90,17 @@ def score(graph, cluster, placement) -> dict:
             "colocation_ok": loads.colocation_ok, "oom": res.oom}
 
 
-def run_workload(w: dict, methods: list[str], done: dict, save) -> None:
+def run_rl(graph, cluster, seconds: float) -> tuple[object, float]:
+    """The learned placer on the throughput objective (`placer train --objective throughput`)."""
+    from placer.rl.trainer import TrainConfig, Trainer, train
+
+    t0 = time.perf_counter()
+    trainer = Trainer(graph, cluster, TrainConfig(objective="throughput"))
+    train(trainer, budget_seconds=seconds)
+    return trainer.best_placement(), time.perf_counter() - t0
+
+
+def run_workload(w: dict, methods: list[str], done: dict, save, rl_seconds: float = 0.0) -> None:
     graph, cluster = load(w)
     log(f"{w['id']}: {len(graph)} ops on {cluster.name} ({len(cluster)} devices)")
     key = f"{w['id']}|lower bound"
@@ -120,12 +135,29 @@ def run_workload(w: dict, methods: list[str], done: dict, save) -> None:
                                f"max_load {row['max_load']:.6g}, step {row['step_time']:.6g}, "
                                f"{time.perf_counter() - t0:.2f} s"))
         save(key, row)
+    key = f"{w['id']}|rl"
+    if rl_seconds > 0 and key not in done:
+        p, seconds = run_rl(graph, cluster, rl_seconds)
+        row = {"workload": w["id"], "method": "rl", "ops": len(graph), "cluster": cluster.name, "seconds": seconds,
+               "ignored_objective": False, "found_at_step": p.meta["found_at_step"],
+               "warm_start": p.meta["warm_start"].get("heuristic"), **score(graph, cluster, p)}
+        log(f"  rl: max_load {row['max_load']:.6g} (warm start {row['warm_start']}, best found at step "
+            f"{row['found_at_step']}), {seconds:.1f} s")
+        save(key, row)
 
 
 def fmt(x, digits: int = 6) -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "-"
     return f"{x:.{digits}g}"
+
+
+def _rl_cell(row: dict | None) -> str:
+    """The learned placer's max load, and whether it beat its warm start."""
+    if row is None:
+        return "-"
+    found = "warm start kept" if row["found_at_step"] == 0 else f"found at step {row['found_at_step']}"
+    return f"{fmt(row['max_load'])} ({found}, {row['seconds']:.0f} s)"
 
 
 def tables(rows: dict, methods: list[str]) -> str:
@@ -138,9 +170,9 @@ def tables(rows: dict, methods: list[str]) -> str:
              "`lower bound`: `ThroughputModel.lower_bound` (heaviest colocation group, or all compute spread "
              "evenly; no placement can do better).", "",
              "| workload | ops | lower bound | published expert | published DP | DP only | pipeline_dp | vs DP | "
-             "best other heuristic | pipeline_dp s |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    heuristics = [m for m in methods if m != "pipeline_dp"]
+             "best other heuristic | pipeline_dp s | rl |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    heuristics = [m for m in methods if m not in ("pipeline_dp", "rl")]
     for wid, r in by_workload.items():
         dp = r.get("pipeline_dp", {})
         pub = r.get("published DP", {}).get("max_load")
@@ -151,7 +183,7 @@ def tables(rows: dict, methods: list[str]) -> str:
         lines.append(f"| {wid} | {next((x['ops'] for x in r.values() if 'ops' in x), '-')} | "
                      f"{fmt(r.get('lower bound', {}).get('max_load'))} | {fmt(r.get('published expert', {}).get('max_load'))} | {fmt(pub)} | {fmt(dp.get('dp_max_load'))} | "
                      f"{fmt(ours)} | {vs} | {fmt(best[0]) + ' (' + best[1] + ')' if best else '-'} | "
-                     f"{fmt(dp.get('seconds'), 3)} |")
+                     f"{fmt(dp.get('seconds'), 3)} | {_rl_cell(r.get('rl'))} |")
     lines += ["", "## Reproduction: the authors' splits scored by `placer`", "",
               "| workload | split | published maxLoad (experts: the README's 4-5 digits) | our max_load | relative difference |", "|---|---|---|---|---|"]
     for wid, r in by_workload.items():
@@ -188,6 +220,9 @@ def main() -> int:
     parser.add_argument("--methods", default="all,pipeline_dp", help="placers (default: every heuristic + pipeline_dp)")
     parser.add_argument("--only", help="run only workloads whose id contains this")
     parser.add_argument("--fresh", action="store_true", help="ignore saved rows")
+    parser.add_argument("--rl-seconds", type=float, default=0.0,
+                        help="also train the learned placer on the throughput objective for this long (default 0: no)")
+    parser.add_argument("--rl-on", default="msr/", help="workloads (id substring) the learned placer runs on")
     args = parser.parse_args()
     if not MSR.is_dir():
         log(f"datasets not found at {DATASETS} (expected ../shared/datasets beside the clone)")
@@ -206,7 +241,9 @@ def main() -> int:
     for w in workloads():
         if args.only and args.only not in w["id"]:
             continue
-        run_workload(w, methods, rows, save)
+        run_workload(w, methods, rows, save, args.rl_seconds if args.rl_on in w["id"] else 0.0)
+    if any(r.get("method") == "rl" for r in rows.values()):
+        methods = methods + ["rl"]
     text = tables(rows, methods)
     (RESULTS / "datasets.md").write_text(text)
     print(text)
