@@ -29,7 +29,8 @@ def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: lis
     methods : placer names (already resolved, e.g. by `registry.resolve`).
     progress : called after each row as ``progress(done, total, row)``.
     reuse : rows of an earlier, interrupted run by ``(graph, cluster, method)``;
-        those are taken as they are instead of placing again.
+        those made for the same objective are taken as they are instead of
+        placing again.
     place_options : passed to `registry.place` (e.g. ``objective="throughput"``, which
         adds ``max_load`` to each row, and ``ignored_objective`` for methods
         that do not optimise it).
@@ -42,13 +43,14 @@ def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: lis
     """
     graphs, clusters = list(graphs), list(clusters)
     total = len(graphs) * len(clusters) * len(methods)
+    objective = place_options.get("objective", "step_time")
     rows: list[dict[str, Any]] = []
     for graph in graphs:
         for cluster in clusters:
             for method in methods:
                 row: dict[str, Any] = {"graph": graph.name, "cluster": cluster.name, "method": method}
                 earlier = (reuse or {}).get((graph.name, cluster.name, method))
-                if earlier is not None:
+                if earlier is not None and earlier.get("objective", "step_time") == objective:
                     rows.append(earlier)
                     if progress is not None:
                         progress(len(rows), total, earlier)
@@ -63,6 +65,8 @@ def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: lis
                 else:
                     row.update(step_time=p.step_time, lower_bound=p.lower_bound, oom=p.oom,
                                place_seconds=p.meta.get("place_seconds"))
+                    if objective != "step_time":
+                        row["objective"] = objective
                     if p.max_load is not None:
                         row["max_load"] = p.max_load
                     if "ignored_objective" in p.meta:

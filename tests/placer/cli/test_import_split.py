@@ -100,3 +100,14 @@ def test_place_and_compare_with_throughput_objective(cli, msr_files):
     r = cli("compare", d / "g.json", "--cluster", d / "c.json", "--methods", "single,pipeline_dp",
             "--objective", "throughput", "--quiet")
     assert "pipeline_dp*" in r.out and "(ignored)" in r.out
+
+
+def test_compare_resume_does_not_reuse_rows_of_another_objective(cli, msr_files):
+    d = msr_files
+    cli("import", d / "tiny.json", "-o", d / "g.json", "--cluster-out", d / "c.json")
+    common = ("compare", d / "g.json", "--cluster", d / "c.json", "--methods", "pipeline_dp", "--json", "--quiet",
+              "--save", d / "rows.json")
+    assert cli(*common).code == 0  # a step_time run: no max_load
+    r = cli(*common, "--resume", "--objective", "throughput")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)[0]["max_load"] == 6.625
