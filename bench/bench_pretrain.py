@@ -1,0 +1,252 @@
+"""Benchmark the pre-trained policy: zero-shot and fine-tuned placement against per-graph RL and heuristics.
+
+For every held-out corpus graph (families never trained on) and every graph
+of ``graphs/``, on one cluster:
+
+- ``heuristics``: every registered heuristic; the best one's step time;
+- ``rl``: per-graph RL from scratch (`placer.rl.trainer`, heuristic warm
+  start, the issue-5 placer) for ``--rl-budget`` seconds; its final best R,
+  the REINFORCE steps it took to reach R, its curve;
+- ``zero_shot``: the pre-trained policy, greedy and best-of-K, no training;
+  step time and the wall time to place (second call: numba and NumPy warm);
+- ``finetune``: per-graph RL started from the pre-trained policy, stopped as
+  soon as its best reaches R (or after ``--finetune-budget`` seconds); the
+  steps it took against the steps from scratch.
+
+Each stage's result is saved per graph in the JSON as it finishes, so an
+interrupted run resumes (``--redo STAGE`` recomputes one). Also times placing
+a synthetic 10k-op graph, and prints the table.
+
+    .venv/bin/python bench/bench_pretrain.py --stages heuristics rl          # no policy needed
+    .venv/bin/python bench/bench_pretrain.py --policy /tmp/pt/run2/policy    # the rest
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from placer import presets  # noqa: E402
+from placer.graph_io import load_graph, write_atomic  # noqa: E402
+from placer.placers import registry  # noqa: E402
+
+STAGES = ("heuristics", "rl", "zero_shot", "finetune")
+
+
+def default_graphs() -> list[tuple[str, Path, str]]:
+    """(label, path, set) for the held-out corpus graphs, then the benchmark suite."""
+    from placer.rl.pretrain import read_manifest
+
+    folder, manifest = read_manifest(ROOT / "corpus" / "graphs")
+    out = [(e["name"], folder / e["path"], f"held-out ({e['family']})") for e in manifest["graphs"]
+           if e["split"] == "heldout"]
+    out += [(p.name.split(".")[0], p, "graphs/") for p in sorted((ROOT / "graphs").glob("*.json.gz"))]
+    return out
+
+
+def stage_heuristics(graph, cluster) -> dict:
+    t0 = time.perf_counter()
+    steps, best = {}, None
+    for name in registry.names(heuristic_only=True):
+        try:
+            p = registry.place(name, graph, cluster)
+        except Exception as e:  # reported, not fatal
+            steps[name] = None
+            print(f"    {name}: failed ({type(e).__name__}: {e})", file=sys.stderr)
+            continue
+        steps[name] = None if p.oom else p.step_time
+        if best is None or (p.oom, p.step_time) < (best.oom, best.step_time):
+            best = p
+    return {"step_times": steps, "best": best.method, "best_step_time": best.step_time, "best_oom": best.oom,
+            "lower_bound": best.lower_bound, "seconds": time.perf_counter() - t0,
+            "best_devices": best.assignment(graph, cluster).tolist()}
+
+
+def stage_rl(graph, cluster, heur: dict, args) -> dict:
+    from placer.rl.trainer import TrainConfig, Trainer, train
+
+    reference = (heur["best"], np.asarray(heur["best_devices"], np.int64), heur["best_step_time"])
+    trainer = Trainer(graph, cluster, TrainConfig(groups=args.groups, seed=args.seed), reference=reference)
+    curve = []
+    train(trainer, budget_seconds=args.rl_budget, on_step=lambda s: curve.append((s.step, s.elapsed_seconds,
+                                                                                  s.best_step_time)))
+    b = trainer.state.best
+    return {"budget_seconds": args.rl_budget, "step_time": b.step_time, "oom": b.oom, "steps": trainer.state.step,
+            "found_at_step": b.step, "found_at_seconds": b.elapsed_seconds,
+            "imitation_steps": trainer.state.warm_start.get("imitation_steps", 0),
+            "warm_start_step_time": trainer.state.warm_start.get("projected_step_time"),
+            "curve": curve}
+
+
+def stage_zero_shot(graph, cluster, policy, args) -> dict:
+    from placer.rl.zero_shot import place_zero_shot
+
+    out = {}
+    for label, k in (("greedy", 0), (f"best_of_{args.best_of}", args.best_of)):
+        t0 = time.perf_counter()
+        p = place_zero_shot(graph, cluster, policy, samples=k, seed=args.seed)
+        first = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        p = place_zero_shot(graph, cluster, policy, samples=k, seed=args.seed)
+        out[label] = {"step_time": p.step_time, "oom": p.oom, "seconds": time.perf_counter() - t0,
+                      "first_call_seconds": first, "groups": p.meta["groups"]}
+    out["policy"] = policy.describe()
+    return out
+
+
+def stage_finetune(graph, cluster, policy, rl: dict, args) -> dict:
+    from placer.rl.finetune import fine_tuner
+    from placer.rl.trainer import TrainConfig, train
+
+    target = rl["step_time"]
+    trainer = fine_tuner(graph, cluster, policy, TrainConfig(seed=args.seed))
+    start = trainer.state.best.step_time
+    curve = []
+    reached = {"step": 0 if start <= target else None}
+
+    def on_step(s):
+        curve.append((s.step, s.elapsed_seconds, s.best_step_time))
+        if reached["step"] is None and s.best_step_time <= target:
+            reached["step"] = s.step
+
+    train(trainer, budget_seconds=args.finetune_budget, on_step=on_step,
+          should_stop=lambda: reached["step"] is not None)
+    return {"target": target, "start_step_time": start, "steps_to_match": reached["step"],
+            "steps_run": trainer.state.step, "best_step_time": trainer.state.best.step_time,
+            "seconds": trainer.state.elapsed_seconds, "budget_seconds": args.finetune_budget, "curve": curve}
+
+
+def time_10k(policy, cluster) -> dict:
+    from placer.rl.zero_shot import place_zero_shot
+    from placer.synthetic import layered_graph
+
+    g = layered_graph(10000, seed=0)
+    place_zero_shot(g, cluster, policy)
+    runs = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        p = place_zero_shot(g, cluster, policy)
+        runs.append(time.perf_counter() - t0)
+    return {"ops": len(g), "seconds_median": float(np.median(runs)), "seconds": runs,
+            "breakdown": p.meta["seconds"]}
+
+
+def _geo(xs):
+    xs = [x for x in xs if x is not None and math.isfinite(x)]
+    return float(np.exp(np.mean(np.log(xs)))) if xs else math.nan
+
+
+def table(results: dict) -> str:
+    lines = ["| graph | set | ops | best heuristic | per-graph RL | zero-shot greedy | zero-shot best-of-K | "
+             "greedy vs RL | best-of-K vs RL | best-of-K vs heuristic | place s | RL steps to R | fine-tune steps to R |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, r in results["graphs"].items():
+        h, rl, z, ft = r.get("heuristics"), r.get("rl"), r.get("zero_shot"), r.get("finetune")
+        if not (h and rl and z):
+            continue
+        k = [key for key in z if key.startswith("best_of")][0]
+        ms = lambda x: f"{x * 1e3:.1f} ms"  # noqa: E731
+        if not ft:
+            ft_cell = "-"
+        elif ft["steps_to_match"] is None:
+            ft_cell = f"not within {ft['steps_run']} steps"
+        else:
+            ft_cell = str(ft["steps_to_match"])
+        lines.append(
+            f"| {name} | {r['set']} | {r['ops']} | {ms(h['best_step_time'])} ({h['best']}) | {ms(rl['step_time'])} | "
+            f"{ms(z['greedy']['step_time'])}{' OOM' if z['greedy']['oom'] else ''} | "
+            f"{ms(z[k]['step_time'])}{' OOM' if z[k]['oom'] else ''} | "
+            f"{z['greedy']['step_time'] / rl['step_time'] - 1:+.1%} | {z[k]['step_time'] / rl['step_time'] - 1:+.1%} | "
+            f"{z[k]['step_time'] / h['best_step_time'] - 1:+.1%} | {z['greedy']['seconds']:.2f} | "
+            f"{rl['found_at_step']} (+{rl['imitation_steps']} imitation) | "
+            f"{ft_cell} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--policy", default=None, help="policy folder (default: the shipped policy)")
+    parser.add_argument("--cluster", default="4gpu")
+    parser.add_argument("--rl-budget", type=float, default=90.0, help="per-graph RL seconds (the issue: 600)")
+    parser.add_argument("--finetune-budget", type=float, default=90.0)
+    parser.add_argument("--groups", type=int, default=128, help="per-graph RL's G")
+    parser.add_argument("--best-of", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES))
+    parser.add_argument("--redo", nargs="*", choices=STAGES, default=[])
+    parser.add_argument("--only", nargs="*", default=None, help="only these graph labels")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "pretrain.json"))
+    args = parser.parse_args()
+
+    from placer.rl.saved_policy import load_policy
+
+    out = Path(args.out)
+    results = json.loads(out.read_text()) if out.exists() else {"graphs": {}}
+    results["args"] = vars(args)
+    cluster = presets.get(args.cluster)
+    policy = load_policy(args.policy) if {"zero_shot", "finetune"} & set(args.stages) else None
+
+    def save():
+        write_atomic(out, (json.dumps(results, indent=1) + "\n").encode())
+
+    for label, path, which in default_graphs():
+        if args.only and label not in args.only:
+            continue
+        graph = load_graph(path)
+        r = results["graphs"].setdefault(label, {})
+        r.update({"set": which, "ops": len(graph), "cluster": cluster.name})
+        for stage in STAGES:
+            if stage not in args.stages or (stage in r and stage not in args.redo):
+                continue
+            if stage in ("rl",) and "heuristics" not in r or stage == "finetune" and "rl" not in r:
+                print(f"{label}: {stage} needs the earlier stages; skipped", flush=True)
+                continue
+            t0 = time.perf_counter()
+            if stage == "heuristics":
+                r[stage] = stage_heuristics(graph, cluster)
+            elif stage == "rl":
+                r[stage] = stage_rl(graph, cluster, r["heuristics"], args)
+            elif stage == "zero_shot":
+                r[stage] = stage_zero_shot(graph, cluster, policy, args)
+            else:
+                r[stage] = stage_finetune(graph, cluster, policy, r["rl"], args)
+            save()
+            brief = {k: v for k, v in r[stage].items() if not isinstance(v, (list, dict))}
+            print(f"{label} [{which}, {len(graph)} ops] {stage} ({time.perf_counter() - t0:.0f} s): {brief}", flush=True)
+    if policy is not None:
+        results["place_10k_ops"] = time_10k(policy, cluster)
+        print(f"placing a {results['place_10k_ops']['ops']}-op graph: {results['place_10k_ops']['seconds_median']:.3f} s "
+              f"(median of 3, warm)")
+    results["table"] = table(results)
+    done = [r for r in results["graphs"].values() if {"heuristics", "rl", "zero_shot"} <= set(r)]
+    if done:
+        k = f"best_of_{args.best_of}"
+        results["summary"] = {
+            "graphs": len(done),
+            "geomean_greedy_over_rl": _geo([r["zero_shot"]["greedy"]["step_time"] / r["rl"]["step_time"] for r in done]),
+            "geomean_best_of_k_over_rl": _geo([r["zero_shot"][k]["step_time"] / r["rl"]["step_time"]
+                                               for r in done if k in r["zero_shot"]]),
+            "geomean_best_of_k_over_heuristic": _geo([r["zero_shot"][k]["step_time"] / r["heuristics"]["best_step_time"]
+                                                      for r in done if k in r["zero_shot"]]),
+        }
+    save()
+    print(results["table"])
+    if "summary" in results:
+        print(json.dumps(results["summary"], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
