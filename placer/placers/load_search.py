@@ -231,3 +231,36 @@ def balanced_starts(model: ThroughputModel, unit: np.ndarray) -> dict[str, np.nd
     lpt = deal(np.argsort(-unit_time, kind="stable"), lambda k, devs, busy: devs[np.argmin(busy[devs])])
     rr = deal(np.argsort(first, kind="stable"), lambda k, devs, busy: devs[k % len(devs)])
     return {"lpt": lpt, "round_robin": rr}
+
+
+def iterate(model: ThroughputModel, assignment: np.ndarray, unit: np.ndarray, *, seed: int = 0,
+            kicks: int = 300, kick_size: int = 3, time_limit: float = 3.0) -> tuple[np.ndarray, float]:
+    """Iterated local search: kick the best placement, descend, keep what is better.
+
+    A kick sends `kick_size` random units to random devices (kicks that break
+    memory are skipped); `improve` then descends. `kicks` bounds the work, so
+    a run is reproducible unless `time_limit` cuts it first (big graphs).
+    Returns ``(assignment, max_load)``, never worse than the start.
+    """
+    rng = np.random.default_rng(seed)
+    best = np.array(assignment, dtype=np.int64)
+    best_value = model.max_load(best)
+    num_units = int(unit.max()) + 1
+    if model.num_devices < 2 or num_units < 2:
+        return best, best_value
+    t0 = time.perf_counter()
+    for k in range(kicks):
+        if time.perf_counter() - t0 > time_limit:
+            break
+        unit_device = np.empty(num_units, dtype=np.int64)
+        unit_device[unit] = best
+        moved = rng.choice(num_units, size=min(kick_size, num_units), replace=False)
+        unit_device[moved] = rng.integers(0, model.num_devices, size=len(moved))
+        kicked = unit_device[unit]
+        if not model.loads(kicked).memory_ok:
+            continue
+        a, value = improve(model, kicked, unit, seed=seed + k + 1,
+                           time_limit=max(0.0, time_limit - (time.perf_counter() - t0)))
+        if value < best_value * (1 - 1e-12):
+            best, best_value = a, value
+    return best, best_value

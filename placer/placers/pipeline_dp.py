@@ -22,8 +22,9 @@ runs over a few topological orders (contiguous splits of one order, as
 PipeDream does) instead. Finally `placer.placers.load_search` moves (and
 swaps) units between devices while that lowers the max load, starting from
 the DP's split and from balanced non-contiguous placements (the METIS
-partition; LPT and round robin on graphs of at most 2000 units); the best
-result wins, so it can leave the contiguous space and beat the DP.
+partition; LPT and round robin on graphs of at most 2000 units), then kicks
+the best one and descends again (iterated local search); it can leave the
+contiguous space and beat the DP.
 """
 
 from __future__ import annotations
@@ -408,9 +409,10 @@ def place_pipeline_dp(graph: OpGraph, cluster: Cluster, **options) -> Placement:
 
     Options: ``objective`` (only ``throughput`` is optimised), ``max_ideals``,
     ``pair_budget``, ``local_search`` (default True), ``search_seconds``
-    (the local search's time limit, default 3), ``seed``.
+    (the time limit of the multi-start descent, and again of the iterated
+    search; default 3), ``seed``.
     """
-    from placer.placers.load_search import balanced_starts, improve
+    from placer.placers.load_search import balanced_starts, improve, iterate
 
     reject_options("pipeline_dp", options, ("objective", "max_ideals", "pair_budget", "local_search", "search_seconds",
                                                  "seed"))
@@ -443,6 +445,8 @@ def place_pipeline_dp(graph: OpGraph, cluster: Cluster, **options) -> Placement:
         assignment = results[best][1]
         info["local_search"] = {name: value for name, (value, _) in results.items()}
         info["local_search_best_start"] = best
+        assignment, kicked = iterate(model, assignment, unit, seed=seed, time_limit=search_seconds)
+        info["iterated_local_search"] = kicked
         info["local_search_seconds"] = time.perf_counter() - t1
     return Placement.from_assignment(graph, cluster, assignment, "pipeline_dp",
                                      meta={"pipeline_dp": info, "memory_estimate_exceeded": exceeded})

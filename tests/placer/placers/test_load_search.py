@@ -70,3 +70,17 @@ def test_moves_whole_units():
     model = ThroughputModel(g, c)
     a, value = improve(model, np.zeros(3, dtype=np.int64), colocation_units(g))
     assert a[0] == a[1] != a[2] and value == 2.0
+
+
+def test_iterated_search_is_reproducible_and_never_worse():
+    from placer.placers.load_search import iterate
+
+    g, c = _random_case(4)
+    model = ThroughputModel(g, c)
+    unit = colocation_units(g)
+    start = balanced_starts(model, unit)["round_robin"]
+    a1, v1 = iterate(model, start, unit, seed=2, kicks=30, time_limit=60)
+    a2, v2 = iterate(model, start, unit, seed=2, kicks=30, time_limit=60)
+    assert v1 == v2 and (a1 == a2).all()
+    assert v1 <= model.max_load(start)
+    assert model.loads(a1).memory_ok
