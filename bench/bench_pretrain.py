@@ -199,6 +199,9 @@ def main() -> int:
     policy = load_policy(args.policy) if {"zero_shot", "finetune"} & set(args.stages) else None
 
     def save():
+        for r in results["graphs"].values():  # the heuristic's placement is only needed until RL has run
+            if "rl" in r:
+                r.get("heuristics", {}).pop("best_devices", None)
         write_atomic(out, (json.dumps(results, indent=1) + "\n").encode())
 
     for label, path, which in default_graphs():
