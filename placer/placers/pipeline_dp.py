@@ -22,9 +22,9 @@ runs over a few topological orders (contiguous splits of one order, as
 PipeDream does) instead. Finally `placer.placers.load_search` moves (and
 swaps) units between devices while that lowers the max load, starting from
 the DP's split and from balanced non-contiguous placements (the METIS
-partition; LPT and round robin on graphs of at most 2000 units), then kicks
-the best one and descends again (iterated local search); it can leave the
-contiguous space and beat the DP.
+partition; LPT and round robin on graphs of at most 2000 units), then (on
+those graphs too) kicks the best one and descends again (iterated local
+search); it can leave the contiguous space and beat the DP.
 """
 
 from __future__ import annotations
@@ -445,8 +445,9 @@ def place_pipeline_dp(graph: OpGraph, cluster: Cluster, **options) -> Placement:
         assignment = results[best][1]
         info["local_search"] = {name: value for name, (value, _) in results.items()}
         info["local_search_best_start"] = best
-        assignment, kicked = iterate(model, assignment, unit, seed=seed, time_limit=search_seconds)
-        info["iterated_local_search"] = kicked
+        if int(unit.max()) + 1 <= _MANY_UNITS:  # on op-level graphs one descent already takes the budget
+            assignment, kicked = iterate(model, assignment, unit, seed=seed, time_limit=search_seconds)
+            info["iterated_local_search"] = kicked
         info["local_search_seconds"] = time.perf_counter() - t1
     return Placement.from_assignment(graph, cluster, assignment, "pipeline_dp",
                                      meta={"pipeline_dp": info, "memory_estimate_exceeded": exceeded})
