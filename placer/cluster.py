@@ -69,6 +69,11 @@ class Cluster:
     links : explicit links keyed by a pair of device names (either order).
     default_link : the link for every pair not in `links`.
     meta : sources and notes (presets say what hardware they model).
+    shared_threads : when set, the devices are not separate hardware but share
+        one pool of this many threads (TensorFlow's inter-op pool, for logical
+        CPU devices of one process): at most this many ops run at once in the
+        whole cluster, and one device may run several. None: every device is
+        its own hardware and runs one op at a time.
     """
 
     name: str
@@ -76,10 +81,14 @@ class Cluster:
     links: dict[frozenset, Link] = field(default_factory=dict)
     default_link: Link | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    shared_threads: int | None = None
 
     def __post_init__(self) -> None:
         if not self.devices:
             raise ClusterError(f"cluster {self.name!r}: has no devices")
+        t = self.shared_threads
+        if t is not None and (isinstance(t, bool) or not isinstance(t, int) or t < 1):
+            raise ClusterError(f"cluster {self.name!r}: 'shared_threads' must be a positive integer, got {t!r}")
         self.index = {}
         for i, d in enumerate(self.devices):
             if d.name in self.index:
@@ -133,6 +142,8 @@ class Cluster:
         }
         if self.default_link is not None:
             d["default_link"] = {"bandwidth": self.default_link.bandwidth, "latency": self.default_link.latency}
+        if self.shared_threads is not None:
+            d["shared_threads"] = self.shared_threads
         if self.meta:
             d["meta"] = self.meta
         return d
@@ -166,7 +177,8 @@ class Cluster:
         default = data.get("default_link")
         default_link = None if default is None else _link_from_dict(default, f"cluster {name!r}: default_link")
         meta = data.get("meta", {})
-        return cls(name, devices, links, default_link, meta if isinstance(meta, dict) else {})
+        return cls(name, devices, links, default_link, meta if isinstance(meta, dict) else {},
+                   shared_threads=data.get("shared_threads"))
 
 
 def _positive(value: Any, what: str, where: str, allow_zero: bool = False) -> float:

@@ -19,8 +19,18 @@
   family at 2.3 GHz, AVX-512 with two FMA units: 64 FP32 FLOP/cycle, so
   about 147 GFLOP/s per core; about 12 GB/s of memory bandwidth per core;
   24 GiB) as N logical CPU devices, each one core and an equal share of
-  memory, as TensorFlow makes them with ``device_count={"CPU": N}``. A tensor
-  moved between two logical CPU devices is a copy in host memory.
+  memory, as TensorFlow makes them with ``device_count={"CPU": N}``. Measured
+  here (``bench/bench_fidelity.py``, calibration): a tensor crossing between
+  two logical CPU devices is handed over in host memory, not copied: about
+  3 us per crossing (64 B) and about 8-80 us for 4 MiB, so latency 3 us and
+  50 GB/s. Logical CPU devices are no separate hardware: TensorFlow runs them
+  all on one inter-op thread pool, and two independent chains of ops split
+  over two logical CPUs ran 0.94x as fast as on one (this machine's two cores
+  are shared with other work), so the preset's devices share one thread
+  (``shared_threads=1``): placement changes only what crossings cost. A
+  chain of tiny ops costs about 0.5 us per op: op overhead 1 us. Their kind
+  is ``"cpu-local"``, so op costs profiled on this machine
+  (`placer.measure.profile`) apply to them and not to another preset's CPU.
 """
 
 from __future__ import annotations
@@ -38,9 +48,10 @@ HOST_CPU = dict(kind="cpu", peak_flops=2.8e12, memory_bandwidth=153.6e9, memory_
 PCIE3_X16 = Link(bandwidth=12e9, latency=10e-6)
 NVLINK2 = Link(bandwidth=25e9, latency=5e-6)
 
-LOCAL_CORE = dict(kind="cpu", peak_flops=147e9, memory_bandwidth=12e9, op_overhead=5e-6)
+LOCAL_CORE = dict(kind="cpu-local", peak_flops=147e9, memory_bandwidth=12e9, op_overhead=1e-6)
 LOCAL_MEMORY = 24 * GIB
-LOCAL_COPY = Link(bandwidth=6e9, latency=20e-6)
+LOCAL_COPY = Link(bandwidth=50e9, latency=3e-6)
+LOCAL_THREADS = 1
 
 
 def _pcie(n_gpus: int) -> Cluster:
@@ -76,8 +87,9 @@ def _local(n: int) -> Cluster:
     ]
     return Cluster(
         "local" if n == 2 else f"local:{n}", devices, default_link=LOCAL_COPY,
-        meta={"description": f"this machine's CPU as {n} logical TensorFlow CPU devices",
+        meta={"description": f"this machine's CPU as {n} logical TensorFlow CPU devices sharing one thread pool",
               "sources": "see placer/presets.py"},
+        shared_threads=LOCAL_THREADS,
     )
 
 

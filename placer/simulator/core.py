@@ -94,10 +94,15 @@ class Simulator:
         )
         self.bandwidth, self.latency = cluster.link_matrices()
         self.memory_bytes = np.array([d.memory_bytes for d in cluster.devices], dtype=np.float64)
+        # a shared thread pool (logical CPUs of one process) lets a device run several ops at once,
+        # but never more than the pool's threads in the whole cluster
+        threads = cluster.shared_threads
+        self.slots = np.full(len(cluster), threads or 1, dtype=np.int64)
+        self.pool = int(threads or 0)
         fastest = self.times.min(axis=1)
         self.lower_bound = max(
             kernel.critical_path(graph.topo_order, self.p_off, self.p_idx, fastest),
-            float(fastest.sum()) / len(cluster),
+            float(fastest.sum()) / (threads or len(cluster)),
         )
 
     @property
@@ -123,6 +128,7 @@ class Simulator:
         step, busy, peak, moved = kernel.simulate_one(
             place, self.times, self.rank, self.p_off, self.p_idx, self.s_off, self.s_idx, self.out_bytes,
             self.xfer_time, self.bandwidth, self.latency, dev_params, start, finish, x_start, x_end,
+            self.slots, self.pool,
         )
         return SimResult(
             step_time=float(step), busy=busy, peak_memory=peak, memory_bytes=self.memory_bytes,
@@ -136,7 +142,7 @@ class Simulator:
         places = self._check(np.atleast_2d(assignments))
         steps, busy, peaks, moved = kernel.simulate_batch(
             places, self.times, self.rank, self.p_off, self.p_idx, self.s_off, self.s_idx, self.out_bytes,
-            self.xfer_time, self.bandwidth, self.latency, self.params,
+            self.xfer_time, self.bandwidth, self.latency, self.params, self.slots, self.pool,
         )
         return BatchResult(steps, busy, peaks, moved, (peaks > self.memory_bytes[None, :]).any(axis=1))
 

@@ -5,7 +5,14 @@ the tests hold the two to identical answers):
 
 - each device runs one op at a time; when it is free it starts, among the ops
   whose inputs are all present on it, the one that became ready first (ties:
-  the lower topological rank);
+  the lower topological rank). A cluster with ``shared_threads = T`` instead
+  runs its devices on one pool of T threads, as TensorFlow runs logical CPU
+  devices of one process: at most T ops at once in the whole cluster, a
+  device may run up to T of them, and a free thread takes the ready op (on
+  any device) that became ready first. There a crossing is CPU work, not a
+  wire: the thread that runs an op also hands its output to each other device
+  that reads it (latency + bytes / bandwidth each, added to the op's time),
+  and the copy is there when the op finishes;
 - when an op finishes, its output is sent once to every other device that has
   a consumer of it; each directed link carries one transfer at a time, in the
   order transfers were asked for (FIFO), taking latency + bytes / bandwidth
@@ -76,7 +83,7 @@ def _pop(ht, hk, hv, hw, base, size):
 
 @njit(cache=True)
 def simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer_time, bw, lat,
-                 dev_params, start, finish, x_start, x_end):
+                 dev_params, start, finish, x_start, x_end, slots, pool):
     """Simulate one placement; fills `start`, `finish`, `x_start`, `x_end`.
 
     Parameters
@@ -91,6 +98,8 @@ def simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer
     dev_params : float64[D] weight bytes placed on each device.
     start, finish : float64[n] outputs; x_start, x_end : float64[n, D] outputs
         (-1 where op i sends nothing to device j).
+    slots : int64[D] ops a device may run at once (1: the usual device).
+    pool : the most ops running at once in the whole cluster (<= 0: no limit).
 
     Returns
     -------
@@ -122,13 +131,19 @@ def simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer
     max_sends = 0
     for i in range(n):
         max_sends += min(s_off[i + 1] - s_off[i], D - 1)
-    cap = D + 2 * max_sends + 1
+    max_running = 0
+    for d in range(D):
+        max_running += slots[d]
+    if pool > 0 and pool < max_running:
+        max_running = pool
+    cap = max_running + 2 * max_sends + 1
     et = np.empty(cap)
     ek = np.empty(cap, dtype=np.int64)
     ev = np.empty(cap, dtype=np.int64)
     ew = np.empty(cap, dtype=np.int64)
     esize = 0
-    busy_flag = np.zeros(D, dtype=np.bool_)
+    running = np.zeros(D, dtype=np.int64)
+    running_total = 0
     busy = np.zeros(D)
     link_free = np.zeros((D, D))
     refs = np.zeros((n, D), dtype=np.int64)  # reads and sends owed to the copy of op i on device d
@@ -138,6 +153,7 @@ def simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer
     sends_now_v = np.empty(max_sends + 1, dtype=np.int64)
     sends_now_d = np.empty(max_sends + 1, dtype=np.int64)
     n_sends_now = 0
+    sent_by = np.full(D, -1, dtype=np.int64)  # shared pool: which op last counted a send to device e
     for i in range(n):
         x_start[i, :] = -1.0
         x_end[i, :] = -1.0
@@ -149,19 +165,34 @@ def simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer
 
     now = 0.0
     while True:
-        # start an op on every idle device that has one ready; its output is allocated now
-        for d in range(D):
-            if not busy_flag[d] and rsize[d] > 0:
-                v = rv[base[d]]
-                rsize[d] = _pop(rt, rk, rv, rw, base[d], rsize[d])
-                start[v] = now
-                finish[v] = now + times[v, d]
-                busy[d] += times[v, d]
-                busy_flag[d] = True
-                cur[d] += out_bytes[v]
-                if cur[d] > peak[d]:
-                    peak[d] = cur[d]
-                esize = _push(et, ek, ev, ew, 0, esize, finish[v], rank[v], v, KIND_FINISH * D + d)
+        # start ready ops while devices have free slots (and the pool free threads), the op
+        # that became ready first first; its output is allocated now
+        while pool <= 0 or running_total < pool:
+            d = -1
+            for e in range(D):
+                if running[e] < slots[e] and rsize[e] > 0:
+                    if d < 0 or _less(rt[base[e]], rk[base[e]], rt[base[d]], rk[base[d]]):
+                        d = e
+            if d < 0:
+                break
+            v = rv[base[d]]
+            rsize[d] = _pop(rt, rk, rv, rw, base[d], rsize[d])
+            dur_v = times[v, d]
+            if pool > 0:  # the thread also hands the output to each other device reading it
+                for e in range(s_off[v], s_off[v + 1]):
+                    dw = place[s_idx[e]]
+                    if dw != d and sent_by[dw] != v:
+                        sent_by[dw] = v
+                        dur_v += xfer_time[v] if xfer_time[v] >= 0.0 else lat[d, dw] + out_bytes[v] / bw[d, dw]
+            start[v] = now
+            finish[v] = now + dur_v
+            busy[d] += dur_v
+            running[d] += 1
+            running_total += 1
+            cur[d] += out_bytes[v]
+            if cur[d] > peak[d]:
+                peak[d] = cur[d]
+            esize = _push(et, ek, ev, ew, 0, esize, finish[v], rank[v], v, KIND_FINISH * D + d)
         if esize == 0:
             break
         now = et[0]
@@ -172,7 +203,8 @@ def simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer
             d = ew[0] % D
             esize = _pop(et, ek, ev, ew, 0, esize)
             if kind == KIND_FINISH:
-                busy_flag[d] = False
+                running[d] -= 1
+                running_total -= 1
                 for e in range(p_off[v], p_off[v + 1]):
                     u = p_idx[e]
                     refs[u, d] -= 1
@@ -192,6 +224,8 @@ def simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer
                     if x_start[v, dw] < 0.0:
                         owed += 1
                         dur = xfer_time[v] if xfer_time[v] >= 0.0 else lat[d, dw] + out_bytes[v] / bw[d, dw]
+                        if pool > 0:
+                            dur = 0.0  # done by the op's thread, already in its time
                         s = max(link_free[d, dw], now)
                         link_free[d, dw] = s + dur
                         x_start[v, dw] = s
@@ -240,7 +274,8 @@ def simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer
 
 
 @njit(cache=True, parallel=True)
-def simulate_batch(places, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer_time, bw, lat, params):
+def simulate_batch(places, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer_time, bw, lat, params,
+                   slots, pool):
     """Simulate K placements (rows of `places`) in parallel; summaries only."""
     K, n = places.shape
     D = times.shape[1]
@@ -258,7 +293,7 @@ def simulate_batch(places, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, x
         x_start = np.empty((n, D))
         x_end = np.empty((n, D))
         s, b, p, mv = simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer_time,
-                                   bw, lat, dev_params, start, finish, x_start, x_end)
+                                   bw, lat, dev_params, start, finish, x_start, x_end, slots, pool)
         steps[k] = s
         busy[k] = b
         peaks[k] = p

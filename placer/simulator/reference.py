@@ -23,7 +23,8 @@ def simulate_reference(sim, assignment) -> tuple[float, np.ndarray, np.ndarray, 
     rank = sim.rank.tolist()
     ready = [[] for _ in range(D)]  # heaps of (ready time, rank, op)
     events = []  # heap of (time, order, kind, op, device)
-    busy_until_free = [False] * D
+    slots, pool = sim.slots.tolist(), sim.pool  # ops at once per device; in the whole cluster (<= 0: any)
+    running = [0] * D
     busy = np.zeros(D)
     link_free = np.zeros((D, D))
     start, finish = [0.0] * n, [0.0] * n
@@ -42,13 +43,20 @@ def simulate_reference(sim, assignment) -> tuple[float, np.ndarray, np.ndarray, 
 
     now = 0.0
     while True:
-        for d in range(D):
-            if not busy_until_free[d] and ready[d]:
-                _, _, v = heapq.heappop(ready[d])
-                start[v], finish[v] = now, now + sim.times[v, d]
-                busy[d] += sim.times[v, d]
-                busy_until_free[d] = True
-                heapq.heappush(events, (finish[v], rank[v], "finish", v, d))
+        while pool <= 0 or sum(running) < pool:
+            free = [d for d in range(D) if running[d] < slots[d] and ready[d]]
+            if not free:
+                break
+            d = min(free, key=lambda e: ready[e][0][:2])  # the op that became ready first
+            _, _, v = heapq.heappop(ready[d])
+            dur_v = sim.times[v, d]
+            if pool > 0:  # a shared pool's thread hands the output to each other device reading it
+                for e in sorted({place[w] for w in succ[v]} - {d}):
+                    dur_v += sim.xfer_time[v] if sim.xfer_time[v] >= 0 else sim.latency[d, e] + sim.out_bytes[v] / sim.bandwidth[d, e]
+            start[v], finish[v] = now, now + dur_v
+            busy[d] += dur_v
+            running[d] += 1
+            heapq.heappush(events, (finish[v], rank[v], "finish", v, d))
         if not events:
             break
         now = events[0][0]
@@ -57,12 +65,14 @@ def simulate_reference(sim, assignment) -> tuple[float, np.ndarray, np.ndarray, 
             if kind == "arrive":
                 arrive(v, d, now)
                 continue
-            busy_until_free[d] = False
+            running[d] -= 1
             arrive(v, d, now)
             for w in succ[v]:
                 e = place[w]
                 if e != d and (v, e) not in sends:
                     dur = sim.xfer_time[v] if sim.xfer_time[v] >= 0 else sim.latency[d, e] + sim.out_bytes[v] / sim.bandwidth[d, e]
+                    if pool > 0:
+                        dur = 0.0  # already in the op's time
                     s = max(link_free[d, e], now)
                     link_free[d, e] = s + dur
                     sends[(v, e)] = (s, s + dur)

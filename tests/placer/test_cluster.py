@@ -69,6 +69,8 @@ class TestPresets:
         c = presets.get("local:3")
         assert [d.name for d in c.devices] == ["/device:CPU:0", "/device:CPU:1", "/device:CPU:2"]
         assert len(presets.get("local")) == 2
+        assert {d.kind for d in c.devices} == {"cpu-local"}  # profiled costs of this CPU apply only here
+        assert c.shared_threads == 1  # logical CPUs share TensorFlow's inter-op pool (measured)
 
     def test_unknown_preset(self):
         with pytest.raises(ClusterError, match="unknown cluster preset"):

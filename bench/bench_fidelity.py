@@ -1,0 +1,400 @@
+"""Benchmark: does the simulator rank placements as real TensorFlow runs do?
+
+For three training steps small enough for this machine (a small CNN, an
+unrolled LSTM, a stack of ResNet-style blocks):
+
+1. profile every op on this CPU (`placer.measure.profile`: one logical CPU,
+   one thread, TF's step stats) and describe the machine with the ``local``
+   preset (2 logical CPU devices of kind ``cpu-local``);
+2. take 20+ placements: every registered heuristic, each single device,
+   contiguous splits of the topological order, random placements of the
+   colocation groups (and the RL placer's best, with ``--rl-steps``);
+3. measure each for real (`placer.measure.runner.PlacedStep`, 2 logical CPUs,
+   rounds interleaved over the placements so that load from other processes
+   falls on all of them alike) and simulate each;
+4. report per graph the Spearman rank correlation and the mean absolute
+   percentage error (MAPE) between simulated and measured median step times
+   (and against the 10th percentile, which other processes' load on this
+   shared machine disturbs least).
+
+Target: Spearman >= 0.8. Results go to bench/results/fidelity.json (one
+graph at a time, so an interrupted run resumes where it stopped) and a
+scatter plot to bench/results/fidelity.png.
+
+Run: .venv/bin/python bench/bench_fidelity.py [--graphs cnn,lstm,resnet] [--rounds 12] [--force]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+
+from placer import presets  # noqa: E402
+from placer.errors import PlacerError  # noqa: E402
+from placer.graph import OpGraph  # noqa: E402
+from placer.graph_io import load_graph, save_graph  # noqa: E402
+from placer.placement import Placement  # noqa: E402
+from placer.simulator import Simulator  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results"
+CACHE = RESULTS / "fidelity"
+GRAPHS = ("cnn", "lstm", "resnet")
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# -- the graphs ------------------------------------------------------------------
+def build_graph(name: str) -> OpGraph:
+    """A Keras training step as an OpGraph with its GraphDef embedded (cached on disk)."""
+    path = CACHE / f"{name}.json.gz"
+    if path.exists():
+        return load_graph(path)
+    import keras
+    import tensorflow as tf
+
+    from placer.importers import keras_step
+    from placer.importers.keras_models import from_tf_function
+    from placer.measure import attach_graphdef
+
+    keras.utils.set_random_seed(0)
+    layers = keras.layers
+    kwargs = {}
+    if name == "cnn":  # 2 conv layers + pooling + dense head, 32x32 RGB, batch 16
+        inp = keras.Input((32, 32, 3))
+        x = layers.Conv2D(16, 3, padding="same", activation="relu")(inp)
+        x = layers.MaxPooling2D()(x)
+        x = layers.Conv2D(32, 3, padding="same", activation="relu")(x)
+        x = layers.MaxPooling2D()(x)
+        x = layers.Flatten()(x)
+        x = layers.Dense(64, activation="relu")(x)
+        model = keras.Model(inp, layers.Dense(10)(x), name="cnn")
+        batch = 16
+    elif name == "lstm":  # embedding + 2 stacked unrolled LSTM(64) over 12 steps, batch 16
+        inp = keras.Input((12,), dtype="int32")
+        x = layers.Embedding(500, 32)(inp)
+        x = layers.LSTM(64, return_sequences=True, unroll=True)(x)
+        x = layers.LSTM(64, return_sequences=True, unroll=True)(x)
+        model = keras.Model(inp, layers.Dense(500)(x), name="lstm")
+        batch = 16
+
+        def sparse_ce(y, p):
+            return keras.losses.sparse_categorical_crossentropy(y, p, from_logits=True)
+
+        kwargs = {"loss": sparse_ce, "target_specs": [tf.TensorSpec((batch, 12), tf.int32)]}
+    elif name == "resnet":  # stem + 4 residual blocks (two 3x3 convs + BN each), 16x16x16, batch 8
+        inp = keras.Input((16, 16, 3))
+        x = layers.Conv2D(16, 3, padding="same")(inp)
+        for _ in range(4):
+            y = layers.Conv2D(16, 3, padding="same")(x)
+            y = layers.BatchNormalization()(y)
+            y = layers.ReLU()(y)
+            y = layers.Conv2D(16, 3, padding="same")(y)
+            y = layers.BatchNormalization()(y)
+            x = layers.ReLU()(layers.Add()([x, y]))
+        x = layers.GlobalAveragePooling2D()(x)
+        model = keras.Model(inp, layers.Dense(10)(x), name="resnet_blocks")
+        batch = 8
+    else:
+        raise PlacerError(f"unknown fidelity graph {name!r} (known: {', '.join(GRAPHS)})")
+    step = keras_step(model, batch, **kwargs)
+    graph = from_tf_function(step.concrete_function(), step.signature, name,
+                             variable_paths=step.variable_paths, meta=step.meta)
+    attach_graphdef(graph, step.graph_def())
+    save_graph(graph, path)
+    return graph
+
+
+# -- the placements ----------------------------------------------------------------
+def _units(graph: OpGraph) -> np.ndarray:
+    """Colocation unit of each op (ops sharing a key must share a device in TensorFlow)."""
+    keys: dict[str, int] = {}
+    return np.array([keys.setdefault(op.colocation or f"\0{op.name}", len(keys)) for op in graph.ops])
+
+
+def placements(graph: OpGraph, cluster, n_random: int, seed: int, rl_steps: int) -> list[Placement]:
+    """Heuristics, single devices, contiguous splits and random placements; all honour colocation."""
+    from placer.placers import registry
+
+    units = _units(graph)
+    D = len(cluster)
+    out: list[Placement] = []
+
+    def add(method: str, unit_device: np.ndarray) -> None:
+        out.append(Placement.from_assignment(graph, cluster, unit_device[units], method))
+
+    for name in registry.names(heuristic_only=True):
+        try:
+            p = registry.place(name, graph, cluster)
+        except PlacerError as e:
+            log(f"  {name}: skipped ({e})")
+            continue
+        p.method = name
+        out.append(p)
+    for d in range(D):
+        add(f"single:{d}", np.full(units.max() + 1, d))
+    first_pos = np.full(units.max() + 1, len(graph))
+    np.minimum.at(first_pos, units, graph.topo_rank)
+    for f in (0.25, 0.5, 0.75):
+        add(f"split:{f}", (first_pos >= f * len(graph)).astype(np.int64))
+    add("alternate", (np.argsort(np.argsort(first_pos)) % D).astype(np.int64))
+    rng = np.random.default_rng(seed)
+    for k in range(n_random):
+        p1 = (0.1, 0.3, 0.5)[k % 3]
+        add(f"random:{k}", (rng.random(units.max() + 1) < p1).astype(np.int64))
+    if rl_steps:
+        try:
+            from placer.rl.trainer import TrainConfig, Trainer, train
+
+            trainer = Trainer(graph, cluster, TrainConfig(samples=8, groups=32, hidden=32, seed=seed))
+            train(trainer, max_steps=rl_steps)
+            p = trainer.best_placement()
+            p.method = "rl"
+            if any(len({p.devices[graph.ops[i].name] for i in np.flatnonzero(units == u)}) > 1
+                   for u in range(units.max() + 1)):
+                log("  rl: placement splits a colocation group; skipped")
+            else:
+                out.append(p)
+        except Exception as e:  # the RL placer is optional here
+            log(f"  rl: skipped ({type(e).__name__}: {e})")
+    return out
+
+
+# -- calibration: what a crossing costs, and whether logical devices run in parallel ---
+def _chain_step(size: int, length: int, chains: int, devices_of):
+    """`chains` independent chains of `length` Neg ops on float32[size], placed by `devices_of(chain, k)`."""
+    import tensorflow as tf
+
+    from placer.importers.keras_models import from_tf_function
+    from placer.measure.runner import PlacedStep
+
+    def f(*xs):
+        outs = []
+        for x in xs:
+            for _ in range(length):
+                x = tf.math.negative(x)
+            outs.append(x)
+        return outs
+
+    sig = [tf.TensorSpec((size,))] * chains
+    cf = tf.function(f).get_concrete_function(*sig)
+    g = from_tf_function(cf, sig, "chains")
+    devices = {op.name: "/device:CPU:0" for op in g}
+    negs = [op.name for op in g if op.op == "Neg"]
+    for i, name in enumerate(negs):
+        devices[name] = devices_of(i // length, i % length)
+    return PlacedStep(g, cf.graph.as_graph_def(add_shapes=True), Placement("chains", "local", "x", devices), 2)
+
+
+def _interleaved_medians(steps, rounds: int = 15, per_round: int = 3) -> list[float]:
+    for s in steps:
+        s.time(warmup=3, runs=0)
+    times = [[] for _ in steps]
+    for _ in range(rounds):
+        for k, s in enumerate(steps):
+            times[k] += s.time(0, per_round)
+    for s in steps:
+        s.close()
+    return [float(np.median(t)) for t in times]
+
+
+def calibrate() -> dict:
+    """Per-crossing cost between two logical CPUs (small and 4 MiB tensors) and the speedup of
+    two independent chains split over the two devices (1.0: the devices do not run in parallel)."""
+    L = 200
+    out = {}
+    for size in (16, 1 << 20):
+        one = _chain_step(size, L, 1, lambda c, k: "/device:CPU:0")
+        alt = _chain_step(size, L, 1, lambda c, k: f"/device:CPU:{k % 2}")
+        a, b = _interleaved_medians([one, alt])
+        out[f"crossing_seconds_{size * 4}B"] = (b - a) / (L - 1)
+        out[f"op_seconds_{size * 4}B"] = a / L
+    size, L = 1 << 16, 60
+    one = _chain_step(size, L, 2, lambda c, k: "/device:CPU:0")
+    split = _chain_step(size, L, 2, lambda c, k: f"/device:CPU:{c}")
+    a, b = _interleaved_medians([one, split])
+    out["two_chains_one_device"], out["two_chains_two_devices"] = a, b
+    out["device_parallel_speedup"] = a / b
+    lat = out["crossing_seconds_64B"]
+    out["fitted_latency"] = lat
+    extra = out[f"crossing_seconds_{4 << 20}B"] - lat
+    out["fitted_bandwidth"] = (4 << 20) / extra if extra > 0 else None  # None: no per-byte cost seen
+    return out
+
+
+# -- measuring -------------------------------------------------------------------
+def measure_all(graph: OpGraph, places: list[Placement], rounds: int, per_round: int) -> list[list[float]]:
+    """Step times of every placement, in rounds that visit every placement once each."""
+    from placer.measure.runner import PlacedStep
+    from placer.measure.source import graphdef_of
+
+    graph_def = graphdef_of(graph)
+    steps = [PlacedStep(graph, graph_def, p, 2) for p in places]
+    try:
+        for s in steps:
+            s.time(warmup=2, runs=0)
+        times: list[list[float]] = [[] for _ in places]
+        for r in range(rounds):
+            for k in np.random.default_rng(r).permutation(len(steps)):
+                times[k] += steps[k].time(warmup=0, runs=per_round)
+            log(f"  round {r + 1}/{rounds}")
+        return times
+    finally:
+        for s in steps:
+            s.close()
+
+
+def spearman(a, b) -> float:
+    from scipy.stats import spearmanr
+
+    return float(spearmanr(a, b).statistic)
+
+
+def mape(sim, real) -> float:
+    sim, real = np.asarray(sim), np.asarray(real)
+    return float(np.mean(np.abs(sim - real) / real))
+
+
+def run_graph(name: str, args) -> dict:
+    from placer.measure.profile import profile_ops, with_profile
+
+    t0 = time.perf_counter()
+    graph = build_graph(name)
+    log(f"{name}: {len(graph)} ops; profiling")
+    profile = profile_ops(graph, runs=args.profile_runs)
+    profiled = with_profile(graph, profile)
+    profiled.meta.pop("tf_graphdef", None)
+    save_graph(profiled, CACHE / f"{name}.profiled.json.gz")
+    cluster = presets.get("local")
+    places = placements(profiled, cluster, args.random, args.seed, args.rl_steps)
+    log(f"{name}: {len(places)} placements; measuring {args.rounds} rounds x {args.per_round} steps each")
+    times = measure_all(graph, places, args.rounds, args.per_round)
+    rows = []
+    for p, ts in zip(places, times):
+        a = p.assignment(profiled, cluster)
+        rows.append({
+            "method": p.method, "measured": float(np.median(ts)),
+            "measured_p10": float(np.percentile(ts, 10)), "measured_p90": float(np.percentile(ts, 90)),
+            "ops_on_1": int(a.sum()), "assignment": a.tolist(),
+        })
+    out = {
+        "graph": name, "ops": len(graph), "placements": len(rows),
+        "profile": {"overhead": profile.overhead, "scale": profile.scale, "step_seconds": profile.step_seconds,
+                    "kernel_seconds_total": profile.meta["kernel_seconds_total"]},
+        "rows": rows, "seconds": time.perf_counter() - t0,
+    }
+    return simulate(out, profiled, cluster)
+
+
+def simulate(result: dict, profiled: OpGraph, cluster) -> dict:
+    """(Re)simulate every measured placement of `result` on `cluster`; Spearman and MAPE."""
+    sim = Simulator(profiled, cluster)
+    for row in result["rows"]:
+        a = np.asarray(row["assignment"], dtype=np.int64)
+        row["simulated"] = sim.run(a).step_time
+        row["cross_edges"] = int(sum(a[i] != a[j] for i in range(len(a)) for j in
+                                     sim.s_idx[sim.s_off[i]:sim.s_off[i + 1]]))
+    s_, m_ = [r["simulated"] for r in result["rows"]], [r["measured"] for r in result["rows"]]
+    lo = [r["measured_p10"] for r in result["rows"]]
+    result.update(spearman=spearman(s_, m_), mape=mape(s_, m_), spearman_p10=spearman(s_, lo),
+                  mape_p10=mape(s_, lo), cluster=cluster.to_dict())
+    log(f"{result['graph']}: Spearman {result['spearman']:.3f}, MAPE {100 * result['mape']:.1f}% over "
+        f"{len(result['rows'])} placements")
+    return result
+
+
+def plot(results: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [n for n in GRAPHS if n in results]
+    if not names:
+        return
+    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 4), squeeze=False)
+    for ax, n in zip(axes[0], names):
+        r = results[n]
+        s = np.array([x["simulated"] for x in r["rows"]]) * 1e3
+        m = np.array([x["measured"] for x in r["rows"]]) * 1e3
+        lo = np.array([x["measured_p10"] for x in r["rows"]]) * 1e3
+        ax.plot(s, m, "o", ms=5, alpha=0.75, label=f"median (Spearman {r['spearman']:.2f})")
+        ax.plot(s, lo, "x", ms=5, alpha=0.75, label=f"p10 (Spearman {r['spearman_p10']:.2f})")
+        bottom, top = min(s.min(), lo.min()) * 0.95, max(s.max(), m.max()) * 1.05
+        ax.plot([bottom, top], [bottom, top], "k--", lw=0.8, label="measured = simulated")
+        ax.set_xlim(bottom, top)
+        ax.set_ylim(bottom, top)
+        ax.legend(fontsize=8)
+        ax.set_xlabel("simulated step (ms)")
+        ax.set_ylabel("measured step (ms)")
+        ax.set_title(f"{n}: Spearman {r['spearman']:.2f}, MAPE {100 * r['mape']:.0f}%")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--graphs", default=",".join(GRAPHS), help="comma-separated: cnn, lstm, resnet")
+    ap.add_argument("--rounds", type=int, default=12, help="measurement rounds over all placements")
+    ap.add_argument("--per-round", type=int, default=3, help="steps timed per placement per round")
+    ap.add_argument("--random", type=int, default=12, help="random placements per graph")
+    ap.add_argument("--profile-runs", type=int, default=15, help="traced runs of the profile")
+    ap.add_argument("--rl-steps", type=int, default=0, help="train the RL placer this many steps (0: no RL)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--force", action="store_true", help="redo graphs already in the results file")
+    ap.add_argument("--resimulate", action="store_true",
+                    help="only simulate the stored placements again (after a change to the simulator or the "
+                         "local preset); the measurements are kept")
+    ap.add_argument("--out", default=str(RESULTS / "fidelity.json"))
+    args = ap.parse_args()
+    CACHE.mkdir(parents=True, exist_ok=True)
+    out_path = Path(args.out)
+    results = json.loads(out_path.read_text()) if out_path.exists() else {}
+    if args.resimulate:
+        for name in args.graphs.split(","):
+            if name in results:
+                results[name] = simulate(results[name], load_graph(CACHE / f"{name}.profiled.json.gz"),
+                                         presets.get("local"))
+        out_path.write_text(json.dumps(results, indent=1))
+    elif "calibration" not in results or args.force:
+        log("calibration: crossing cost and device parallelism")
+        results["calibration"] = calibrate()
+        out_path.write_text(json.dumps(results, indent=1))
+    c = results["calibration"]
+    print(f"crossing between logical CPUs: {1e6 * c['crossing_seconds_64B']:.1f} us (64 B), "
+          f"{1e6 * c['crossing_seconds_4194304B']:.1f} us (4 MiB) -> latency {1e6 * c['fitted_latency']:.1f} us, "
+          + (f"bandwidth {c['fitted_bandwidth'] / 1e9:.0f} GB/s" if c.get("fitted_bandwidth") and
+             c["fitted_bandwidth"] < 1e13 else "no per-byte cost above the noise")
+          + "; two independent chains on two devices run "
+          f"{c['device_parallel_speedup']:.2f}x as fast as on one")
+    for name in args.graphs.split(","):
+        if args.resimulate:
+            break
+        if name in results and not args.force:
+            log(f"{name}: already in {out_path} (use --force to redo)")
+            continue
+        results[name] = run_graph(name, args)
+        out_path.write_text(json.dumps(results, indent=1))
+    plot(results, out_path.with_suffix(".png"))
+    print(f"{'graph':8} {'ops':>5} {'placements':>10} {'spearman':>9} {'MAPE':>7}   (vs measured p10: "
+          "spearman, MAPE)")
+    for name, r in results.items():
+        if name == "calibration":
+            continue
+        print(f"{name:8} {r['ops']:5d} {r['placements']:10d} {r['spearman']:9.3f} {100 * r['mape']:6.1f}%"
+              f"   ({r['spearman_p10']:.3f}, {100 * r['mape_p10']:.1f}%)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
