@@ -48,6 +48,10 @@ def add_parser(sub) -> None:
                    help="fine-tune: start from this pre-trained policy folder (`placer pretrain`), or 'shipped' "
                         "for the package's own, instead of a heuristic warm start")
     p.add_argument("--resume", action="store_true", help="continue the run saved in DIR")
+    p.add_argument("--ray", metavar="ADDRESS", default=None,
+                   help="score each step's samples on Ray workers: 'auto' (a running Ray cluster, else a local "
+                        "one) or a Ray address; without it nothing starts Ray")
+    p.add_argument("--ray-workers", type=int, default=2, metavar="N", help="Ray workers (default 2)")
     p.add_argument("--json", action="store_true", help="print a summary of the run as JSON")
     p.set_defaults(run=run)
 
@@ -137,6 +141,10 @@ class _Session:
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
             self.trainer, resumed = self._make_trainer()
+            if getattr(self.args, "ray", None):
+                from placer.rl.distributed import RaySimulator
+
+                self.trainer.sim = RaySimulator(self.trainer.sim, self.args.ray, self.args.ray_workers)
             self._write_progress("running")
             reason = self._loop(resumed)
         except BaseException as e:

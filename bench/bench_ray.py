@@ -1,0 +1,57 @@
+"""Benchmark: samples scored per second by the simulator locally and on 1 or 2 local Ray workers.
+
+The reward loop of `placer train` scores K sampled placements per step;
+`--ray` sends them to Ray workers (`placer.rl.distributed.RaySimulator`).
+This times one batch of K placements of a benchmark graph, repeated, each way.
+
+Run: .venv/bin/python bench/bench_ray.py [--graph graphs/resnet50.json.gz] [--cluster 4gpu] [--samples 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+from placer.cluster import load_cluster  # noqa: E402
+from placer.graph_io import load_graph  # noqa: E402
+from placer.simulator import Simulator  # noqa: E402
+
+
+def rate(run_batch, places, repeats: int) -> float:
+    run_batch(places)  # warm up (JIT, actor start)
+    t0 = time.perf_counter()
+    for _ in range(repeats):
+        run_batch(places)
+    return repeats * len(places) / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--graph", default="graphs/resnet50.json.gz")
+    ap.add_argument("--cluster", default="4gpu")
+    ap.add_argument("--samples", type=int, default=32)
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+    import ray
+
+    from placer.rl.distributed import RaySimulator
+
+    sim = Simulator(load_graph(args.graph), load_cluster(args.cluster))
+    places = np.random.default_rng(0).integers(0, len(sim.cluster), size=(args.samples, len(sim.graph)))
+    print(f"{sim.graph.name} ({len(sim.graph)} ops) on {sim.cluster.name}, {args.samples} samples per batch")
+    print(f"local (numba, in-process): {rate(sim.run_batch, places, args.repeats):8.1f} samples/s")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    for workers in (1, 2):
+        remote = RaySimulator(sim, workers=workers)
+        print(f"Ray, {workers} local worker(s): {rate(remote.run_batch, places, args.repeats):8.1f} samples/s")
+        remote.shutdown()
+    ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()
