@@ -52,6 +52,9 @@ def add_parser(sub) -> None:
                    help="score each step's samples on Ray workers: 'auto' (a running Ray cluster, else a local "
                         "one) or a Ray address; without it nothing starts Ray")
     p.add_argument("--ray-workers", type=int, default=2, metavar="N", help="Ray workers (default 2)")
+    p.add_argument("--reward", choices=("simulated", "measured"), default="simulated",
+                   help="simulated (default): step times from the simulator; measured: each sample run for real "
+                        "in TensorFlow (slow; the graph must carry its GraphDef, see `placer measure`)")
     p.add_argument("--json", action="store_true", help="print a summary of the run as JSON")
     p.set_defaults(run=run)
 
@@ -141,6 +144,14 @@ class _Session:
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
             self.trainer, resumed = self._make_trainer()
+            if getattr(self.args, "reward", "simulated") == "measured":
+                from placer.errors import PlacerError
+
+                if getattr(self.args, "ray", None):
+                    raise PlacerError("--reward measured runs samples on this machine; it does not combine with --ray")
+                from placer.measure.reward import MeasuredSimulator
+
+                self.trainer.sim = MeasuredSimulator(self.trainer.sim)
             if getattr(self.args, "ray", None):
                 from placer.rl.distributed import RaySimulator
 
