@@ -25,7 +25,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from placer import __version__
 from placer.errors import PlacerError
 from service.api.main import api_router
-from service.api.routes import health
+from service.api.routes import health, web
 from service.core.config import Settings
 from service.graph_store import GraphStore
 from service.jobs import JobRunner
@@ -142,6 +142,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_upload_bytes)
     app.include_router(health.router)
+    app.include_router(web.router)  # the web page at /, open like /healthz; its API calls carry the key
     app.include_router(api_router)
 
     @app.exception_handler(PlacerError)

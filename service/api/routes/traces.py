@@ -1,0 +1,90 @@
+"""``/v1/placements/{id}/trace``: a placement's simulated step as a Chrome trace.
+
+The same trace as ``placer simulate --trace`` (`placer.trace.chrome_trace`):
+open it in Perfetto or ``chrome://tracing``; the web page draws its timeline
+from it. The step is simulated again on request (it is deterministic), from
+the stored graph and the preset cluster, or from a training job's own copies.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from fastapi import APIRouter, HTTPException, Response, status
+from fastapi.concurrency import run_in_threadpool
+
+from placer import presets
+from placer.cluster import Cluster, load_cluster
+from placer.errors import ClusterError
+from placer.graph import OpGraph
+from placer.graph_io import load_graph
+from placer.placement import Placement
+from placer.simulator import Simulator
+from placer.trace import chrome_trace
+from service.api.deps import GraphsDep, StorageDep
+from service.api.routes.graphs import ERRORS
+from service.api.routes.placements import get_placement
+from service.graph_store import GraphStore
+from service.models import ErrorPublic, PlacementPublic
+from service.storage import Storage
+
+router = APIRouter(prefix="/placements", tags=["placements"])
+
+TRACE_RESPONSES = {
+    200: {"description": "The Chrome Trace Event format (JSON object form): traceEvents with ops per device "
+                         "(ph X), transfers per link direction (ph X, pid 'links'), memory counters (ph C), "
+                         "names (ph M); times in microseconds. otherData summarises the step.",
+          "content": {"application/json": {"schema": {"type": "object"}}}},
+    **ERRORS,
+    409: {"model": ErrorPublic, "description": "The placement cannot be traced (no devices yet, or its "
+                                               "graph or cluster was given inline and not kept)."},
+    410: {"model": ErrorPublic, "description": "The placement's graph was deleted."},
+}
+
+
+@router.get("/{placement_id}/trace", responses=TRACE_RESPONSES, response_class=Response)
+async def get_trace(placement_id: str, storage: StorageDep, graphs: GraphsDep) -> Response:
+    """The placement's simulated training step as a Chrome trace (Perfetto, chrome://tracing)."""
+    public = get_placement(placement_id, storage)
+    if not public.devices:
+        raise HTTPException(status.HTTP_409_CONFLICT,
+                            f"placement {placement_id!r} has no devices yet: its training job "
+                            f"{public.job_id!r} has not produced a placement; try again later")
+    graph, cluster = await run_in_threadpool(_inputs, public, storage, graphs)
+    trace = await run_in_threadpool(_trace, graph, cluster, public)
+    body = json.dumps(trace, separators=(",", ":"), allow_nan=False)
+    return Response(body, media_type="application/json",
+                    headers={"Content-Disposition": f'inline; filename="{placement_id}.trace.json"'})
+
+
+def _inputs(public: PlacementPublic, storage: Storage, graphs: GraphStore) -> tuple[OpGraph, Cluster]:
+    """The graph and cluster the placement was made for.
+
+    A training job keeps its own copies (whatever the request sent inline);
+    otherwise the graph must be stored and the cluster a preset.
+    """
+    job = storage.get_job(job_id=public.job_id) if public.job_id else None
+    if job is not None:
+        job_dir = Path(job.job_dir)
+        return load_graph(job_dir / "graph.json.gz"), load_cluster(str(job_dir / "cluster.json"))
+    if public.graph_id is None:
+        raise HTTPException(status.HTTP_409_CONFLICT,
+                            "this placement was made from an inline graph, which the service does not keep; "
+                            "upload the graph (POST /v1/graphs) and place it by graph_id to get its trace")
+    graph = graphs.load(public.graph_id)
+    if graph is None:
+        raise HTTPException(status.HTTP_410_GONE, f"graph {public.graph_id!r} of this placement was deleted")
+    try:
+        cluster = presets.get(public.cluster)
+    except ClusterError:
+        raise HTTPException(status.HTTP_409_CONFLICT,
+                            f"cluster {public.cluster!r} was given inline and not kept; place on a preset "
+                            "cluster (GET /v1/clusters) to get a trace") from None
+    return graph, cluster
+
+
+def _trace(graph: OpGraph, cluster: Cluster, public: PlacementPublic) -> dict:
+    placement = Placement(graph=graph.name, cluster=cluster.name, method=public.method, devices=public.devices)
+    assignment = placement.assignment(graph, cluster)
+    return chrome_trace(graph, cluster, assignment, Simulator(graph, cluster).run(assignment), method=public.method)
