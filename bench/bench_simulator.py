@@ -96,7 +96,7 @@ def bench_grappler(repeats: int) -> dict:
     from tensorflow.python.grappler import cluster as gcluster
     from tensorflow.python.grappler import item as gitem
 
-    from placer.importers.graphdef import from_graphdef
+    from placer.importers.graphdef import from_graphdef, with_variable_shapes
     from placer.importers.keras_models import application_model, keras_step
 
     log("  building the ResNet-50 (batch 32) training step ...")
@@ -112,6 +112,8 @@ def bench_grappler(repeats: int) -> dict:
     ours = contiguous(sim, [1, 2])
     tf_names = {1: "/job:localhost/replica:0/task:0/device:GPU:0", 2: "/job:localhost/replica:0/task:0/device:GPU:1"}
     placed = {op.name: tf_names[int(d)] for op, d in zip(g.ops, ours)}
+    # grappler infers shapes itself: give it the variables' shapes, or every conv costs nothing
+    graph_def = with_variable_shapes(graph_def)
     for node in graph_def.node:
         node.device = placed.get(node.name, tf_names[1])
     mg = meta_graph_pb2.MetaGraphDef(graph_def=graph_def)
