@@ -10,6 +10,11 @@ and one curve per run under ``bench/results/``.
 
     .venv/bin/python bench/bench_rl.py --budget-seconds 600            # the issue's figure
     .venv/bin/python bench/bench_rl.py --budget-seconds 60 --graphs graphs/rnnlm.json.gz
+
+Each finished (graph, cluster) run is kept in ``OUT/rows/``; a rerun with the
+same budget skips those (so an interrupted benchmark resumes), and two
+processes given different ``--graphs`` can share one ``--out`` to use both
+cores. ``--report`` only rebuilds the table from the kept rows.
 """
 
 from __future__ import annotations
@@ -118,38 +123,61 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--warm-start", choices=("heuristic", "none"), default="heuristic")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "rl"), help="results folder")
+    ap.add_argument("--report", action="store_true", help="only rebuild the table from OUT/rows/")
     args = ap.parse_args()
+    out = Path(args.out)
+    (out / "rows").mkdir(parents=True, exist_ok=True)
+    if not args.report:
+        run_all(args, out)
+    return report(args, out)
+
+
+def _row_path(out, graph_name, cname, budget):
+    return out / "rows" / f"{graph_name}_{cname}_{budget:g}s.json"
+
+
+def run_all(args, out):
+    """Run every (graph, cluster) not yet kept for this budget, keeping each row as it finishes."""
 
     paths = args.graphs if args.graphs is not None else sorted(glob.glob(str(ROOT / "graphs" / "*.json*")))
     graphs = [load_graph(p) for p in paths] or [layered_graph(2000, seed=0), layered_graph(8000, seed=1)]
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    rows = []
     for graph in graphs:
         for cname in args.clusters:
+            row_path = _row_path(out, graph.name, cname, args.budget_seconds)
+            if row_path.exists():
+                print(f"{graph.name} on {cname}: kept from an earlier run, skipped", file=sys.stderr, flush=True)
+                continue
             cluster = presets.get(cname)
             print(f"{graph.name} ({len(graph)} ops) on {cname}: heuristics...", file=sys.stderr, flush=True)
             h_name, h_step, h_assign, h_sec = best_heuristic(graph, cluster)
             print(f"  best heuristic {h_name} {h_step * 1e3:.3f} ms ({h_sec:.1f} s); RL for "
                   f"{args.budget_seconds:g} s...", file=sys.stderr, flush=True)
-            r = run_rl(graph, cluster, args, out / f"curve_{graph.name}_{cname}.png", (h_name, h_assign, h_step))
+            r = run_rl(graph, cluster, args, out / f"curve_{graph.name}_{cname}_{args.budget_seconds:g}s.png", (h_name, h_assign, h_step))
             row = {"graph": graph.name, "ops": len(graph), "cluster": cname, "best_heuristic": h_name,
                    "heuristic_step_time": h_step, "heuristics_seconds": h_sec, **r,
                    "rl_vs_heuristic": r["rl_step_time"] / h_step, "rl_vs_lower_bound": r["rl_step_time"] / r["lower_bound"],
-                   "budget_seconds": args.budget_seconds}
-            rows.append(row)
+                   "budget_seconds": args.budget_seconds, "samples_per_step": args.samples, "max_groups": args.groups,
+                   "seed": args.seed, "warm_start_mode": args.warm_start}
             print(f"  RL {r['rl_step_time'] * 1e3:.3f} ms = {row['rl_vs_heuristic']:.3f} x heuristic, "
                   f"{row['rl_vs_lower_bound']:.3f} x lower bound; {r['steps']} steps, "
                   f"{r['samples_per_second']:.0f} samples/s, within 1% after {r['seconds_to_within_1pct']:.0f} s",
                   file=sys.stderr, flush=True)
-            (out / "bench_rl.json").write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
+            tmp = row_path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(row, indent=1))
+            tmp.replace(row_path)
 
+
+def report(args, out) -> int:
+    """Table, geometric mean and JSON from the kept rows of this budget."""
+    rows = [json.loads(p.read_text()) for p in sorted((out / "rows").glob("*.json"))]
+    rows = [r for r in rows if r.get("budget_seconds") == args.budget_seconds]
+    rows.sort(key=lambda r: (r["graph"], r["cluster"]))
     ratios = [r["rl_vs_heuristic"] for r in rows if not r["rl_oom"]]
     geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios)) if ratios else math.nan
     header = ("| graph | ops | cluster | best heuristic | heuristic ms | RL ms | RL/heur | RL/LB | groups | steps "
               "| samples/s | s to 1% of final |")
     lines = [f"RL placer, budget {args.budget_seconds:g} s per graph and cluster, K={args.samples}, "
-             f"G<={args.groups}, warm start {args.warm_start}, seed {args.seed}", "", header,
+             f"G<={args.groups}, warm start {args.warm_start}, seed {args.seed}, {len(rows)} runs", "", header,
              "|" + "---|" * 12]
     for r in rows:
         lines.append(f"| {r['graph']} | {r['ops']} | {r['cluster']} | {r['best_heuristic']} | "
@@ -159,8 +187,8 @@ def main() -> int:
     lines += ["", f"geometric mean RL/heuristic: {geo:.3f} ({(1 - geo) * 100:.1f}% faster)"]
     text = "\n".join(lines)
     print(text)
-    (out / "bench_rl.md").write_text(text + "\n")
-    (out / "bench_rl.json").write_text(json.dumps({"args": vars(args), "rows": rows,
+    (out / f"bench_rl_{args.budget_seconds:g}s.md").write_text(text + "\n")
+    (out / f"bench_rl_{args.budget_seconds:g}s.json").write_text(json.dumps({"args": vars(args), "rows": rows,
                                                     "geomean_rl_vs_heuristic": geo}, indent=1))
     return 0
 
