@@ -18,7 +18,13 @@ def add_parser(sub) -> None:
     p.add_argument("--cluster", nargs="+", required=True, metavar="NAME",
                    help="preset names or cluster JSON files")
     p.add_argument("--methods", default="all",
-                   help="'all' (every heuristic) or a comma-separated list of methods (default: all)")
+                   help="'all' (every heuristic) or a comma-separated list of methods, e.g. 'all,rl' "
+                        "(default: all)")
+    p.add_argument("--rl-budget-seconds", type=float, metavar="S",
+                   help="training budget of the rl method per graph and cluster (default: rl's own, 60 s)")
+    p.add_argument("--rl-policy", metavar="DIR",
+                   help="rl places zero-shot with this pre-trained policy ('shipped' for the bundled one) "
+                        "instead of training from scratch; with --rl-budget-seconds it fine-tunes")
     p.add_argument("--objective", choices=("step_time", "throughput"), default="step_time",
                    help="step_time (default) or throughput: rows gain max_load (the pipelined max device "
                         "load) and the winner is the smallest max_load")
@@ -56,6 +62,15 @@ def run(args) -> int:
     if args.resume and not args.save:
         raise PlacerError("--resume needs --save FILE (the rows of the earlier run)")
     methods = registry.resolve(args.methods)
+    rl_options = {}
+    if args.rl_budget_seconds is not None:
+        if not args.rl_budget_seconds > 0:
+            raise PlacerError(f"--rl-budget-seconds must be a positive number, got {args.rl_budget_seconds:g}")
+        rl_options["budget_seconds"] = args.rl_budget_seconds
+    if args.rl_policy is not None:
+        rl_options["policy"] = args.rl_policy
+    if rl_options and "rl" not in methods:
+        raise PlacerError("--rl-budget-seconds/--rl-policy need rl among --methods (e.g. --methods all,rl)")
     clusters = [load_cluster(c) for c in args.cluster]
     graphs = [load_graph(g) for g in args.graphs]
     reuse = _earlier_rows(args.save) if args.resume else {}
@@ -72,7 +87,8 @@ def run(args) -> int:
         print(f"[{done}/{total}] {row['graph']} on {row['cluster']} by {row['method']}: {what}",
               file=sys.stderr, flush=True)
 
-    rows = compare(graphs, clusters, methods, progress=progress, reuse=reuse, objective=args.objective)
+    rows = compare(graphs, clusters, methods, progress=progress, reuse=reuse, objective=args.objective,
+                   method_options={"rl": rl_options})
     key = "max_load" if args.objective == "throughput" else "step_time"
     if args.plot:
         from placer.plots import compare_chart

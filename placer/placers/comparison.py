@@ -20,6 +20,7 @@ ROW_FIELDS = ("graph", "cluster", "method", "step_time", "lower_bound", "oom", "
 def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: list[str], *,
             progress: Callable[[int, int, dict[str, Any]], None] | None = None,
             reuse: dict[tuple[str, str, str], dict[str, Any]] | None = None,
+            method_options: dict[str, dict[str, Any]] | None = None,
             **place_options: Any) -> list[dict[str, Any]]:
     """One row per (graph, cluster, method), in that nesting order.
 
@@ -34,6 +35,8 @@ def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: lis
     place_options : passed to `registry.place` (e.g. ``objective="throughput"``, which
         adds ``max_load`` to each row, and ``ignored_objective`` for methods
         that do not optimise it).
+    method_options : options for one method only, by name (e.g.
+        ``{"rl": {"budget_seconds": 60}}``), on top of `place_options`.
 
     Returns
     -------
@@ -56,7 +59,8 @@ def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: lis
                         progress(len(rows), total, earlier)
                     continue
                 try:
-                    p = registry.place(method, graph, cluster, **place_options)
+                    options = {**place_options, **(method_options or {}).get(method, {})}
+                    p = registry.place(method, graph, cluster, **options)
                 except KeyboardInterrupt:
                     raise
                 except Exception as e:  # one method failing must not sink the comparison

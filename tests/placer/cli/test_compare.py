@@ -108,3 +108,32 @@ def test_save_and_resume_run_only_the_missing_rows(graph_files, tmp_path, capsys
 def test_resume_needs_save(graph_files, capsys):
     assert main(["compare", graph_files[0], "--cluster", "2gpu", "--methods", "single", "--resume"]) == 1
     assert "--resume needs --save" in capsys.readouterr().err
+
+
+def test_rl_runs_beside_the_heuristics_with_its_own_budget(graph_files, capsys):
+    """`--methods all,rl --rl-budget-seconds S`: rl gets S (not its 60 s default); the heuristics get no budget."""
+    argv = ["compare", graph_files[0], "--cluster", "2gpu", "--methods", "single,metis,rl",
+            "--rl-budget-seconds", "2", "--json", "--quiet"]
+    assert main(argv) == 0
+    rows = {r["method"]: r for r in json.loads(capsys.readouterr().out)}
+    assert set(rows) == {"single", "metis", "rl"}
+    assert "error" not in rows["rl"]
+    assert rows["rl"]["lower_bound"] <= rows["rl"]["step_time"]
+    assert rows["rl"]["place_seconds"] < 45  # the default budget alone is 60 s
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--methods", "single", "--rl-budget-seconds", "5"], "need rl among --methods"),
+    (["--methods", "rl", "--rl-budget-seconds", "0"], "--rl-budget-seconds must be a positive number"),
+])
+def test_rl_options_are_checked(graph_files, capsys, extra, message):
+    assert main(["compare", graph_files[0], "--cluster", "2gpu", *extra]) == 1
+    assert message in capsys.readouterr().err
+
+
+def test_rl_with_the_shipped_policy_places_zero_shot(graph_files, capsys):
+    argv = ["compare", graph_files[1], "--cluster", "4gpu", "--methods", "rl", "--rl-policy", "shipped",
+            "--json", "--quiet"]
+    assert main(argv) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["method"] == "rl" and "error" not in row and row["step_time"] >= row["lower_bound"]
