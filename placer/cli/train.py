@@ -49,8 +49,9 @@ def add_parser(sub) -> None:
                         "for the package's own, instead of a heuristic warm start")
     p.add_argument("--resume", action="store_true", help="continue the run saved in DIR")
     p.add_argument("--ray", metavar="ADDRESS", default=None,
-                   help="score each step's samples on Ray workers: 'auto' (a running Ray cluster, else a local "
-                        "one) or a Ray address; without it nothing starts Ray")
+                   help="score each step's samples on Ray workers (simulated, or with --reward measured timed in "
+                        "TensorFlow on each worker's machine): 'auto' (a running Ray cluster, else a local one) "
+                        "or a Ray address; without it nothing starts Ray")
     p.add_argument("--ray-workers", type=int, default=2, metavar="N", help="Ray workers (default 2)")
     p.add_argument("--reward", choices=("simulated", "measured"), default="simulated",
                    help="simulated (default): step times from the simulator; measured: each sample run for real "
@@ -145,10 +146,6 @@ class _Session:
         try:
             self.trainer, resumed = self._make_trainer()
             if getattr(self.args, "reward", "simulated") == "measured":
-                from placer.errors import PlacerError
-
-                if getattr(self.args, "ray", None):
-                    raise PlacerError("--reward measured runs samples on this machine; it does not combine with --ray")
                 from placer.measure.reward import MeasuredSimulator
 
                 self.trainer.sim = MeasuredSimulator(self.trainer.sim)

@@ -5,7 +5,13 @@ K sampled placements into one chunk per worker, each worker (a Ray actor
 holding its own `Simulator` of the same graph and cluster) simulates its
 chunk, and the results are joined in the original order. The simulation is
 deterministic, so a run with Ray gives the same numbers as one without for the
-same seed. Everything else (``run``, ``lower_bound``, ``times``...) is the
+same seed.
+
+Given a `MeasuredSimulator` (``--reward measured --ray``), each worker builds
+its own from the graph (which carries its GraphDef) and times its chunk in
+TensorFlow on the devices of the machine it runs on: measurement, the slow
+part, spreads over the Ray cluster (one worker per machine is what keeps the
+timings clean; two on one machine share its cores). Everything else (``run``, ``lower_bound``, ``times``...) is the
 local simulator's. Ray is imported only here, so nothing starts Ray unless
 ``placer train --ray`` asks for it.
 """
@@ -26,6 +32,8 @@ class RaySimulator:
     sim : the local simulator (its graph and cluster are sent to the workers once).
     address : ``"auto"`` (a running cluster, else a new local instance) or a Ray address.
     workers : Ray actors to spread each batch over.
+
+    `sim` may be a `MeasuredSimulator`: the workers then measure their chunks.
     """
 
     def __init__(self, sim: Simulator, address: str = "auto", workers: int = 2, **init_options):
@@ -35,7 +43,10 @@ class RaySimulator:
             raise PlacerError("--ray needs the ray package (pip install ray==2.60.0)") from None
         if workers < 1:
             raise PlacerError(f"Ray workers must be at least 1, got {workers}")
+        from placer.measure.reward import MeasuredSimulator
+
         self._local = sim
+        measure = {"warmup": sim.warmup, "runs": sim.runs} if isinstance(sim, MeasuredSimulator) else None
         if not ray.is_initialized():
             try:
                 if address == "auto":
@@ -50,11 +61,18 @@ class RaySimulator:
 
         @ray.remote(num_cpus=1)
         class _Worker:
-            def __init__(self, graph_dict, cluster_dict):
+            def __init__(self, graph_dict, cluster_dict, measure):
+                import os
+
+                os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
                 from placer.cluster import Cluster
                 from placer.graph import OpGraph
 
                 self.sim = Simulator(OpGraph.from_dict(graph_dict), Cluster.from_dict(cluster_dict))
+                if measure is not None:
+                    from placer.measure.reward import MeasuredSimulator
+
+                    self.sim = MeasuredSimulator(self.sim, **measure)
 
             def run_batch(self, assignments):
                 r = self.sim.run_batch(assignments)
@@ -63,7 +81,7 @@ class RaySimulator:
         graph_ref = ray.put(sim.graph.to_dict())
         cluster_ref = ray.put(sim.cluster.to_dict())
         self._ray = ray
-        self._workers = [_Worker.remote(graph_ref, cluster_ref) for _ in range(workers)]
+        self._workers = [_Worker.remote(graph_ref, cluster_ref, measure) for _ in range(workers)]
 
     def __getattr__(self, name):
         return getattr(self._local, name)

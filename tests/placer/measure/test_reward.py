@@ -37,3 +37,44 @@ def test_measured_reward_needs_a_tensorflow_graph(cli, tmp_path):
     r = cli("train", tmp_path / "g.json.gz", "--cluster", "local", "--out", tmp_path / "run", "--reward", "measured",
             *FAST)
     assert r.code == 1 and "carries no TensorFlow GraphDef" in r.err
+
+
+@pytest.fixture()
+def local_ray():
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def test_ray_workers_measure_their_samples(tiny, local_ray):
+    """With a MeasuredSimulator, the Ray workers time their chunk in TensorFlow: real, positive, not simulated."""
+    import numpy as np
+
+    from placer import presets
+    from placer.measure.reward import MeasuredSimulator
+    from placer.rl.distributed import RaySimulator
+    from placer.simulator import Simulator
+
+    from tests.placer.measure.conftest import split_placement
+
+    graph, cluster = tiny[2], presets.get("local")
+    sim = Simulator(graph, cluster)
+    places = np.stack([np.zeros(len(graph), dtype=np.int64), split_placement(graph).assignment(graph, cluster)])
+    remote = RaySimulator(MeasuredSimulator(sim, warmup=1, runs=2), workers=2)
+    measured = remote.run_batch(places)
+    simulated = sim.run_batch(places)
+    remote.shutdown()
+    assert measured.step_time.shape == (2,) and np.all(measured.step_time > 0)
+    assert not np.array_equal(measured.step_time, simulated.step_time)
+    np.testing.assert_array_equal(measured.peak_memory, simulated.peak_memory)  # memory stays simulated
+
+
+def test_train_on_measured_step_times_over_ray(cli, tiny, tmp_path, local_ray):
+    _, _, graph, _ = tiny
+    save_graph(graph, tmp_path / "g.json.gz")
+    r = cli("train", tmp_path / "g.json.gz", "--cluster", "local", "--out", tmp_path / "run", "--reward", "measured",
+            "--ray", "auto", "--ray-workers", "2", *FAST)
+    assert r.code == 0, r.err
+    rows = list(csv.DictReader(open(tmp_path / "run" / "history.csv")))
+    assert rows and float(rows[0]["mean_step_time"]) > 0
