@@ -285,13 +285,13 @@ def run_graph(name: str, args) -> dict:
         rows.append({
             "method": p.method, "measured": float(np.median(ts)),
             "measured_p10": float(np.percentile(ts, 10)), "measured_p90": float(np.percentile(ts, 90)),
-            "ops_on_1": int(a.sum()), "assignment": a.tolist(),
+            "ops_on_1": int(a.sum()), "assignment": a.tolist(), "times": [float(t) for t in ts],
         })
     out = {
         "graph": name, "ops": len(graph), "placements": len(rows),
         "profile": {"overhead": profile.overhead, "scale": profile.scale, "step_seconds": profile.step_seconds,
                     "kernel_seconds_total": profile.meta["kernel_seconds_total"]},
-        "rows": rows, "seconds": time.perf_counter() - t0,
+        "rows": rows, "seconds": time.perf_counter() - t0, "rounds": args.rounds, "per_round": args.per_round,
     }
     return simulate(out, profiled, cluster)
 
@@ -307,10 +307,40 @@ def simulate(result: dict, profiled: OpGraph, cluster) -> dict:
     s_, m_ = [r["simulated"] for r in result["rows"]], [r["measured"] for r in result["rows"]]
     lo = [r["measured_p10"] for r in result["rows"]]
     result.update(spearman=spearman(s_, m_), mape=mape(s_, m_), spearman_p10=spearman(s_, lo),
-                  mape_p10=mape(s_, lo), cluster=cluster.to_dict())
+                  mape_p10=mape(s_, lo), cluster=cluster.to_dict(), **measurement_noise(result))
     log(f"{result['graph']}: Spearman {result['spearman']:.3f}, MAPE {100 * result['mape']:.1f}% over "
         f"{len(result['rows'])} placements")
     return result
+
+
+def measurement_noise(result: dict) -> dict:
+    """How well the measurements agree with themselves: the ceiling any simulator's Spearman can reach.
+
+    ``split_half_spearman``: Spearman between the medians of the even and the
+    odd rounds (the same placements, measured twice); ``duplicate_spread``: the
+    largest relative gap between medians of placements that are the same
+    assignment (e.g. ``single`` and ``single:0``), measured as different rows.
+    """
+    out: dict = {}
+    rows, per = result["rows"], result.get("per_round", 3)
+    if all("times" in r for r in rows):
+        halves = []
+        for parity in (0, 1):
+            halves.append([float(np.median([t for k, t in enumerate(r["times"]) if (k // per) % 2 == parity]))
+                           for r in rows])
+        out["split_half_spearman"] = spearman(*halves)
+    by_assignment: dict = {}
+    for r in rows:
+        by_assignment.setdefault(tuple(r["assignment"]), []).append(r["measured"])
+    gaps = [max(v) / min(v) - 1 for v in by_assignment.values() if len(v) > 1]
+    if gaps:
+        out["duplicate_spread"] = max(gaps)
+    sims = [r["simulated"] for r in rows if "simulated" in r]
+    if sims:
+        out["simulated_spread"] = max(sims) / min(sims) - 1
+    meds = [r["measured"] for r in rows]
+    out["measured_spread"] = max(meds) / min(meds) - 1
+    return out
 
 
 def plot(results: dict, path: Path) -> None:
@@ -387,12 +417,14 @@ def main() -> int:
         out_path.write_text(json.dumps(results, indent=1))
     plot(results, out_path.with_suffix(".png"))
     print(f"{'graph':8} {'ops':>5} {'placements':>10} {'spearman':>9} {'MAPE':>7}   (vs measured p10: "
-          "spearman, MAPE)")
+          "spearman, MAPE)   measured vs itself (split-half spearman); spread of sim / measured / duplicates")
     for name, r in results.items():
         if name == "calibration":
             continue
         print(f"{name:8} {r['ops']:5d} {r['placements']:10d} {r['spearman']:9.3f} {100 * r['mape']:6.1f}%"
-              f"   ({r['spearman_p10']:.3f}, {100 * r['mape_p10']:.1f}%)")
+              f"   ({r['spearman_p10']:.3f}, {100 * r['mape_p10']:.1f}%)   "
+              f"{r.get('split_half_spearman', float('nan')):.3f}; {100 * r.get('simulated_spread', float('nan')):.1f}% / "
+              f"{100 * r.get('measured_spread', float('nan')):.1f}% / {100 * r.get('duplicate_spread', float('nan')):.1f}%")
     return 0
 
 
