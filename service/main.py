@@ -25,7 +25,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from placer import __version__
 from placer.errors import PlacerError
 from service.api.main import api_router
-from service.api.routes import health, web
+from service.api.routes import docs, health, web
 from service.core.config import Settings
 from service.graph_store import GraphStore
 from service.jobs import JobRunner
@@ -138,12 +138,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     "Every placement is scored by the same step-time simulator.",
         lifespan=lifespan,
         default_response_class=SafeJSONResponse,
+        docs_url=None,  # served from the package, not a CDN (service/api/routes/docs.py)
+        redoc_url=None,  # ReDoc has no offline bundle; /docs covers the same
     )
     app.state.settings = settings
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_upload_bytes)
     app.include_router(health.router)
     app.include_router(web.router)  # the web page at /, open like /healthz; its API calls carry the key
     app.include_router(api_router)
+    docs.mount(app)
 
     @app.exception_handler(PlacerError)
     async def _placer_error(request: Request, exc: PlacerError) -> JSONResponse:
