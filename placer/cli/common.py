@@ -1,11 +1,122 @@
-"""Small helpers shared by the commands: JSON output and table printing."""
+"""Small helpers shared by the commands: their common options, JSON output and table printing.
+
+Only the standard library is imported at module level: every command's
+`add_parser` runs for ``placer --help``, which must stay fast.
+"""
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import sys
+from pathlib import Path
 from typing import Any, Iterable, Sequence
+
+GRAPH_FILE_HELP = "graph file (.json or .json.gz)"
+CLUSTER_HELP = "preset name (see `placer clusters`) or cluster JSON file"
+# `placer.objectives.OBJECTIVES`, repeated so that parsing the command line imports no numba
+# (tests/placer/cli/test_common.py checks the two agree).
+OBJECTIVES = ("step_time", "throughput")
+
+
+# -- options several commands take ---------------------------------------------
+def add_graph_and_cluster(p: argparse.ArgumentParser) -> None:
+    """GRAPH and a required ``--cluster``: what a one-graph, one-cluster command reads.
+
+    `load_graph_and_cluster` loads what they name.
+    """
+    p.add_argument("graph", help=GRAPH_FILE_HELP)
+    p.add_argument("--cluster", required=True, help=CLUSTER_HELP)
+
+
+def add_objective(p: argparse.ArgumentParser, help: str, default: str | None = "step_time") -> None:
+    """``--objective step_time|throughput``; `help` says what the command does with it."""
+    p.add_argument("--objective", choices=OBJECTIVES, default=default, help=help)
+
+
+def add_run_folder(p: argparse.ArgumentParser) -> None:
+    """``--out DIR`` and ``--resume``: where a long run keeps its files, and continuing it there.
+
+    `run_folder` checks ``--out`` when the command runs.
+    """
+    p.add_argument("--out", required=True, metavar="DIR", help="folder for the run's files")
+    p.add_argument("--resume", action="store_true", help="continue the run saved in DIR")
+
+
+def add_json_flag(p: argparse.ArgumentParser, what: str) -> None:
+    """``--json``: print `what` (e.g. "the result") as JSON instead of text."""
+    p.add_argument("--json", action="store_true", help=f"print {what} as JSON")
+
+
+# -- checking and loading what the options name ---------------------------------
+def load_graph_and_cluster(args: argparse.Namespace):
+    """The graph and cluster named by `add_graph_and_cluster`'s options, loaded and checked.
+
+    Returns
+    -------
+    (OpGraph, Cluster)
+
+    Raises
+    ------
+    PlacerError
+        If either file is missing or invalid, or the preset is unknown.
+    """
+    from placer.cluster import load_cluster
+    from placer.graph_io import load_graph
+
+    return load_graph(args.graph), load_cluster(args.cluster)
+
+
+def run_folder(out: str) -> Path:
+    """``--out`` as a Path; a PlacerError when it names a file (it may not exist yet)."""
+    from placer.errors import PlacerError
+
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise PlacerError(f"--out {str(path)!r} is a file, not a folder")
+    return path
+
+
+def check_budget(seconds: float | None) -> None:
+    """A PlacerError unless ``--budget-seconds`` is positive (or not given)."""
+    from placer.errors import PlacerError
+
+    if seconds is not None and not seconds > 0:
+        raise PlacerError(f"--budget-seconds must be positive, got {seconds:g}")
+
+
+class StopOnSignal:
+    """While in a ``with`` block, SIGINT (Ctrl-C) and SIGTERM ask a long run to stop.
+
+    The first signal only sets `requested`, so the loop can finish its step and
+    save; a second one raises KeyboardInterrupt at once. The old handlers come
+    back when the block ends.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._old: dict = {}
+
+    def __enter__(self) -> "StopOnSignal":
+        import signal
+
+        self._old = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import signal
+
+        for s, handler in self._old.items():
+            signal.signal(s, handler)
+
+    def _handle(self, signum, frame) -> None:
+        if self.requested:  # a second Ctrl-C: stop now
+            raise KeyboardInterrupt
+        self.requested = True
+
+
+# -- output ---------------------------------------------------------------------
 
 
 def print_json(obj: Any) -> None:

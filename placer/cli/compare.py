@@ -7,6 +7,8 @@ import os
 import sys
 from pathlib import Path
 
+from placer.cli.common import add_objective
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("compare", help="run several placement methods and compare their step times",
@@ -25,9 +27,8 @@ def add_parser(sub) -> None:
     p.add_argument("--rl-policy", metavar="DIR",
                    help="rl places zero-shot with this pre-trained policy ('shipped' for the bundled one) "
                         "instead of training from scratch; with --rl-budget-seconds it fine-tunes")
-    p.add_argument("--objective", choices=("step_time", "throughput"), default="step_time",
-                   help="step_time (default) or throughput: rows gain max_load (the pipelined max device "
-                        "load) and the winner is the smallest max_load")
+    add_objective(p, help="step_time (default) or throughput: rows gain max_load (the pipelined max device "
+                  "load) and the winner is the smallest max_load")
     p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
     p.add_argument("--plot", metavar="PNG", help="also draw a bar chart of step time / lower bound to this file")
     p.add_argument("--save", metavar="JSON", help="write the rows to this file after every run (for --resume)")

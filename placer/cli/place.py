@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import argparse
 
+from placer.cli.common import add_graph_and_cluster, add_json_flag, add_objective
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("place", help="place a graph with one method and simulate it",
                        description="Place GRAPH on CLUSTER with METHOD, score the placement with the "
                                    "simulator, and print (or write) the placement.")
-    p.add_argument("graph", help="graph file (.json or .json.gz)")
-    p.add_argument("--cluster", required=True, help="preset name (see `placer clusters`) or cluster JSON file")
+    add_graph_and_cluster(p)
     p.add_argument("--method", required=True, help="placement method (listed below)")
-    p.add_argument("--objective", choices=("step_time", "throughput"), default="step_time",
-                   help="what to make small: one step's time (default) or the pipelined max device load "
-                        "(`max_load`); a method that does not optimise it says so")
+    add_objective(p, help="what to make small: one step's time (default) or the pipelined max device load "
+                  "(`max_load`); a method that does not optimise it says so")
     p.add_argument("--budget-seconds", type=float, metavar="S",
                    help="learned methods (rl): training budget in seconds (default 60; with --policy: "
                         "fine-tune it for S seconds)")
@@ -25,7 +25,7 @@ def add_parser(sub) -> None:
                    help="method rl with --policy: the best of the greedy placement and K sampled ones "
                         "(default 0: greedy, deterministic)")
     p.add_argument("-o", "--output", help="write the placement JSON (the Placement contract) to this file")
-    p.add_argument("--json", action="store_true", help="print the placement as JSON")
+    add_json_flag(p, "the placement")
     p.set_defaults(run=run)
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.epilog = (
@@ -41,16 +41,13 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from placer.cli.common import human_bytes, human_seconds, print_json
-    from placer.cluster import load_cluster
+    from placer.cli.common import human_bytes, human_seconds, load_graph_and_cluster, print_json
     from placer.errors import PlacerError
-    from placer.graph_io import load_graph
     from placer.placement import save_placement
     from placer.placers import registry
 
     registry.get(args.method)  # unknown method: fail before loading anything big
-    graph = load_graph(args.graph)
-    cluster = load_cluster(args.cluster)
+    graph, cluster = load_graph_and_cluster(args)
     options = {}
     if args.budget_seconds is not None:
         if registry.get(args.method).heuristic:

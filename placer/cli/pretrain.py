@@ -10,6 +10,8 @@ saves and stops, ``--resume`` continues.
 
 from __future__ import annotations
 
+from placer.cli.common import StopOnSignal, add_json_flag, add_run_folder, check_budget, run_folder
+
 DEFAULT_CLUSTERS = ("2gpu", "4gpu", "8gpu")
 DEFAULT_BUDGET_SECONDS = 1800.0
 
@@ -22,7 +24,7 @@ def add_parser(sub) -> None:
     p.add_argument("corpus", help="corpus folder or its manifest.json (see corpus/make_corpus.py)")
     p.add_argument("--cluster", nargs="+", default=list(DEFAULT_CLUSTERS), metavar="C",
                    help=f"presets or cluster files to train on (default: {' '.join(DEFAULT_CLUSTERS)})")
-    p.add_argument("--out", required=True, metavar="DIR", help="folder for the run's files")
+    add_run_folder(p)
     p.add_argument("--budget-seconds", type=float, default=DEFAULT_BUDGET_SECONDS, metavar="S",
                    help=f"wall-clock budget of the training steps, resumes included (default {DEFAULT_BUDGET_SECONDS:g})")
     p.add_argument("--groups", type=int, default=None, metavar="G", help="most groups per graph (default 128)")
@@ -32,8 +34,7 @@ def add_parser(sub) -> None:
     p.add_argument("--max-graphs", type=int, default=None, metavar="N", help="use only the first N training graphs")
     p.add_argument("--name", default="placer-pretrained", help="the policy's name in its card")
     p.add_argument("--version", default="1", help="the policy's version in its card")
-    p.add_argument("--resume", action="store_true", help="continue the run saved in DIR")
-    p.add_argument("--json", action="store_true", help="print a summary as JSON")
+    add_json_flag(p, "a summary")
     p.set_defaults(run=run)
 
 
@@ -41,10 +42,8 @@ def run(args) -> int:
     import os
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    import signal
     import sys
     import time
-    from pathlib import Path
 
     from tqdm import tqdm
 
@@ -54,11 +53,8 @@ def run(args) -> int:
     from placer.graph_io import load_graph
     from placer.rl import pretrain
 
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise PlacerError(f"--out {str(out)!r} is a file, not a folder")
-    if not args.budget_seconds > 0:
-        raise PlacerError(f"--budget-seconds must be positive, got {args.budget_seconds:g}")
+    out = run_folder(args.out)
+    check_budget(args.budget_seconds)
     if (out / pretrain.STATE_FILE).exists() and not args.resume:
         raise PlacerError(f"{str(out)!r} already holds a pre-training run; pass --resume to continue it "
                           "or choose another --out")
@@ -87,14 +83,6 @@ def run(args) -> int:
     trainer = pretrain.Pretrainer(envs, config)
     if args.resume and (out / pretrain.STATE_FILE).exists():
         pretrain.restore(trainer, out)
-    stop = {"requested": False}
-
-    def on_signal(signum, frame):
-        if stop["requested"]:
-            raise KeyboardInterrupt
-        stop["requested"] = True
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     bar = tqdm(total=None, initial=trainer.state.step, unit="step", file=sys.stderr, disable=None, desc="pretrain")
 
     def on_step(row):
@@ -104,14 +92,13 @@ def run(args) -> int:
                             f"greedy/teacher {last.get('geomean_ratio', float('nan')):.3f}", refresh=False)
         bar.update(1)
 
-    try:
-        reason = pretrain.run(trainer, out, budget_seconds=args.budget_seconds, name=args.name,
-                              version=args.version, on_step=on_step, should_stop=lambda: stop["requested"],
-                              resumed=args.resume)
-    finally:
-        bar.close()
-        for s, h in old.items():
-            signal.signal(s, h)
+    with StopOnSignal() as stop:
+        try:
+            reason = pretrain.run(trainer, out, budget_seconds=args.budget_seconds, name=args.name,
+                                  version=args.version, on_step=on_step, should_stop=lambda: stop.requested,
+                                  resumed=args.resume)
+        finally:
+            bar.close()
     last = trainer.state.evals[-1]
     summary = {"state": reason, "environments": len(envs), "graphs": len(entries),
                "clusters": [c.name for c in clusters], "steps": trainer.state.step,

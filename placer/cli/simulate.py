@@ -2,34 +2,31 @@
 
 from __future__ import annotations
 
+from placer.cli.common import add_graph_and_cluster, add_json_flag, add_objective
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("simulate", help="simulate one training step of a placed graph",
                        description="Simulate one step of GRAPH placed by PLACEMENT on CLUSTER: step time, "
                                    "per-device busy time and peak memory, bytes moved, out-of-memory.")
-    p.add_argument("graph", help="graph file (.json or .json.gz)")
-    p.add_argument("--cluster", required=True, help="preset name (see `placer clusters`) or cluster JSON file")
+    add_graph_and_cluster(p)
     p.add_argument("--placement", required=True, help="placement JSON file ({'devices': {op: device}})")
-    p.add_argument("--objective", choices=("step_time", "throughput"), default="step_time",
-                   help="step_time (default): one step's time; throughput: also the pipelined max per-device "
-                        "load (`max_load`, the MSR paper's model: compute + communication per device)")
+    add_objective(p, help="step_time (default): one step's time; throughput: also the pipelined max per-device "
+                  "load (`max_load`, the MSR paper's model: compute + communication per device)")
     p.add_argument("--trace", metavar="FILE",
                    help="also write the step as a Chrome trace (JSON; .json.gz gzipped) for Perfetto "
                         "(ui.perfetto.dev) or chrome://tracing: ops per device, transfers per link, memory")
     p.add_argument("--gantt", metavar="FILE", help="also draw the step as a Gantt chart (PNG, SVG or PDF)")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_json_flag(p, "the result")
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
-    from placer.cli.common import human_bytes, human_seconds, print_json, print_table
-    from placer.cluster import load_cluster
-    from placer.graph_io import load_graph
+    from placer.cli.common import human_bytes, human_seconds, load_graph_and_cluster, print_json, print_table
     from placer.placement import load_placement
     from placer.simulator import Simulator
 
-    graph = load_graph(args.graph)
-    cluster = load_cluster(args.cluster)
+    graph, cluster = load_graph_and_cluster(args)
     placement = load_placement(args.placement)
     sim = Simulator(graph, cluster)
     assignment = placement.assignment(graph, cluster)

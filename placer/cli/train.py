@@ -18,6 +18,9 @@ the run "interrupted" and exit with code 130.
 
 from __future__ import annotations
 
+from placer.cli.common import (StopOnSignal, add_graph_and_cluster, add_json_flag, add_objective, add_run_folder,
+                               check_budget, run_folder)
+
 CHECKPOINT_EVERY_SECONDS = 30.0
 DEFAULT_BUDGET_SECONDS = 600.0
 
@@ -27,9 +30,8 @@ def add_parser(sub) -> None:
                        description="Train the seq2seq placement policy with REINFORCE against the simulator. "
                                    "Writes DIR/best_placement.json, history.csv, curve.png, progress.json and a "
                                    "checkpoint; Ctrl-C or SIGTERM saves and stops, --resume continues.")
-    p.add_argument("graph", help="graph file (.json or .json.gz)")
-    p.add_argument("--cluster", required=True, help="preset name (see `placer clusters`) or cluster JSON file")
-    p.add_argument("--out", required=True, metavar="DIR", help="folder for the run's files")
+    add_graph_and_cluster(p)
+    add_run_folder(p)
     p.add_argument("--budget-seconds", type=float, default=None, metavar="S",
                    help=f"wall-clock budget of the whole run, resumes included (default {DEFAULT_BUDGET_SECONDS:g} "
                         "unless --steps is given)")
@@ -38,16 +40,15 @@ def add_parser(sub) -> None:
     p.add_argument("--samples", type=int, default=None, metavar="K", help="placements sampled per step (default 32)")
     p.add_argument("--groups", type=int, default=None, metavar="G", help="most groups the ops are coarsened into "
                                                                          "(default 256)")
-    p.add_argument("--objective", choices=("step_time", "throughput"), default=None,
-                   help="reward from the simulated step time (default) or from the pipelined max device load "
-                        "(throughput; progress and history then report max loads in the *step_time columns)")
+    add_objective(p, default=None,
+                  help="reward from the simulated step time (default) or from the pipelined max device load "
+                       "(throughput; progress and history then report max loads in the *step_time columns)")
     p.add_argument("--warm-start", choices=("heuristic", "none"), default=None,
                    help="'heuristic' (default): first imitate the best heuristic placement; "
                         "'none': the paper's cold start")
     p.add_argument("--init", metavar="POLICY",
                    help="fine-tune: start from this pre-trained policy folder (`placer pretrain`), or 'shipped' "
                         "for the package's own, instead of a heuristic warm start")
-    p.add_argument("--resume", action="store_true", help="continue the run saved in DIR")
     p.add_argument("--ray", metavar="ADDRESS", default=None,
                    help="score each step's samples on Ray workers (simulated, or with --reward measured timed in "
                         "TensorFlow on each worker's machine): 'auto' (a running Ray cluster, else a local one) "
@@ -56,7 +57,7 @@ def add_parser(sub) -> None:
     p.add_argument("--reward", choices=("simulated", "measured"), default="simulated",
                    help="simulated (default): step times from the simulator; measured: each sample run for real "
                         "in TensorFlow (slow; the graph must carry its GraphDef, see `placer measure`)")
-    p.add_argument("--json", action="store_true", help="print a summary of the run as JSON")
+    add_json_flag(p, "a summary of the run")
     p.set_defaults(run=run)
 
 
@@ -64,15 +65,10 @@ def run(args) -> int:
     import os
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    from pathlib import Path
-
     from placer.errors import PlacerError
 
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise PlacerError(f"--out {str(out)!r} is a file, not a folder")
-    if args.budget_seconds is not None and not (args.budget_seconds > 0):
-        raise PlacerError(f"--budget-seconds must be positive, got {args.budget_seconds:g}")
+    out = run_folder(args.out)
+    check_budget(args.budget_seconds)
     if args.steps is not None and args.steps < 1:
         raise PlacerError(f"--steps must be at least 1, got {args.steps}")
     budget = args.budget_seconds
@@ -87,21 +83,19 @@ class _Session:
 
     def __init__(self, args, out, budget):
         self.args, self.out, self.budget = args, out, budget
-        self.stop_requested = False
+        self.stop = StopOnSignal()
         self.trainer = None
         self.last = None  # the latest StepStats
 
     # -- set-up ----------------------------------------------------------------
     def _make_trainer(self):
-        from placer.cluster import load_cluster
+        from placer.cli.common import load_graph_and_cluster
         from placer.errors import PlacerError
-        from placer.graph_io import load_graph
         from placer.rl import checkpoint
         from placer.rl.trainer import TrainConfig, Trainer
 
         args = self.args
-        graph = load_graph(args.graph)
-        cluster = load_cluster(args.cluster)
+        graph, cluster = load_graph_and_cluster(args)
         given = {k: v for k, v in (("seed", args.seed), ("samples", args.samples), ("groups", args.groups),
                                    ("warm_start", args.warm_start), ("objective", args.objective)) if v is not None}
         saved = checkpoint.load_state(self.out)
@@ -131,43 +125,34 @@ class _Session:
         checkpoint.restore(trainer, self.out, saved)
         return trainer, True
 
-    def _on_signal(self, signum, frame) -> None:
-        if self.stop_requested:  # a second Ctrl-C: stop now
-            raise KeyboardInterrupt
-        self.stop_requested = True
-
     # -- the run -----------------------------------------------------------------
     def run(self) -> int:
-        import signal
         import sys
 
         self.out.mkdir(parents=True, exist_ok=True)
-        old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            self.trainer, resumed = self._make_trainer()
-            if getattr(self.args, "reward", "simulated") == "measured":
-                from placer.measure.reward import MeasuredSimulator
+        with self.stop:
+            try:
+                self.trainer, resumed = self._make_trainer()
+                if getattr(self.args, "reward", "simulated") == "measured":
+                    from placer.measure.reward import MeasuredSimulator
 
-                self.trainer.sim = MeasuredSimulator(self.trainer.sim)
-            if getattr(self.args, "ray", None):
-                from placer.rl.distributed import RaySimulator
+                    self.trainer.sim = MeasuredSimulator(self.trainer.sim)
+                if getattr(self.args, "ray", None):
+                    from placer.rl.distributed import RaySimulator
 
-                self.trainer.sim = RaySimulator(self.trainer.sim, self.args.ray, self.args.ray_workers)
-            self._write_progress("running")
-            reason = self._loop(resumed)
-        except BaseException as e:
-            from placer.errors import PlacerError
+                    self.trainer.sim = RaySimulator(self.trainer.sim, self.args.ray, self.args.ray_workers)
+                self._write_progress("running")
+                reason = self._loop(resumed)
+            except BaseException as e:
+                from placer.errors import PlacerError
 
-            message = str(e) if isinstance(e, PlacerError) else f"{type(e).__name__}: {e}"
-            if isinstance(e, KeyboardInterrupt):
-                self._save()
-                self._write_progress("interrupted")
-            else:
-                self._write_progress("failed", error=message)
-            raise
-        finally:
-            for s, handler in old.items():
-                signal.signal(s, handler)
+                message = str(e) if isinstance(e, PlacerError) else f"{type(e).__name__}: {e}"
+                if isinstance(e, KeyboardInterrupt):
+                    self._save()
+                    self._write_progress("interrupted")
+                else:
+                    self._write_progress("failed", error=message)
+                raise
         self._finish(reason)
         if reason == "interrupted":
             print(f"placer train: interrupted at step {self.trainer.state.step}; checkpoint saved in "
@@ -199,7 +184,7 @@ class _Session:
 
         try:
             return train(trainer, budget_seconds=self.budget, max_steps=self.args.steps, on_step=on_step,
-                         should_stop=lambda: self.stop_requested)
+                         should_stop=lambda: self.stop.requested)
         finally:
             bar.close()
             history.close()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from placer.cli.common import GRAPH_FILE_HELP, add_json_flag
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("validate", help="check a graph file and print a summary",
                        description="Check a graph file (JSON or .json.gz) and print its size.")
-    p.add_argument("graph", help="graph file (.json or .json.gz)")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("graph", help=GRAPH_FILE_HELP)
+    add_json_flag(p, "the summary")
     p.set_defaults(run=run)
 
 

@@ -1,0 +1,45 @@
+"""`placer.cli.common`: the options and checks several commands share."""
+
+import os
+import signal
+
+import pytest
+
+from placer.cli import common
+from placer.errors import PlacerError
+
+
+def test_objective_choices_match_the_objectives_module():
+    """The CLI repeats the list to stay free of numba at parse time; the two must agree."""
+    from placer.objectives import OBJECTIVES
+
+    assert common.OBJECTIVES == OBJECTIVES
+
+
+def test_run_folder_refuses_a_file(tmp_path):
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(PlacerError, match="is a file, not a folder"):
+        common.run_folder(str(tmp_path / "f"))
+    assert common.run_folder(str(tmp_path / "new")) == tmp_path / "new"
+
+
+@pytest.mark.parametrize("seconds", [0.0, -1.0, float("nan")])
+def test_check_budget_refuses_non_positive(seconds):
+    with pytest.raises(PlacerError, match="--budget-seconds must be positive"):
+        common.check_budget(seconds)
+
+
+def test_check_budget_accepts_positive_or_absent():
+    common.check_budget(None)
+    common.check_budget(0.5)
+
+
+def test_stop_on_signal_asks_then_interrupts_then_restores():
+    """First SIGTERM sets `requested`; a second raises KeyboardInterrupt; the old handler comes back."""
+    before = signal.getsignal(signal.SIGTERM)
+    with common.StopOnSignal() as stop:
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.requested
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+    assert signal.getsignal(signal.SIGTERM) is before
