@@ -26,16 +26,32 @@ def read_json_file(path: str | os.PathLike, what: str = "file") -> Any:
     PlacerError
         If the file is missing, unreadable, not gzip when it claims to be, or not JSON.
     """
-    path = Path(path)
+    where = f"{what} {str(Path(path))!r}"
+    return parse_json_bytes(read_bytes(path, where), where)
+
+
+def read_bytes(path: str | os.PathLike, where: str, error: type[PlacerError] = PlacerError) -> bytes:
+    """A file's bytes, or one `error` starting with `where` if it cannot be read.
+
+    Parameters
+    ----------
+    path : the file.
+    where : how messages name the file, e.g. ``"graph 'g.json'"``.
+    error : the PlacerError subclass to raise (importers raise ModelImportError).
+
+    Raises
+    ------
+    PlacerError
+        (of class `error`) if the file is missing, a directory, or unreadable.
+    """
     try:
-        raw = path.read_bytes()
+        return Path(path).read_bytes()
     except FileNotFoundError:
-        raise PlacerError(f"{what} {str(path)!r}: no such file") from None
+        raise error(f"{where}: no such file") from None
     except IsADirectoryError:
-        raise PlacerError(f"{what} {str(path)!r}: is a directory") from None
+        raise error(f"{where}: is a directory") from None
     except OSError as e:
-        raise PlacerError(f"{what} {str(path)!r}: cannot read ({e.strerror})") from None
-    return parse_json_bytes(raw, f"{what} {str(path)!r}")
+        raise error(f"{where}: cannot read ({e.strerror})") from None
 
 
 def parse_json_bytes(raw: bytes, where: str = "input") -> Any:

@@ -26,6 +26,7 @@ from typing import Callable
 
 from placer.errors import ModelImportError, PlacerError
 from placer.graph import OpGraph
+from placer.graph_io import read_bytes
 
 Sniff = Callable[[bytes, "str | None"], bool]
 Load = Callable[[bytes, str], OpGraph]
@@ -103,14 +104,7 @@ def import_file(path: str | os.PathLike, fmt: str | None = None, name: str | Non
         If the file is missing, empty, of no known format, corrupt or truncated.
     """
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise ModelImportError(f"{str(path)!r}: no such file") from None
-    except IsADirectoryError:
-        raise ModelImportError(f"{str(path)!r}: is a directory") from None
-    except OSError as e:
-        raise ModelImportError(f"{str(path)!r}: cannot read ({e.strerror})") from None
+    raw = read_bytes(path, repr(str(path)), ModelImportError)
     graph_name = name or default_name(path)
     try:
         return import_bytes(raw, graph_name, fmt, str(path))

@@ -36,6 +36,20 @@ def test_missing_file(tmp_path):
         load_graph(tmp_path / "nope.json")
 
 
+def test_a_folder_is_named_as_such(tmp_path):
+    with pytest.raises(PlacerError, match=r"graph '.*': is a directory"):
+        load_graph(tmp_path)
+
+
+def test_read_bytes_raises_the_asked_error_class(tmp_path):
+    """Importers reuse the reader and get their own error class, with the same messages."""
+    from placer.errors import ModelImportError
+    from placer.graph_io import read_bytes
+
+    with pytest.raises(ModelImportError, match="^model 'x': no such file$"):
+        read_bytes(tmp_path / "nope", "model 'x'", ModelImportError)
+
+
 def test_not_json(tmp_path):
     path = tmp_path / "g.json"
     path.write_text("{not json")
