@@ -36,6 +36,7 @@ from placer.cluster import Cluster
 from placer.cost_model import op_time_matrix
 from placer.errors import PlacementError, PlacerError
 from placer.graph import OpGraph
+from placer.simulator.core import graph_arrays
 
 OBJECTIVES = ("step_time", "throughput")
 
@@ -111,13 +112,8 @@ class ThroughputModel:
         all_cpu = bool((kinds == "cpu").all())
         self.pays = np.ascontiguousarray((kinds != "cpu") | all_cpu)
         self.s_off, self.s_idx = graph.successors
-        self.xfer_time = np.array(
-            [-1.0 if op.transfer_time is None else op.transfer_time for op in graph.ops], dtype=np.float64
-        )
-        self.out_bytes = np.array([op.output_bytes for op in graph.ops], dtype=np.float64)
-        self.bandwidth, self.latency = cluster.link_matrices()
-        self.params = np.array([op.param_bytes for op in graph.ops], dtype=np.float64)
-        self.memory_bytes = np.array([d.memory_bytes for d in cluster.devices], dtype=np.float64)
+        (self.out_bytes, self.params, self.xfer_time, self.bandwidth, self.latency,
+         self.memory_bytes) = graph_arrays(graph, cluster)
         groups = graph.colocation_groups()
         self.coloc = [np.asarray(ix, dtype=np.int64) for ix in groups.values() if len(ix) > 1]
 
@@ -172,11 +168,7 @@ class ThroughputModel:
 
     def max_load_batch(self, assignments: np.ndarray) -> np.ndarray:
         """Objective of K placements (``[K, num_ops]`` -> ``[K]``)."""
-        a = self._check(np.atleast_2d(assignments))
-        out = np.empty(a.shape[0])
-        _max_load_batch(a, self.times, self.s_off, self.s_idx, self.xfer_time, self.out_bytes,
-                        self.bandwidth, self.latency, self.pays, out)
-        return out
+        return self.load_batch(assignments).max(axis=1)
 
 
 @numba.njit(cache=True)
@@ -206,22 +198,6 @@ def _loads(a, times, s_off, s_idx, xfer_time, out_bytes, bandwidth, latency, pay
                 comm[dv] += c
         if sends and pays[du]:
             comm[du] += send
-
-
-@numba.njit(cache=True)
-def _max_load_batch(a, times, s_off, s_idx, xfer_time, out_bytes, bandwidth, latency, pays, out):
-    D = times.shape[1]
-    compute = np.empty(D)
-    comm = np.empty(D)
-    for k in range(a.shape[0]):
-        compute[:] = 0.0
-        comm[:] = 0.0
-        _loads(a[k], times, s_off, s_idx, xfer_time, out_bytes, bandwidth, latency, pays, compute, comm)
-        best = 0.0
-        for d in range(D):
-            if compute[d] + comm[d] > best:
-                best = compute[d] + comm[d]
-        out[k] = best
 
 
 @numba.njit(cache=True)

@@ -8,6 +8,7 @@ once, and each call is a single pass of the numba event loop in `kernel.py`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -17,6 +18,33 @@ from placer.errors import PlacementError
 from placer.graph import OpGraph
 from placer.placement import Placement
 from placer.simulator import kernel
+
+
+class GraphArrays(NamedTuple):
+    """What ops move and hold, and what links and devices allow, as float64 arrays.
+
+    The simulator and the throughput model (`placer.objectives`) both read these.
+    """
+
+    out_bytes: np.ndarray  # [num_ops] bytes of each op's output
+    params: np.ndarray  # [num_ops] bytes of weights each op holds
+    xfer_time: np.ndarray  # [num_ops] profiled seconds to send the output, -1 where the link model applies
+    bandwidth: np.ndarray  # [D, D] bytes/s between devices (inf on the diagonal)
+    latency: np.ndarray  # [D, D] seconds per transfer (0 on the diagonal)
+    memory_bytes: np.ndarray  # [D] capacity of each device
+
+
+def graph_arrays(graph: OpGraph, cluster: Cluster) -> GraphArrays:
+    """Compile the per-op sizes of `graph` and the links and capacities of `cluster`."""
+    bandwidth, latency = cluster.link_matrices()
+    return GraphArrays(
+        out_bytes=np.array([op.output_bytes for op in graph.ops], dtype=np.float64),
+        params=np.array([op.param_bytes for op in graph.ops], dtype=np.float64),
+        xfer_time=np.array([-1.0 if op.transfer_time is None else op.transfer_time for op in graph.ops],
+                           dtype=np.float64),
+        bandwidth=bandwidth, latency=latency,
+        memory_bytes=np.array([d.memory_bytes for d in cluster.devices], dtype=np.float64),
+    )
 
 
 @dataclass
@@ -87,13 +115,8 @@ class Simulator:
         self.rank = graph.topo_rank
         self.p_off, self.p_idx = graph.predecessors
         self.s_off, self.s_idx = graph.successors
-        self.out_bytes = np.array([op.output_bytes for op in graph.ops], dtype=np.float64)
-        self.params = np.array([op.param_bytes for op in graph.ops], dtype=np.float64)
-        self.xfer_time = np.array(
-            [-1.0 if op.transfer_time is None else op.transfer_time for op in graph.ops], dtype=np.float64
-        )
-        self.bandwidth, self.latency = cluster.link_matrices()
-        self.memory_bytes = np.array([d.memory_bytes for d in cluster.devices], dtype=np.float64)
+        (self.out_bytes, self.params, self.xfer_time, self.bandwidth, self.latency,
+         self.memory_bytes) = graph_arrays(graph, cluster)
         # a shared thread pool (logical CPUs of one process) lets a device run several ops at once,
         # but never more than the pool's threads in the whole cluster
         threads = cluster.shared_threads
