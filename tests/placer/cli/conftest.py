@@ -1,10 +1,14 @@
-"""Run the CLI in-process and capture what a user would see."""
+"""Run the CLI in-process and capture what a user would see; the graph files the commands read."""
 
+import json
 from dataclasses import dataclass
 
 import pytest
 
 from placer.cli.main import main
+from placer.graph import Op, OpGraph
+from placer.graph_io import save_graph
+from placer.synthetic import layered_graph
 
 
 @dataclass
@@ -27,3 +31,33 @@ def cli(capsys):
         return Run(code, captured.out, captured.err)
 
     return run
+
+
+@pytest.fixture
+def fork_files(tmp_path):
+    """tmp_path holding g.json, a fork (s -> x, y -> j), and p.json placing y on GPU:1, the rest on GPU:0.
+
+    Each output is 12 MB, so on preset 2gpu both crossings cost 1.01 ms and the step takes 8.02 ms.
+    """
+    g = OpGraph("fork", [
+        Op("s", "T", cost={"gpu": 1e-3}, output_bytes=12e6),
+        Op("x", "T", ["s"], cost={"gpu": 4e-3}, output_bytes=12e6),
+        Op("y", "T", ["s"], cost={"gpu": 4e-3}, output_bytes=12e6),
+        Op("j", "T", ["x", "y"], cost={"gpu": 1e-3}),
+    ])
+    save_graph(g, tmp_path / "g.json")
+    placement = {"devices": {"s": "/device:GPU:0", "x": "/device:GPU:0", "y": "/device:GPU:1", "j": "/device:GPU:0"}}
+    (tmp_path / "p.json").write_text(json.dumps(placement))
+    return tmp_path
+
+
+@pytest.fixture
+def layered_graph_file(tmp_path):
+    """`layered_graph_file(n, seed=0, name="g.json.gz")` writes `layered_graph(n, seed=seed)` to tmp_path/name."""
+
+    def write(n: int, seed: int = 0, name: str = "g.json.gz"):
+        path = tmp_path / name
+        save_graph(layered_graph(n, seed=seed), path)
+        return path
+
+    return write

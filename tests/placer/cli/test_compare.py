@@ -5,21 +5,14 @@ import json
 import pytest
 
 from placer.cli.main import main
-from placer.graph_io import save_graph
 from placer.placers import registry
-from placer.synthetic import layered_graph
 
 FIELDS = {"graph", "cluster", "method", "step_time", "lower_bound", "oom", "place_seconds"}
 
 
 @pytest.fixture
-def graph_files(tmp_path):
-    paths = []
-    for n, seed in ((80, 1), (120, 2)):
-        path = tmp_path / f"g{n}.json.gz"
-        save_graph(layered_graph(n, seed=seed), path)
-        paths.append(str(path))
-    return paths
+def graph_files(layered_graph_file):
+    return [str(layered_graph_file(n, seed=seed, name=f"g{n}.json.gz")) for n, seed in ((80, 1), (120, 2))]
 
 
 def test_json_rows_cover_every_graph_cluster_and_method(graph_files, capsys):

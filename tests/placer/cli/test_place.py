@@ -5,15 +5,11 @@ import json
 import pytest
 
 from placer.cli.main import main
-from placer.graph_io import save_graph
-from placer.synthetic import layered_graph
 
 
 @pytest.fixture
-def graph_file(tmp_path):
-    path = tmp_path / "g.json.gz"
-    save_graph(layered_graph(60, seed=3), path)
-    return path
+def graph_file(layered_graph_file):
+    return layered_graph_file(60, seed=3)
 
 
 def test_place_writes_the_placement_contract(graph_file, tmp_path, capsys):

@@ -2,26 +2,15 @@
 
 import json
 
-from placer.graph import Op, OpGraph
-from placer.graph_io import save_graph
+
+def _args(d):
+    """`placer simulate` arguments for the fork that `fork_files` wrote to folder `d`."""
+    return [d / "g.json", "--cluster", "2gpu", "--placement", d / "p.json"]
 
 
-def _files(tmp_path):
-    g = OpGraph("fork", [
-        Op("s", "T", cost={"gpu": 1e-3}, output_bytes=12e6),
-        Op("x", "T", ["s"], cost={"gpu": 4e-3}, output_bytes=12e6),
-        Op("y", "T", ["s"], cost={"gpu": 4e-3}, output_bytes=12e6),
-        Op("j", "T", ["x", "y"], cost={"gpu": 1e-3}),
-    ])
-    save_graph(g, tmp_path / "g.json")
-    placement = {"devices": {"s": "/device:GPU:0", "x": "/device:GPU:0", "y": "/device:GPU:1", "j": "/device:GPU:0"}}
-    (tmp_path / "p.json").write_text(json.dumps(placement))
-    return [tmp_path / "g.json", "--cluster", "2gpu", "--placement", tmp_path / "p.json"]
-
-
-def test_trace_and_gantt(cli, tmp_path):
+def test_trace_and_gantt(cli, fork_files, tmp_path):
     """Both files are written; the trace's last op ends at the printed step time."""
-    r = cli("simulate", *_files(tmp_path), "--trace", tmp_path / "t.json", "--gantt", tmp_path / "g.png", "--json")
+    r = cli("simulate", *_args(fork_files), "--trace", tmp_path / "t.json", "--gantt", tmp_path / "g.png", "--json")
     assert r.code == 0, r.err
     out = json.loads(r.out)
     assert out["trace"] == str(tmp_path / "t.json") and out["gantt"] == str(tmp_path / "g.png")
@@ -31,11 +20,11 @@ def test_trace_and_gantt(cli, tmp_path):
     assert (tmp_path / "g.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_table_output_names_files(cli, tmp_path):
-    r = cli("simulate", *_files(tmp_path), "--trace", tmp_path / "t.json.gz")
+def test_table_output_names_files(cli, fork_files, tmp_path):
+    r = cli("simulate", *_args(fork_files), "--trace", tmp_path / "t.json.gz")
     assert r.code == 0 and f"wrote trace {tmp_path / 't.json.gz'}" in r.out
 
 
-def test_bad_gantt_format_is_one_line(cli, tmp_path):
-    r = cli("simulate", *_files(tmp_path), "--gantt", tmp_path / "g.nope")
+def test_bad_gantt_format_is_one_line(cli, fork_files, tmp_path):
+    r = cli("simulate", *_args(fork_files), "--gantt", tmp_path / "g.nope")
     assert r.code == 1 and "g.nope" in r.err and r.err.count("\n") == 1

@@ -9,9 +9,7 @@ import time
 
 import pytest
 
-from placer.graph_io import save_graph
 from placer.placement import Placement
-from placer.synthetic import layered_graph
 
 FAST = ["--samples", "8", "--groups", "12", "--warm-start", "none"]
 
@@ -25,10 +23,8 @@ def _no_xla(monkeypatch):
 
 
 @pytest.fixture
-def graph_file(tmp_path):
-    path = tmp_path / "g.json.gz"
-    save_graph(layered_graph(40, seed=1), path)
-    return path
+def graph_file(layered_graph_file):
+    return layered_graph_file(40, seed=1)
 
 
 def test_train_writes_the_contract_files_and_resumes(cli, graph_file, tmp_path):
