@@ -252,6 +252,21 @@ def place_m_etf(graph, cluster, **options):
 
 
 # -- m-SCT's favourite children -----------------------------------------------------
+def _at_most_one_favorite(end: np.ndarray, degree: np.ndarray, first_row: int):
+    """LP rows ``-sum x_e <= 1 - degree(k)``, one per op k with `degree` >= 2, over the edges e at k.
+
+    With x_e = 0 meaning "favourite", an op keeps at most one favourite edge at
+    that end. `end` is each edge's op at that end (its source for favourite
+    children, its destination for favourite parents); rows are numbered from
+    `first_row`. Returns the (rows, columns, values) of the entries and the rows' bounds.
+    """
+    edges = np.flatnonzero(degree[end] >= 2)
+    ops = np.flatnonzero(degree >= 2)
+    row_of = np.full(len(degree), -1)
+    row_of[ops] = first_row + np.arange(len(ops))
+    return row_of[end[edges]], edges, -np.ones(len(edges)), 1.0 - degree[ops]
+
+
 def favorite_children(problem: Problem, devices: np.ndarray, time_limit: float = 60.0) -> tuple[np.ndarray, dict]:
     """Favourite child of each op (-1: none) from the rounded LP relaxation.
 
@@ -287,28 +302,16 @@ def favorite_children(problem: Problem, devices: np.ndarray, time_limit: float =
     vals += [np.ones(E), -np.ones(E), c[src]]
     rhs.append(-p[src])
     r0 = E
-    # at most one favourite child: -sum_j x_ij <= 1 - outdeg(i), for outdeg >= 2
-    outdeg = np.bincount(src, minlength=n)
-    many = outdeg[src] >= 2
-    heads = np.flatnonzero(outdeg >= 2)
-    row_of = np.full(n, -1)
-    row_of[heads] = r0 + np.arange(len(heads))
-    rows.append(row_of[src[many]])
-    cols.append(e[many])
-    vals.append(-np.ones(int(many.sum())))
-    rhs.append(1.0 - outdeg[heads])
-    r0 += len(heads)
+    # at most one favourite child: -sum_j x_ij <= 1 - outdeg(i), for outdeg >= 2;
     # at most one favourite parent: -sum_i x_ij <= 1 - indeg(j), for indeg >= 2
-    indeg = np.diff(p_off)
-    many = indeg[dst] >= 2
-    tails = np.flatnonzero(indeg >= 2)
-    row_of = np.full(n, -1)
-    row_of[tails] = r0 + np.arange(len(tails))
-    rows.append(row_of[dst[many]])
-    cols.append(e[many])
-    vals.append(-np.ones(int(many.sum())))
-    rhs.append(1.0 - indeg[tails])
-    r0 += len(tails)
+    outdeg = np.bincount(src, minlength=n)
+    for end, degree in ((src, outdeg), (dst, np.diff(p_off))):
+        at_rows, at_cols, at_vals, bound = _at_most_one_favorite(end, degree, r0)
+        rows.append(at_rows)
+        cols.append(at_cols)
+        vals.append(at_vals)
+        rhs.append(bound)
+        r0 += len(bound)
     # s_i + p_i <= w for the exits (the edges carry it to every other op)
     exits = np.flatnonzero(outdeg == 0)
     rr = r0 + np.arange(len(exits))
