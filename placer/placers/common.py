@@ -28,6 +28,7 @@ from placer.cluster import Cluster
 from placer.cost_model import op_time_matrix
 from placer.graph import OpGraph
 from placer.placement import Placement
+from placer.simulator.core import graph_arrays
 
 
 @dataclass
@@ -68,10 +69,7 @@ class Problem:
         `fuse_chains` merges chains into units (`chain_units`); `follow_forward`
         puts each gradient op in its forward op's unit (`forward_units`).
         """
-        out_bytes = np.array([op.output_bytes for op in graph.ops], dtype=np.float64)
-        params = np.array([op.param_bytes for op in graph.ops], dtype=np.float64)
-        xfer = np.array([-1.0 if op.transfer_time is None else op.transfer_time for op in graph.ops])
-        bandwidth, latency = cluster.link_matrices()
+        out_bytes, params, xfer, bandwidth, latency, capacity = graph_arrays(graph, cluster)
         gpus = np.array([i for i, d in enumerate(cluster.devices) if d.kind == "gpu"], dtype=np.int64)
         candidates = gpus if gpus.size else np.arange(len(cluster), dtype=np.int64)
         op_memory = params + out_bytes
@@ -90,7 +88,7 @@ class Problem:
             graph=graph, cluster=cluster, times=op_time_matrix(graph, cluster), out_bytes=out_bytes,
             xfer=xfer, bandwidth=bandwidth, latency=latency, unit=unit, unit_ops=unit_ops,
             op_memory=op_memory, unit_memory=unit_memory,
-            capacity=np.array([d.memory_bytes for d in cluster.devices], dtype=np.float64),
+            capacity=capacity,
             candidates=candidates,
         )
 
