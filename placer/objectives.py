@@ -34,9 +34,9 @@ import numpy as np
 
 from placer.cluster import Cluster
 from placer.cost_model import op_time_matrix
-from placer.errors import PlacementError, PlacerError
+from placer.errors import PlacerError
 from placer.graph import OpGraph
-from placer.simulator.core import graph_arrays
+from placer.simulator.core import check_assignment, graph_arrays
 
 OBJECTIVES = ("step_time", "throughput")
 
@@ -121,17 +121,9 @@ class ThroughputModel:
     def num_devices(self) -> int:
         return len(self.cluster)
 
-    def _check(self, assignment: np.ndarray) -> np.ndarray:
-        a = np.ascontiguousarray(assignment, dtype=np.int64)
-        if a.shape[-1] != len(self.graph):
-            raise PlacementError(f"assignment has {a.shape[-1]} entries; graph {self.graph.name!r} has {len(self.graph)} ops")
-        if a.size and (a.min() < 0 or a.max() >= self.num_devices):
-            raise PlacementError(f"assignment names a device outside 0..{self.num_devices - 1}")
-        return a
-
     def loads(self, assignment: np.ndarray) -> Loads:
         """Loads of one placement (a device index per op, graph order)."""
-        a = self._check(assignment)
+        a = check_assignment(assignment, self.graph, self.cluster)
         compute = np.zeros(self.num_devices)
         comm = np.zeros(self.num_devices)
         _loads(a, self.times, self.s_off, self.s_idx, self.xfer_time, self.out_bytes,
@@ -160,7 +152,7 @@ class ThroughputModel:
 
     def load_batch(self, assignments: np.ndarray) -> np.ndarray:
         """Per-device loads of K placements (``[K, num_ops]`` -> ``[K, num_devices]``)."""
-        a = self._check(np.atleast_2d(assignments))
+        a = check_assignment(np.atleast_2d(assignments), self.graph, self.cluster)
         out = np.empty((a.shape[0], self.num_devices))
         _load_batch(a, self.times, self.s_off, self.s_idx, self.xfer_time, self.out_bytes,
                     self.bandwidth, self.latency, self.pays, out)

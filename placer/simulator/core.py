@@ -47,6 +47,24 @@ def graph_arrays(graph: OpGraph, cluster: Cluster) -> GraphArrays:
     )
 
 
+def check_assignment(assignment: np.ndarray, graph: OpGraph, cluster: Cluster) -> np.ndarray:
+    """`assignment` (a device index per op, graph order; or ``[K, num_ops]``) as contiguous int64.
+
+    Raises
+    ------
+    PlacementError
+        If it does not have one entry per op, or names a device the cluster lacks.
+    """
+    a = np.ascontiguousarray(assignment, dtype=np.int64)
+    if a.shape[-1] != len(graph):
+        raise PlacementError(f"assignment has {a.shape[-1]} entries; graph {graph.name!r} has {len(graph)} ops")
+    D = len(cluster)
+    if a.size and (a.min() < 0 or a.max() >= D):
+        raise PlacementError(f"assignment names device {int(a.max() if a.max() >= D else a.min())}; "
+                             f"cluster {cluster.name!r} has devices 0..{D - 1}")
+    return a
+
+
 @dataclass
 class SimResult:
     """What one simulated step tells.
@@ -132,18 +150,9 @@ class Simulator:
     def num_devices(self) -> int:
         return len(self.cluster)
 
-    def _check(self, assignment: np.ndarray) -> np.ndarray:
-        a = np.ascontiguousarray(assignment, dtype=np.int64)
-        if a.shape[-1] != len(self.graph):
-            raise PlacementError(f"assignment has {a.shape[-1]} entries; graph {self.graph.name!r} has {len(self.graph)} ops")
-        if a.size and (a.min() < 0 or a.max() >= self.num_devices):
-            raise PlacementError(f"assignment names device {int(a.max() if a.max() >= self.num_devices else a.min())}; "
-                                 f"cluster {self.cluster.name!r} has devices 0..{self.num_devices - 1}")
-        return a
-
     def run(self, assignment: np.ndarray) -> SimResult:
         """Simulate one placement given as a device index per op (graph order)."""
-        place = self._check(assignment)
+        place = check_assignment(assignment, self.graph, self.cluster)
         n, D = len(self.graph), self.num_devices
         dev_params = np.bincount(place, weights=self.params, minlength=D).astype(np.float64)
         start, finish = np.empty(n), np.empty(n)
@@ -162,7 +171,7 @@ class Simulator:
 
     def run_batch(self, assignments: np.ndarray) -> BatchResult:
         """Simulate K placements at once (``[K, num_ops]``); the reward loop of training."""
-        places = self._check(np.atleast_2d(assignments))
+        places = check_assignment(np.atleast_2d(assignments), self.graph, self.cluster)
         steps, busy, peaks, moved = kernel.simulate_batch(
             places, self.times, self.rank, self.p_off, self.p_idx, self.s_off, self.s_idx, self.out_bytes,
             self.xfer_time, self.bandwidth, self.latency, self.params, self.slots, self.pool,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from placer.cluster import Cluster, Device, Link
-from placer.errors import PlacerError
+from placer.errors import PlacementError, PlacerError
 from placer.graph import Op, OpGraph
 from placer.objectives import ThroughputModel, check_objective, evaluate
 from placer.placement import Placement
@@ -103,6 +103,13 @@ class TestThroughputModel:
         batch = rng.integers(0, 3, size=(50, 4))
         expected = [m.max_load(row) for row in batch]
         assert m.max_load_batch(batch).tolist() == expected
+
+    def test_bad_assignment_is_a_placement_error_like_the_simulators(self):
+        m = ThroughputModel(_diamond(), _cluster())
+        with pytest.raises(PlacementError, match="assignment has 3 entries; graph 'diamond' has 4 ops"):
+            m.loads(np.array([0, 1, 2]))
+        with pytest.raises(PlacementError, match=r"names device 3; cluster 'c3' has devices 0\.\.2"):
+            m.max_load_batch(np.array([[0, 1, 2, 3]]))
 
 
 class TestObjectives:
