@@ -44,12 +44,30 @@ def add_run_folder(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resume", action="store_true", help="continue the run saved in DIR")
 
 
+def add_placement_option(p: argparse.ArgumentParser) -> None:
+    """A required ``--placement`` file: what a command that runs or pins a placed graph reads."""
+    p.add_argument("--placement", required=True, help="placement JSON file ({'devices': {op: device}})")
+
+
 def add_json_flag(p: argparse.ArgumentParser, what: str) -> None:
     """``--json``: print `what` (e.g. "the result") as JSON instead of text."""
     p.add_argument("--json", action="store_true", help=f"print {what} as JSON")
 
 
 # -- checking and loading what the options name ---------------------------------
+def quiet_tensorflow() -> None:
+    """Keep TensorFlow's start-up notices off the terminal (call before importing it).
+
+    TF 2.21 prints a oneDNN notice (through absl, which TF_CPP_MIN_LOG_LEVEL
+    does not silence) unless oneDNN's graph rewrites are off. Importing runs
+    no kernels that matter, so turning them off costs nothing here.
+    """
+    import os
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+
+
 def load_graph_and_cluster(args: argparse.Namespace):
     """The graph and cluster named by `add_graph_and_cluster`'s options, loaded and checked.
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from placer.cli.common import add_json_flag, add_placement_option, quiet_tensorflow
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
@@ -10,16 +12,14 @@ def add_parser(sub) -> None:
                     "NodeDef.device set from PLACEMENT; nodes the importer folded (Const, NoOp) go with their "
                     "first consumer. Load it with tf.graph_util.import_graph_def and run it as usual.")
     p.add_argument("graph", help="GraphDef (.pb/.pbtxt) or graph file with its GraphDef embedded")
-    p.add_argument("--placement", required=True, help="placement JSON file ({'devices': {op: device}})")
+    add_placement_option(p)
     p.add_argument("--graphdef", help="the GraphDef GRAPH was imported from (when GRAPH is a JSON graph without it)")
     p.add_argument("-o", "--output", required=True, help="placed GraphDef to write (.pbtxt: text format)")
-    p.add_argument("--json", action="store_true", help="print a summary as JSON")
+    add_json_flag(p, "a summary")
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
-    from placer.cli.import_graph import quiet_tensorflow
-
     quiet_tensorflow()
     from collections import Counter
 

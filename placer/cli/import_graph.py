@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from placer.cli.common import add_json_flag, quiet_tensorflow
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
@@ -24,21 +26,8 @@ def add_parser(sub) -> None:
     p.add_argument("--cluster-out", metavar="FILE",
                    help="MSR workload: also write the cluster it defines (maxFPGAs accelerators with "
                         "maxSizePerFPGA bytes, plus its CPUs) as a cluster JSON file")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_json_flag(p, "the summary")
     p.set_defaults(run=run)
-
-
-def quiet_tensorflow() -> None:
-    """Keep TensorFlow's start-up notices off the terminal.
-
-    TF 2.21 prints a oneDNN notice (through absl, which TF_CPP_MIN_LOG_LEVEL
-    does not silence) unless oneDNN's graph rewrites are off. Importing runs
-    no kernels that matter, so turning them off costs nothing here.
-    """
-    import os
-
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
 
 def parse_input_shapes(items: list[str]) -> dict[str, list[int]]:

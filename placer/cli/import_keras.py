@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from placer.cli.common import add_json_flag, quiet_tensorflow
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
@@ -17,13 +19,11 @@ def add_parser(sub) -> None:
     p.add_argument("--optimizer", default=None, help="Keras optimizer name (default SGD with momentum 0.9)")
     p.add_argument("--inference", action="store_true", help="import a forward pass only")
     p.add_argument("--save-graphdef", metavar="PB", help="also write the traced GraphDef (binary) here")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_json_flag(p, "the summary")
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
-    from placer.cli.import_graph import quiet_tensorflow
-
     quiet_tensorflow()
     from placer.cli.common import print_json
     from placer.cli.import_graph import print_summary, summarise

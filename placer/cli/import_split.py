@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from placer.cli.common import add_json_flag
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
@@ -14,7 +16,7 @@ def add_parser(sub) -> None:
     p.add_argument("workload", help="the MSR workload JSON the split belongs to")
     p.add_argument("split", help="the split JSON ({'fpgas': [{'nodes': [ids]}], 'cpus': [...], 'maxLoad': x})")
     p.add_argument("-o", "--output", required=True, help="placement file to write")
-    p.add_argument("--json", action="store_true", help="print a summary as JSON")
+    add_json_flag(p, "a summary")
     p.set_defaults(run=run)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from placer.cli.common import add_json_flag, add_placement_option, quiet_tensorflow
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
@@ -11,7 +13,7 @@ def add_parser(sub) -> None:
                     "has: GPUs where present, else N logical CPU devices (one thread per kernel). Prints the "
                     "median step time and its spread (p90 - p10, relative to the median).")
     p.add_argument("graph", help="graph file with its GraphDef embedded, or a GraphDef (.pb/.pbtxt)")
-    p.add_argument("--placement", required=True, help="placement JSON file ({'devices': {op: device}})")
+    add_placement_option(p)
     p.add_argument("--devices", type=int, default=2, help="logical CPU devices TensorFlow makes (default 2)")
     p.add_argument("--graphdef", help="the GraphDef GRAPH was imported from (when not embedded in it)")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
@@ -21,13 +23,11 @@ def add_parser(sub) -> None:
     p.add_argument("--grappler", action="store_true",
                    help="let grappler rewrite the graph (fusions, folding); off by default so the graph run "
                         "is exactly the graph placed")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_json_flag(p, "the result")
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
-    from placer.cli.import_graph import quiet_tensorflow
-
     quiet_tensorflow()
     from placer.cli.common import human_seconds, print_json, print_table
     from placer.errors import PlacerError

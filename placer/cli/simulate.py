@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from placer.cli.common import add_graph_and_cluster, add_json_flag, add_objective
+from placer.cli.common import add_graph_and_cluster, add_json_flag, add_objective, add_placement_option
 
 
 def add_parser(sub) -> None:
@@ -10,7 +10,7 @@ def add_parser(sub) -> None:
                        description="Simulate one step of GRAPH placed by PLACEMENT on CLUSTER: step time, "
                                    "per-device busy time and peak memory, bytes moved, out-of-memory.")
     add_graph_and_cluster(p)
-    p.add_argument("--placement", required=True, help="placement JSON file ({'devices': {op: device}})")
+    add_placement_option(p)
     add_objective(p, help="step_time (default): one step's time; throughput: also the pipelined max per-device "
                   "load (`max_load`, the MSR paper's model: compute + communication per device)")
     p.add_argument("--trace", metavar="FILE",
