@@ -178,3 +178,37 @@ class PlacementPolicy(tf.Module):
             prev = tf.gather(dev, a)
             acts = acts.write(t, a)
         return Decoded(tf.transpose(acts.stack()), logp, ent / tf.cast(G, tf.float32))
+
+
+def reinforce_update(policy: PlacementPolicy, optimizer, clip_norm: float, groups: tf.Tensor, devices: tf.Tensor,
+                     actions: tf.Tensor, num_samples, advantage: tf.Tensor,
+                     entropy_weight: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, Decoded]:
+    """One REINFORCE step on K scored placements; call it inside a `tf.function`.
+
+    The loss is ``-mean(advantage * log p) - entropy_weight * G * mean(entropy)``:
+    the entropy (a mean over the G groups) is scaled up to a sum, like the
+    log-probability, so the bonus keeps its weight whatever the number of groups.
+
+    Parameters
+    ----------
+    policy, optimizer : what is trained (`optimizer.apply(grads)` updates the
+        policy's trainable variables).
+    clip_norm : gradients are clipped to this global norm.
+    groups, devices : ``[G, F]`` and ``[D, F_d]`` features.
+    actions : ``[K, G]`` the sampled placements.
+    num_samples : K (a Python int keeps the decoder's shapes static for XLA).
+    advantage : ``[K]`` each placement's advantage.
+    entropy_weight : scalar weight of the entropy bonus.
+
+    Returns
+    -------
+    (loss, the gradients' global norm before clipping, the decoder pass scoring `actions`)
+    """
+    with tf.GradientTape() as tape:
+        d = policy.decode(groups, devices, num_samples, tf.zeros([2], tf.int32), actions=actions)
+        num_groups = tf.cast(tf.shape(groups)[0], tf.float32)
+        loss = -tf.reduce_mean(advantage * d.log_prob) - entropy_weight * num_groups * tf.reduce_mean(d.entropy)
+    grads = tape.gradient(loss, policy.trainable_variables)
+    grads, norm = tf.clip_by_global_norm(grads, clip_norm)
+    optimizer.apply(grads)
+    return loss, norm, d

@@ -44,7 +44,7 @@ from placer.graph_io import read_json_file, write_atomic
 from placer.rl.features import NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, device_features, group_features
 from placer.rl.grouping import Grouping, group_graph
 from placer.rl.numpy_policy import decode as numpy_decode
-from placer.rl.policy import MAX_DEVICES
+from placer.rl.policy import MAX_DEVICES, reinforce_update
 from placer.rl.saved_policy import save_policy, weights_of
 from placer.simulator import Simulator
 
@@ -311,14 +311,8 @@ class Pretrainer:
 
         @tf.function(input_signature=[sig_g, sig_d, sig_a, sig_k, scalar])
         def update(groups, devices, actions, advantage, entropy_weight):
-            with tf.GradientTape() as tape:
-                d = policy.decode(groups, devices, tf.shape(actions)[0], tf.zeros([2], tf.int32), actions=actions)
-                num_groups = tf.cast(tf.shape(groups)[0], tf.float32)
-                loss = (-tf.reduce_mean(advantage * d.log_prob)
-                        - entropy_weight * num_groups * tf.reduce_mean(d.entropy))
-            grads = tape.gradient(loss, policy.trainable_variables)
-            grads, norm = tf.clip_by_global_norm(grads, clip)
-            opt.apply(grads)
+            loss, norm, d = reinforce_update(policy, opt, clip, groups, devices, actions, tf.shape(actions)[0],
+                                             advantage, entropy_weight)
             return loss, norm, d.log_prob, d.entropy
 
         self._sample, self._update = sample, update

@@ -44,7 +44,7 @@ from placer.objectives import OBJECTIVES, ThroughputModel
 from placer.placement import Placement
 from placer.rl.features import NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, device_features, group_features
 from placer.rl.grouping import DEFAULT_MAX_GROUPS, Grouping, group_graph
-from placer.rl.policy import MAX_DEVICES, PolicyConfig
+from placer.rl.policy import MAX_DEVICES, PolicyConfig, reinforce_update
 from placer.simulator import Simulator
 
 WARM_STARTS = ("heuristic", "none")
@@ -248,16 +248,7 @@ class Trainer:
 
         @tf.function(jit_compile=jit)
         def update(groups, devices, actions, advantage, entropy_weight):
-            with tf.GradientTape() as tape:
-                d = policy.decode(groups, devices, K, tf.zeros([2], tf.int32), actions=actions)
-                # entropy summed over groups, like the log-probability, so the bonus keeps its
-                # weight whatever the number of groups
-                num_groups = tf.cast(tf.shape(groups)[0], tf.float32)
-                loss = (-tf.reduce_mean(advantage * d.log_prob)
-                        - entropy_weight * num_groups * tf.reduce_mean(d.entropy))
-            grads = tape.gradient(loss, policy.trainable_variables)
-            grads, norm = tf.clip_by_global_norm(grads, clip)
-            opt.apply(grads)
+            loss, norm, d = reinforce_update(policy, opt, clip, groups, devices, actions, K, advantage, entropy_weight)
             return loss, norm, d.log_prob
 
         @tf.function(jit_compile=jit)
