@@ -143,6 +143,15 @@ def time_10k(policy, cluster) -> dict:
             "breakdown": p.meta["seconds"]}
 
 
+def ten_minute_rl(label: str, cluster: str) -> float | None:
+    """Per-graph RL's step time with the issue's 10-minute budget, where `bench/bench_rl.py` has run it."""
+    path = ROOT / "bench" / "results" / "rl" / "rows" / f"{label}_{cluster}_600s.json"
+    if not path.exists():
+        return None
+    row = json.loads(path.read_text())
+    return None if row.get("rl_oom") else row["rl_step_time"]
+
+
 def _geo(xs):
     xs = [x for x in xs if x is not None and math.isfinite(x)]
     return float(np.exp(np.mean(np.log(xs)))) if xs else math.nan
@@ -150,8 +159,9 @@ def _geo(xs):
 
 def table(results: dict) -> str:
     lines = ["| graph | set | ops | best heuristic | per-graph RL | zero-shot greedy | zero-shot best-of-K | "
-             "greedy vs RL | best-of-K vs RL | best-of-K vs heuristic | place s | RL steps to R | fine-tune steps to R |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "greedy vs RL | best-of-K vs RL | best-of-K vs heuristic | place s | RL steps to R | fine-tune steps to R | "
+             "RL 600 s (bench_rl) | best-of-K vs RL 600 s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in results["graphs"].items():
         h, rl, z, ft = r.get("heuristics"), r.get("rl"), r.get("zero_shot"), r.get("finetune")
         if not (h and rl and z):
@@ -171,7 +181,8 @@ def table(results: dict) -> str:
             f"{z['greedy']['step_time'] / rl['step_time'] - 1:+.1%} | {z[k]['step_time'] / rl['step_time'] - 1:+.1%} | "
             f"{z[k]['step_time'] / h['best_step_time'] - 1:+.1%} | {z['greedy']['seconds']:.2f} | "
             f"{rl['found_at_step']} (+{rl['imitation_steps']} imitation) | "
-            f"{ft_cell} |")
+            f"{ft_cell} | " + (f"{ms(r['rl_600'])} | {z[k]['step_time'] / r['rl_600'] - 1:+.1%} |"
+                               if r.get("rl_600") else "- | - |"))
     return "\n".join(lines)
 
 
@@ -209,7 +220,8 @@ def main() -> int:
             continue
         graph = load_graph(path)
         r = results["graphs"].setdefault(label, {})
-        r.update({"set": which, "ops": len(graph), "cluster": cluster.name})
+        r.update({"set": which, "ops": len(graph), "cluster": cluster.name,
+                  "rl_600": ten_minute_rl(label, cluster.name)})
         for stage in STAGES:
             if stage not in args.stages or (stage in r and stage not in args.redo):
                 continue
@@ -243,6 +255,8 @@ def main() -> int:
                                                for r in done if k in r["zero_shot"]]),
             "geomean_best_of_k_over_heuristic": _geo([r["zero_shot"][k]["step_time"] / r["heuristics"]["best_step_time"]
                                                       for r in done if k in r["zero_shot"]]),
+            "geomean_best_of_k_over_rl_600s": _geo([r["zero_shot"][k]["step_time"] / r["rl_600"]
+                                                    for r in done if k in r["zero_shot"] and r.get("rl_600")]),
         }
     save()
     print(results["table"])

@@ -3,8 +3,13 @@
 The reward loop of `placer train` scores K sampled placements per step;
 `--ray` sends them to Ray workers (`placer.rl.distributed.RaySimulator`).
 This times one batch of K placements of a benchmark graph, repeated, each way.
+With ``--reward measured`` each sample is run for real in TensorFlow (the
+graph must carry its GraphDef, e.g. the fidelity benchmark's LSTM, on the
+``local`` cluster): the workers then measure, the slow part of that setting.
 
 Run: .venv/bin/python bench/bench_ray.py [--graph graphs/resnet50.json.gz] [--cluster 4gpu] [--samples 32]
+     .venv/bin/python bench/bench_ray.py --reward measured --graph bench/results/fidelity/lstm.json.gz \
+         --cluster local --samples 8 --repeats 1
 """
 
 from __future__ import annotations
@@ -30,25 +35,39 @@ def rate(run_batch, places, repeats: int) -> float:
     return repeats * len(places) / (time.perf_counter() - t0)
 
 
+def _placements(sim, k: int) -> np.ndarray:
+    """K random placements that keep colocation groups whole (TensorFlow refuses split ones)."""
+    rng = np.random.default_rng(0)
+    key = {}
+    units = np.array([key.setdefault(op.colocation or op.name, len(key)) for op in sim.graph])
+    return rng.integers(0, len(sim.cluster), size=(k, len(key)))[:, units]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--graph", default="graphs/resnet50.json.gz")
     ap.add_argument("--cluster", default="4gpu")
     ap.add_argument("--samples", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--reward", choices=("simulated", "measured"), default="simulated")
     args = ap.parse_args()
     import ray
 
     from placer.rl.distributed import RaySimulator
 
     sim = Simulator(load_graph(args.graph), load_cluster(args.cluster))
-    places = np.random.default_rng(0).integers(0, len(sim.cluster), size=(args.samples, len(sim.graph)))
-    print(f"{sim.graph.name} ({len(sim.graph)} ops) on {sim.cluster.name}, {args.samples} samples per batch")
-    print(f"local (numba, in-process): {rate(sim.run_batch, places, args.repeats):8.1f} samples/s")
+    if args.reward == "measured":
+        from placer.measure.reward import MeasuredSimulator
+
+        sim = MeasuredSimulator(sim)
+    places = _placements(sim, args.samples)
+    print(f"{sim.graph.name} ({len(sim.graph)} ops) on {sim.cluster.name}, {args.samples} samples per batch, "
+          f"{args.reward} step times")
+    print(f"local (in-process): {rate(sim.run_batch, places, args.repeats):8.2f} samples/s")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     for workers in (1, 2):
         remote = RaySimulator(sim, workers=workers)
-        print(f"Ray, {workers} local worker(s): {rate(remote.run_batch, places, args.repeats):8.1f} samples/s")
+        print(f"Ray, {workers} local worker(s): {rate(remote.run_batch, places, args.repeats):8.2f} samples/s")
         remote.shutdown()
     ray.shutdown()
 
