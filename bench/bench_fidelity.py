@@ -17,11 +17,16 @@ unrolled LSTM, a stack of ResNet-style blocks):
    (and against the 10th percentile, which other processes' load on this
    shared machine disturbs least).
 
+The measurements are checked against themselves too (split-half Spearman
+between even and odd rounds): a millisecond step jitters by +-25% here, so
+with 36 steps per placement the CNN's placements, about 10% apart, ranked
+at 0.29 against themselves; 400 steps (100 rounds x 4) bring that above 0.8.
+
 Target: Spearman >= 0.8. Results go to bench/results/fidelity.json (one
 graph at a time, so an interrupted run resumes where it stopped) and a
 scatter plot to bench/results/fidelity.png.
 
-Run: .venv/bin/python bench/bench_fidelity.py [--graphs cnn,lstm,resnet] [--rounds 12] [--force]
+Run: .venv/bin/python bench/bench_fidelity.py --rl-steps 10 [--graphs cnn,lstm,resnet] [--rounds 100] [--force]
 """
 
 from __future__ import annotations
@@ -375,8 +380,8 @@ def plot(results: dict, path: Path) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--graphs", default=",".join(GRAPHS), help="comma-separated: cnn, lstm, resnet")
-    ap.add_argument("--rounds", type=int, default=12, help="measurement rounds over all placements")
-    ap.add_argument("--per-round", type=int, default=3, help="steps timed per placement per round")
+    ap.add_argument("--rounds", type=int, default=100, help="measurement rounds over all placements")
+    ap.add_argument("--per-round", type=int, default=4, help="steps timed per placement per round")
     ap.add_argument("--random", type=int, default=12, help="random placements per graph")
     ap.add_argument("--profile-runs", type=int, default=15, help="traced runs of the profile")
     ap.add_argument("--rl-steps", type=int, default=0, help="train the RL placer this many steps (0: no RL)")
