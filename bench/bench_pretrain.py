@@ -143,13 +143,19 @@ def time_10k(policy, cluster) -> dict:
             "breakdown": p.meta["seconds"]}
 
 
+TEN_MINUTE_RL_FOLDERS = ("rl", "rl_heldout")
+"""Folders under bench/results/ where `bench/bench_rl.py --budget-seconds 600` kept its rows: the suite's
+graphs, and the held-out corpus graphs (``--graphs corpus/graphs/<held-out>.json.gz --out bench/results/rl_heldout``)."""
+
+
 def ten_minute_rl(label: str, cluster: str) -> float | None:
     """Per-graph RL's step time with the issue's 10-minute budget, where `bench/bench_rl.py` has run it."""
-    path = ROOT / "bench" / "results" / "rl" / "rows" / f"{label}_{cluster}_600s.json"
-    if not path.exists():
-        return None
-    row = json.loads(path.read_text())
-    return None if row.get("rl_oom") else row["rl_step_time"]
+    for folder in TEN_MINUTE_RL_FOLDERS:
+        path = ROOT / "bench" / "results" / folder / "rows" / f"{label}_{cluster}_600s.json"
+        if path.exists():
+            row = json.loads(path.read_text())
+            return None if row.get("rl_oom") else row["rl_step_time"]
+    return None
 
 
 def _geo(xs):
