@@ -18,9 +18,11 @@ unrolled LSTM, a stack of ResNet-style blocks):
    shared machine disturbs least).
 
 The measurements are checked against themselves too (split-half Spearman
-between even and odd rounds): a millisecond step jitters by +-25% here, so
-with 36 steps per placement the CNN's placements, about 10% apart, ranked
-at 0.29 against themselves; 400 steps (100 rounds x 4) bring that above 0.8.
+between even and odd rounds, the ceiling for any simulator): a 4 ms step
+jitters by +-25% here, so with 36 steps per placement the CNN's placements,
+mostly within 5% of each other, ranked at 0.29 against themselves. With 400
+steps (100 rounds x 4) two runs gave 0.84 and 0.59 for the medians and 0.81
+and 0.91 for the 10th percentiles, which is why both are reported.
 
 Target: Spearman >= 0.8. Results go to bench/results/fidelity.json (one
 graph at a time, so an interrupted run resumes where it stopped) and a

@@ -35,6 +35,8 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 sys.path.insert(0, str(ROOT / "graphs"))  # the benchmark suite's model builders (make_graphs.py)
 
+from make_graphs import VOCAB as SUITE_VOCAB  # noqa: E402  (the benchmark suite's vocabulary)
+
 MANIFEST = "manifest.json"
 HELDOUT_FAMILIES = ("densenet", "efficientnet", "xception", "gru_lm")
 """Families never trained on: three convolutional architectures (dense connectivity, compound-scaled
@@ -116,16 +118,16 @@ ENTRIES: dict[str, tuple[str, Callable[[], Any]]] = {
     "nmt_3x512_t10_b128": ("nmt", _nmt(8192, 512, 3, 10, 128)),
     "transformer_2l_d256_t32_b32": ("transformer", _transformer(8192, 256, 4, 1024, 2, 32, 32)),
     "transformer_3l_d512_t64_b16": ("transformer", _transformer(16384, 512, 8, 2048, 3, 64, 16)),
-    # the same families at the benchmark suite's scale (32k vocabulary, 768-2048 units, large batches),
+    # the same families at the benchmark suite's scale (its vocabulary, 768-2048 units, large batches),
     # where splitting over devices starts to pay; never the suite's own sizes
-    "lstm_lm_2x1536_t16_b64": ("lstm_lm", _lm(32768, 1536, 2, 16, 64)),
-    "lstm_lm_3x2048_t10_b32": ("lstm_lm", _lm(32768, 2048, 3, 10, 32)),
-    "lstm_lm_4x1024_t12_b128": ("lstm_lm", _lm(32768, 1024, 4, 12, 128)),
-    "nmt_2x1536_t16_b64": ("nmt", _nmt(32768, 1536, 2, 16, 64)),
-    "nmt_3x1024_t20_b128": ("nmt", _nmt(32768, 1024, 3, 20, 128)),
-    "nmt_4x768_t16_b128": ("nmt", _nmt(32768, 768, 4, 16, 128)),
-    "transformer_4l_d1024_t64_b32": ("transformer", _transformer(32768, 1024, 16, 4096, 4, 64, 32)),
-    "transformer_4l_d768_t96_b32": ("transformer", _transformer(32768, 768, 12, 3072, 4, 96, 32)),
+    "lstm_lm_2x1536_t16_b64": ("lstm_lm", _lm(SUITE_VOCAB, 1536, 2, 16, 64)),
+    "lstm_lm_3x2048_t10_b32": ("lstm_lm", _lm(SUITE_VOCAB, 2048, 3, 10, 32)),
+    "lstm_lm_4x1024_t12_b128": ("lstm_lm", _lm(SUITE_VOCAB, 1024, 4, 12, 128)),
+    "nmt_2x1536_t16_b64": ("nmt", _nmt(SUITE_VOCAB, 1536, 2, 16, 64)),
+    "nmt_3x1024_t20_b128": ("nmt", _nmt(SUITE_VOCAB, 1024, 3, 20, 128)),
+    "nmt_4x768_t16_b128": ("nmt", _nmt(SUITE_VOCAB, 768, 4, 16, 128)),
+    "transformer_4l_d1024_t64_b32": ("transformer", _transformer(SUITE_VOCAB, 1024, 16, 4096, 4, 64, 32)),
+    "transformer_4l_d768_t96_b32": ("transformer", _transformer(SUITE_VOCAB, 768, 12, 3072, 4, 96, 32)),
     # -- held out (families never trained on) ----------------------------------------
     "densenet121_64_b16": ("densenet", _app("densenet121", 64, 16)),
     "efficientnetb0_96_b32": ("efficientnet", _app("efficientnetb0", 96, 32)),
