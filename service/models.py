@@ -168,8 +168,9 @@ class TrainOptions(BaseModel):
     samples: int | None = Field(None, ge=1, le=4096, description="Placements sampled per step.")
     groups: int | None = Field(None, ge=1, le=4096, description="Most groups the ops are coarsened into.")
     warm_start: Literal["heuristic", "none"] | None = Field(None, description="Imitate the best heuristic first.")
-    init: Literal["shipped"] | None = Field(None, description="Fine-tune the shipped pre-trained policy instead "
-                                                              "of a warm start.")
+    init: Literal["shipped"] | None = Field(None, description="Fine-tune the shipped pre-trained policy (with "
+                                                              "warm_start 'heuristic': imitating the best heuristic "
+                                                              "first where it beats the policy).")
 
     def flags(self) -> dict[str, Any]:
         """The options that are set."""

@@ -45,10 +45,11 @@ def add_parser(sub) -> None:
                        "(throughput; progress and history then report max loads in the *step_time columns)")
     p.add_argument("--warm-start", choices=("heuristic", "none"), default=None,
                    help="'heuristic' (default): first imitate the best heuristic placement; "
-                        "'none': the paper's cold start")
+                        "'none': the paper's cold start. With --init the default is 'none' (start from the "
+                        "policy alone); 'heuristic' first imitates the best heuristic where it beats the policy")
     p.add_argument("--init", metavar="POLICY",
                    help="fine-tune: start from this pre-trained policy folder (`placer pretrain`), or 'shipped' "
-                        "for the package's own, instead of a heuristic warm start")
+                        "for the package's own (by default without a heuristic warm start; see --warm-start)")
     p.add_argument("--ray", metavar="ADDRESS", default=None,
                    help="score each step's samples on Ray workers (simulated, or with --reward measured timed in "
                         "TensorFlow on each worker's machine): 'auto' (a running Ray cluster, else a local one) "
@@ -78,6 +79,13 @@ def run(args) -> int:
     return session.run()
 
 
+def imitated_heuristic(warm_start: dict) -> dict | None:
+    """The heuristic warm start a run imitated (its own, or a fine-tune's), if any."""
+    if warm_start.get("method") == "heuristic":
+        return warm_start
+    return warm_start.get("imitated")
+
+
 class _Session:
     """One invocation of `placer train`: set up or resume, loop, write the files."""
 
@@ -103,15 +111,14 @@ class _Session:
             raise PlacerError(f"{str(self.out)!r} already holds a training run; pass --resume to continue it "
                               "or choose another --out")
         init = getattr(args, "init", None)
-        if init is not None and args.warm_start is not None:
-            raise PlacerError("--init and --warm-start exclude each other (a fine-tune starts from the policy)")
         if saved is None:  # nothing saved yet (new run, or stopped before its first checkpoint): start fresh
             if init is not None:
                 from placer.rl.finetune import fine_tuner
                 from placer.rl.saved_policy import load_policy
 
+                heuristic = given.pop("warm_start", "none") == "heuristic"
                 return fine_tuner(graph, cluster, load_policy(None if init == "shipped" else init),
-                                  TrainConfig(**given)), False
+                                  TrainConfig(**given), heuristic=heuristic), False
             return Trainer(graph, cluster, TrainConfig(**given)), False
         config = checkpoint.config_of(saved)
         for key, value in given.items():
@@ -223,9 +230,8 @@ class _Session:
             })
         elif self.trainer.state.best.group_devices:
             b = self.trainer.state.best
-            ws = self.trainer.state.warm_start
-            heur = (f"; best heuristic {ws['heuristic']} {_ms(ws['heuristic_step_time'])}"
-                    if ws.get("method") == "heuristic" else "")
+            imitated = imitated_heuristic(self.trainer.state.warm_start)
+            heur = f"; best heuristic {imitated['heuristic']} {_ms(imitated['heuristic_step_time'])}" if imitated else ""
             print(f"{self.trainer.graph.name} on {self.trainer.cluster.name}: best step time {_ms(b.step_time)}"
                   f"{' (OUT OF MEMORY)' if b.oom else ''} after {self.trainer.state.step} steps, "
                   f"{self.trainer.state.samples} samples, {self.trainer.state.elapsed_seconds:.1f} s "
@@ -342,10 +348,10 @@ def _plot(history_path, png_path, trainer) -> None:
         ax.scatter(t, [float(r["mean_step_time"]) * 1e3 for r in rows], s=4, alpha=0.35, label="mean of samples")
         ax.scatter(t, [float(r["min_step_time"]) * 1e3 for r in rows], s=4, alpha=0.6, label="best sample of step")
         ax.step(t, [float(r["best_step_time"]) * 1e3 for r in rows], where="post", color="k", label="best so far")
-    ws = trainer.state.warm_start
-    if ws.get("method") == "heuristic":
-        ax.axhline(ws["heuristic_step_time"] * 1e3, color="tab:red", ls="--", lw=1,
-                   label=f"best heuristic ({ws['heuristic']})")
+    imitated = imitated_heuristic(trainer.state.warm_start)
+    if imitated:
+        ax.axhline(imitated["heuristic_step_time"] * 1e3, color="tab:red", ls="--", lw=1,
+                   label=f"best heuristic ({imitated['heuristic']})")
     throughput = getattr(trainer, "throughput", None) is not None
     bound = trainer.throughput_bound if throughput else trainer.sim.lower_bound
     ax.axhline(bound * 1e3, color="tab:green", ls=":", lw=1, label="lower bound")

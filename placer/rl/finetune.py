@@ -1,17 +1,31 @@
 """Fine-tuning: per-graph REINFORCE (`placer.rl.trainer`) that starts from a pre-trained policy.
 
-The trainer is built with the policy's sizes (hidden units, G) and no
-heuristic warm start; the policy's weights are copied in before the first
-step, its greedy placement is scored and becomes the best so far (so a
-fine-tuned run never returns worse than zero-shot), and every placement it
-returns says which policy it started from.
+The trainer is built with the policy's sizes (hidden units, G); the
+policy's weights are copied in before the first step, its greedy placement
+is scored and becomes the best so far (so a fine-tuned run never returns
+worse than zero-shot), and every placement it returns says which policy it
+started from.
+
+A pre-trained policy is often near-certain on a graph (a per-group
+probability of its own choice of 0.997 on rnnlm): its samples are its
+greedy placement, and REINFORCE has nothing to compare. So the fine-tune
+samples and trains at a softmax temperature that brings that probability
+down to the confidence a from-scratch run's warm start stops at
+(`placer.rl.trainer.IMITATION_TARGET`); the policy's choices keep their order.
+
+With ``heuristic=True`` the best heuristic is also run, as a from-scratch
+run's warm start does; where it simulates faster than the policy's greedy
+placement, the pre-trained weights first imitate it. A policy that starts
+far off a graph then starts from where per-graph RL would, and what
+pre-training adds is measured by the steps alone.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -19,7 +33,7 @@ from placer.cluster import Cluster
 from placer.graph import OpGraph
 from placer.placement import Placement
 from placer.rl.saved_policy import SavedPolicy, assign_to
-from placer.rl.trainer import Best, TrainConfig, Trainer
+from placer.rl.trainer import IMITATION_TARGET, Best, TrainConfig, Trainer
 
 WARM_START_METHOD = "policy"
 
@@ -31,6 +45,26 @@ class FineTuner(Trainer):
     recognised by its saved warm start (``{"method": "policy", ...}``).
     """
 
+    policy_start: dict[str, Any] | None = None
+    """The policy's greedy start, kept while `train` runs the heuristic imitation (see `fine_tuner`)."""
+
+    @property
+    def temperature(self) -> float:
+        """The temperature `fine_tuner` chose (saved in the warm start, so a resumed run keeps it)."""
+        start = self.state.warm_start or self.policy_start or {}
+        return float(start.get("temperature", 1.0))
+
+    def warm_start(self, should_stop: Callable[[], bool] = lambda: False) -> dict[str, Any]:
+        """Imitate the best heuristic from the pre-trained weights; the warm start still names the policy.
+
+        `train` calls this only when `fine_tuner` left the warm start open: the
+        heuristic was asked for and beat the policy's greedy placement.
+        """
+        start = self.policy_start or {}
+        imitated = super().warm_start(should_stop)
+        self.state.warm_start = {**start, "method": WARM_START_METHOD, "imitated": imitated}
+        return self.state.warm_start
+
     def best_placement(self) -> Placement:
         placement = super().best_placement()
         start = self.state.warm_start
@@ -39,13 +73,14 @@ class FineTuner(Trainer):
         return placement
 
 
-def fine_tune_config(policy: SavedPolicy, config: TrainConfig | None = None) -> TrainConfig:
-    """`config` (or the defaults) with the policy's sizes and no heuristic warm start."""
-    return replace(config or TrainConfig(), groups=policy.groups, hidden=policy.hidden, warm_start="none")
+def fine_tune_config(policy: SavedPolicy, config: TrainConfig | None = None, heuristic: bool = False) -> TrainConfig:
+    """`config` (or the defaults) with the policy's sizes, and the heuristic warm start only if asked for."""
+    return replace(config or TrainConfig(), groups=policy.groups, hidden=policy.hidden,
+                   warm_start="heuristic" if heuristic else "none")
 
 
-def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy,
-               config: TrainConfig | None = None) -> FineTuner:
+def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: TrainConfig | None = None, *,
+               heuristic: bool = False, reference: tuple[str, np.ndarray, float] | None = None) -> FineTuner:
     """A trainer for `graph` on `cluster` starting from `policy`, its greedy placement already scored.
 
     Parameters
@@ -53,15 +88,50 @@ def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy,
     graph, cluster : what to place, and where.
     policy : the pre-trained policy (`placer.rl.saved_policy.load_policy`).
     config : other hyperparameters (learning rate, samples, seed...); sizes come from the policy.
+    heuristic : also run the best heuristic, and imitate it first (in `train`, within its budget)
+        where it is faster than the policy's greedy placement.
+    reference : the best heuristic's ``(name, device per op, step time)`` if the caller has it.
     """
     t0 = time.perf_counter()
-    trainer = FineTuner(graph, cluster, fine_tune_config(policy, config))
+    trainer = FineTuner(graph, cluster, fine_tune_config(policy, config, heuristic), reference=reference)
     assign_to(trainer.policy, policy)
-    start_greedy(trainer, policy)
+    start = start_greedy(trainer, policy)
+    start["temperature"] = exploring_temperature(trainer)
+    if trainer.reference is not None and (start["greedy_oom"] or trainer.reference[2] < start["greedy_step_time"]):
+        trainer.policy_start = start
+        trainer.state.warm_start = {}  # `train` imitates the heuristic first
+        trainer.setup_seconds = 0.0  # counted below, not again by `train`
     # setup (grouping, features, tracing, the greedy placement) counts toward the run's budget, as a
     # heuristic warm start's does in `placer.rl.trainer.train`
     trainer.state.elapsed_seconds += time.perf_counter() - t0
     return trainer
+
+
+def exploring_temperature(trainer: Trainer, target: float = IMITATION_TARGET, highest: float = 100.0) -> float:
+    """The softmax temperature at which the greedy placement's per-group probability is `target` (1 if below).
+
+    Found by bisection on the log-temperature; the greedy placement is the
+    same at every temperature.
+    """
+    greedy = np.tile(np.asarray(trainer.state.best.group_devices), (trainer.config.samples, 1))
+    G = trainer.grouping.num_groups
+
+    def per_group(t: float) -> float:
+        trainer.state.warm_start["temperature"] = t
+        return float(np.exp(trainer.log_prob(greedy)[0] / G))
+
+    lo, hi = 0.0, math.log(highest)
+    if per_group(1.0) <= target:
+        t = 1.0
+    elif per_group(highest) >= target:
+        t = highest
+    else:
+        for _ in range(20):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if per_group(math.exp(mid)) > target else (lo, mid)
+        t = math.exp(hi)
+    trainer.state.warm_start["temperature"] = t
+    return t
 
 
 def start_greedy(trainer: Trainer, policy: SavedPolicy) -> dict[str, Any]:

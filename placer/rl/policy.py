@@ -132,7 +132,8 @@ class PlacementPolicy(tf.Module):
         return tf.tanh(tf.matmul(devices, self.dev_w) + self.dev_b) + self.dev_slot[:d]
 
     def decode(self, groups: tf.Tensor, devices: tf.Tensor, num_samples: int, seed: tf.Tensor,
-               actions: tf.Tensor | None = None, greedy: bool = False) -> Decoded:
+               actions: tf.Tensor | None = None, greedy: bool = False,
+               temperature: tf.Tensor | float = 1.0) -> Decoded:
         """One decoder pass over all groups for `num_samples` placements at once.
 
         Parameters
@@ -143,6 +144,8 @@ class PlacementPolicy(tf.Module):
         seed : ``[2]`` int32 seed of the stateless sampler (same seed, same samples).
         actions : ``[K, G]`` devices to score instead of sampling (teacher forcing).
         greedy : take the most likely device instead of sampling.
+        temperature : divides the logits (above 1 flattens the softmax; fine-tuning a confident
+            pre-trained policy uses it to explore, `placer.rl.finetune`).
         """
         enc = self.encode(groups)  # [G, 2H]
         dev = self.embed_devices(devices)  # [D, H]
@@ -165,7 +168,7 @@ class PlacementPolicy(tf.Module):
             own = tf.tile(enc[t][None, :], [K, 1])
             h, state = self.dec(tf.concat([own, prev, ctx], 1), state)
             o = tf.tanh(tf.matmul(tf.concat([h, ctx], 1), self.out_w) + self.out_b)
-            logits = tf.matmul(o, dev, transpose_b=True) * scale * 4.0  # [K, D]
+            logits = tf.matmul(o, dev, transpose_b=True) * scale * 4.0 / temperature  # [K, D]
             logq = tf.nn.log_softmax(logits, -1)
             if actions is not None:
                 a = actions[:, t]
@@ -181,8 +184,8 @@ class PlacementPolicy(tf.Module):
 
 
 def reinforce_update(policy: PlacementPolicy, optimizer, clip_norm: float, groups: tf.Tensor, devices: tf.Tensor,
-                     actions: tf.Tensor, num_samples, advantage: tf.Tensor,
-                     entropy_weight: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, Decoded]:
+                     actions: tf.Tensor, num_samples, advantage: tf.Tensor, entropy_weight: tf.Tensor,
+                     temperature: tf.Tensor | float = 1.0) -> tuple[tf.Tensor, tf.Tensor, Decoded]:
     """One REINFORCE step on K scored placements; call it inside a `tf.function`.
 
     The loss is ``-mean(advantage * log p) - entropy_weight * G * mean(entropy)``:
@@ -199,13 +202,15 @@ def reinforce_update(policy: PlacementPolicy, optimizer, clip_norm: float, group
     num_samples : K (a Python int keeps the decoder's shapes static for XLA).
     advantage : ``[K]`` each placement's advantage.
     entropy_weight : scalar weight of the entropy bonus.
+    temperature : of the softmax (`PlacementPolicy.decode`).
 
     Returns
     -------
     (loss, the gradients' global norm before clipping, the decoder pass scoring `actions`)
     """
     with tf.GradientTape() as tape:
-        d = policy.decode(groups, devices, num_samples, tf.zeros([2], tf.int32), actions=actions)
+        d = policy.decode(groups, devices, num_samples, tf.zeros([2], tf.int32), actions=actions,
+                          temperature=temperature)
         num_groups = tf.cast(tf.shape(groups)[0], tf.float32)
         loss = -tf.reduce_mean(advantage * d.log_prob) - entropy_weight * num_groups * tf.reduce_mean(d.entropy)
     grads = tape.gradient(loss, policy.trainable_variables)

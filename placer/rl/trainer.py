@@ -239,29 +239,37 @@ class Trainer:
         jit = self.grouping.num_groups >= JIT_MIN_GROUPS if self.config.jit is None else bool(self.config.jit)
 
         @tf.function(jit_compile=jit)
-        def sample(groups, devices, seed):
-            return policy.decode(groups, devices, K, seed)
+        def sample(groups, devices, seed, temperature):
+            return policy.decode(groups, devices, K, seed, temperature=temperature)
 
         @tf.function(jit_compile=jit)
         def greedy(groups, devices):
             return policy.decode(groups, devices, 1, tf.zeros([2], tf.int32), greedy=True)
 
         @tf.function(jit_compile=jit)
-        def update(groups, devices, actions, advantage, entropy_weight):
-            loss, norm, d = reinforce_update(policy, opt, clip, groups, devices, actions, K, advantage, entropy_weight)
+        def update(groups, devices, actions, advantage, entropy_weight, temperature):
+            loss, norm, d = reinforce_update(policy, opt, clip, groups, devices, actions, K, advantage, entropy_weight,
+                                             temperature)
             return loss, norm, d.log_prob
 
         @tf.function(jit_compile=jit)
-        def log_prob(groups, devices, actions):
-            return policy.decode(groups, devices, K, tf.zeros([2], tf.int32), actions=actions).log_prob
+        def log_prob(groups, devices, actions, temperature):
+            return policy.decode(groups, devices, K, tf.zeros([2], tf.int32), actions=actions,
+                                 temperature=temperature).log_prob
 
         self._sample, self._greedy, self._update, self._log_prob = sample, greedy, update, log_prob
+
+    @property
+    def temperature(self) -> float:
+        """Of the policy's softmax while sampling and training: 1 here (a fine-tune may flatten it)."""
+        return 1.0
 
     def sample(self, step: int):
         """K placements of groups ``[K, G]`` and their entropies, drawn with seed ``(seed, step)``."""
         import tensorflow as tf
 
-        d = self._sample(self.group_feats, self.device_feats, tf.constant([self.config.seed, step], tf.int32))
+        d = self._sample(self.group_feats, self.device_feats, tf.constant([self.config.seed, step], tf.int32),
+                         tf.constant(self.temperature, tf.float32))
         return d.actions.numpy().astype(np.int64), d.entropy.numpy()
 
     def greedy(self) -> np.ndarray:
@@ -272,7 +280,8 @@ class Trainer:
         """Log-probability ``[K]`` of K placements of groups ``[K, G]`` under the current policy."""
         import tensorflow as tf
 
-        return self._log_prob(self.group_feats, self.device_feats, tf.constant(actions, tf.int32)).numpy()
+        return self._log_prob(self.group_feats, self.device_feats, tf.constant(actions, tf.int32),
+                              tf.constant(self.temperature, tf.float32)).numpy()
 
     def update(self, actions: np.ndarray, advantage: np.ndarray, entropy_weight: float | None = None):
         """One gradient step on ``-mean(advantage * log p(actions)) - entropy_weight * entropy``.
@@ -283,7 +292,8 @@ class Trainer:
 
         ew = self.config.entropy_weight if entropy_weight is None else entropy_weight
         loss, norm, logp = self._update(self.group_feats, self.device_feats, tf.constant(actions, tf.int32),
-                                        tf.constant(advantage, tf.float32), tf.constant(ew, tf.float32))
+                                        tf.constant(advantage, tf.float32), tf.constant(ew, tf.float32),
+                                        tf.constant(self.temperature, tf.float32))
         return float(loss), float(norm), logp.numpy()
 
     # -- rewards -------------------------------------------------------------

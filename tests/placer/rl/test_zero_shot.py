@@ -131,3 +131,22 @@ def test_cli_train_fine_tunes_from_the_policy(tmp_path, capsys, shipped):
     assert main(["train", str(path), "--cluster", "2gpu", "--out", str(out), "--steps", "5", "--resume"]) == 0
     state = json.loads((out / "trainer_state.json").read_text())
     assert state["state"]["step"] == 5 and state["state"]["warm_start"]["method"] == "policy"
+
+
+def test_cli_fine_tune_with_the_heuristic_warm_start_is_never_worse_than_either(tmp_path, capsys, shipped):
+    from placer.cli.main import main
+
+    graph, cluster = layered_graph(50, seed=3), presets.get("2gpu")
+    path = tmp_path / "g.json.gz"
+    save_graph(graph, path)
+    zero = place_zero_shot(graph, cluster, shipped)
+    best_heuristic = min(registry.place(name, graph, cluster).step_time
+                         for name in registry.names(heuristic_only=True))
+    out = tmp_path / "run"
+    assert main(["train", str(path), "--cluster", "2gpu", "--init", "shipped", "--warm-start", "heuristic",
+                 "--steps", "2", "--samples", "4", "--out", str(out), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["warm_start"]["method"] == "policy"
+    best = json.loads((out / "best_placement.json").read_text())
+    assert best["meta"]["policy"]["name"] == shipped.name
+    assert best["step_time"] <= min(zero.step_time, best_heuristic) * (1 + 1e-9)

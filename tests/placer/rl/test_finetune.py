@@ -1,0 +1,77 @@
+"""Fine-tuning from a pre-trained policy, with and without the heuristic warm start."""
+
+import numpy as np
+import pytest
+
+from placer.rl.features import NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES
+from placer.rl.finetune import fine_tuner
+from placer.rl.saved_policy import SavedPolicy, weights_of
+from placer.rl.trainer import TrainConfig, train
+from tests.placer.helpers import two_device_cluster
+from tests.placer.rl.conftest import two_chains
+
+
+def _policy(seed: int) -> SavedPolicy:
+    from placer.rl.policy import PlacementPolicy, PolicyConfig
+
+    tf_policy = PlacementPolicy(PolicyConfig(NUM_GROUP_FEATURES, NUM_DEVICE_FEATURES, 16, 16), seed=seed)
+    return SavedPolicy(weights_of(tf_policy), {"name": "test", "version": "0", "hidden": 16, "groups": 10})
+
+
+@pytest.fixture(scope="module")
+def setup():
+    graph, cluster = two_chains(), two_device_cluster()
+    split = np.array([0] * 5 + [1] * 5)  # one chain per device: 5 s, the optimum
+    return graph, cluster, ("split", split, 5.0)
+
+
+def test_without_heuristic_the_run_starts_from_the_policy_alone(setup):
+    graph, cluster, reference = setup
+    trainer = fine_tuner(graph, cluster, _policy(0), TrainConfig(samples=4, seed=0))
+    assert trainer.reference is None and trainer.state.warm_start["method"] == "policy"
+    assert trainer.state.best.step_time == trainer.state.warm_start["greedy_step_time"]
+
+
+def test_a_faster_heuristic_is_imitated_from_the_pretrained_weights(setup):
+    graph, cluster, reference = setup
+    policy = _policy(0)
+    trainer = fine_tuner(graph, cluster, policy, TrainConfig(samples=4, seed=0), heuristic=True, reference=reference)
+    greedy = trainer.policy_start["greedy_step_time"]
+    assert greedy > 5.0  # the untrained policy's own placement is worse than the split
+    assert train(trainer, max_steps=1) == "done"
+    start = trainer.state.warm_start
+    assert start["method"] == "policy" and start["policy"]["name"] == "test"
+    assert start["greedy_step_time"] == greedy and start["imitated"]["heuristic"] == "split"
+    assert start["imitated"]["imitation_steps"] >= 1
+    assert trainer.state.best.step_time == pytest.approx(5.0)
+    placement = trainer.best_placement()
+    assert placement.meta["policy"]["name"] == "test" and placement.meta["policy"]["fine_tuned"] is True
+
+
+def test_a_heuristic_no_faster_than_the_policy_is_not_imitated(setup):
+    graph, cluster, _ = setup
+    trainer = fine_tuner(graph, cluster, _policy(0), TrainConfig(samples=4, seed=0), heuristic=True,
+                         reference=("slow", np.zeros(10, np.int64), 1e9))
+    assert trainer.state.warm_start["method"] == "policy" and "imitated" not in trainer.state.warm_start
+    train(trainer, max_steps=1)
+    assert "imitated" not in trainer.state.warm_start
+
+
+def test_the_temperature_brings_the_greedy_placements_probability_down_to_the_target(setup):
+    from placer.rl.finetune import exploring_temperature
+
+    graph, cluster, _ = setup
+    trainer = fine_tuner(graph, cluster, _policy(1), TrainConfig(samples=4, seed=0))
+    greedy = np.tile(np.asarray(trainer.state.best.group_devices), (4, 1))
+    G = trainer.grouping.num_groups
+
+    def per_group() -> float:
+        return float(np.exp(trainer.log_prob(greedy)[0] / G))
+
+    assert exploring_temperature(trainer, target=1.0) == 1.0  # already below: left alone
+    confident = per_group()
+    target = 0.5 + (confident - 0.5) / 2  # halfway to a coin toss between the two devices
+    t = exploring_temperature(trainer, target=target)
+    assert t > 1.0 and trainer.temperature == t and trainer.state.warm_start["temperature"] == t
+    assert per_group() == pytest.approx(target, rel=1e-3)
+    assert trainer.greedy().tolist() == trainer.state.best.group_devices  # the choices keep their order
