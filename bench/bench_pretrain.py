@@ -11,7 +11,12 @@ of ``graphs/``, on one cluster:
   step time and the wall time to place (second call: numba and NumPy warm);
 - ``finetune``: per-graph RL started from the pre-trained policy, stopped as
   soon as its best reaches R (or after ``--finetune-budget`` seconds); the
-  steps it took against the steps from scratch.
+  steps it took against the steps from scratch;
+- ``finetune_heuristic``: the same, with the heuristic warm start
+  (``placer train --init P --warm-start heuristic``): where the best
+  heuristic beats the policy's greedy placement, the pre-trained weights
+  imitate it first, as the from-scratch run's random ones do. Its imitation
+  steps count, as the from-scratch run's do.
 
 Each stage's result is saved per graph in the JSON as it finishes, so an
 interrupted run resumes (``--redo STAGE`` recomputes one). Also times placing
@@ -42,7 +47,7 @@ from placer import presets  # noqa: E402
 from placer.graph_io import load_graph, write_atomic  # noqa: E402
 from placer.placers import registry  # noqa: E402
 
-STAGES = ("heuristics", "rl", "zero_shot", "finetune")
+STAGES = ("heuristics", "rl", "zero_shot", "finetune", "finetune_heuristic")
 
 
 def default_graphs() -> list[tuple[str, Path, str]]:
@@ -106,12 +111,18 @@ def stage_zero_shot(graph, cluster, policy, args) -> dict:
     return out
 
 
-def stage_finetune(graph, cluster, policy, rl: dict, args) -> dict:
+def stage_finetune(graph, cluster, policy, rl: dict, heur: dict, args, heuristic: bool = False) -> dict:
+    from placer.placers import registry
     from placer.rl.finetune import fine_tuner
     from placer.rl.trainer import TrainConfig, train
 
     target = rl["step_time"]
-    trainer = fine_tuner(graph, cluster, policy, TrainConfig(seed=args.seed))
+    reference = None
+    if heuristic:  # the best heuristic of stage "heuristics", run again (its placement is not kept)
+        p = registry.place(heur["best"], graph, cluster)
+        reference = (heur["best"], p.assignment(graph, cluster), p.step_time)
+    trainer = fine_tuner(graph, cluster, policy, TrainConfig(seed=args.seed), heuristic=heuristic,
+                         reference=reference)
     start = trainer.state.best.step_time
     curve = []
     reached = {"step": 0 if start <= target else None}
@@ -119,11 +130,14 @@ def stage_finetune(graph, cluster, policy, rl: dict, args) -> dict:
     def on_step(s):
         curve.append((s.step, s.elapsed_seconds, s.best_step_time))
         if reached["step"] is None and s.best_step_time <= target:
-            reached["step"] = s.step
+            reached["step"] = trainer.state.best.step  # 0 when the imitated heuristic already matched
 
     train(trainer, budget_seconds=args.finetune_budget, on_step=on_step,
           should_stop=lambda: reached["step"] is not None)
+    imitated = trainer.state.warm_start.get("imitated")
     return {"target": target, "start_step_time": start, "steps_to_match": reached["step"],
+            "imitation_steps": imitated["imitation_steps"] if imitated else 0,
+            "imitated": imitated["heuristic"] if imitated else None,
             "steps_run": trainer.state.step, "best_step_time": trainer.state.best.step_time,
             "seconds": trainer.state.elapsed_seconds, "budget_seconds": args.finetune_budget, "curve": curve}
 
@@ -163,23 +177,27 @@ def _geo(xs):
     return float(np.exp(np.mean(np.log(xs)))) if xs else math.nan
 
 
+def _finetune_cell(ft: dict | None) -> str:
+    if not ft:
+        return "-"
+    imitation = f" (+{ft['imitation_steps']} imitation)" if ft.get("imitation_steps") else ""
+    if ft["steps_to_match"] is None:
+        return f"not within {ft['steps_run']} steps{imitation}"
+    return f"{ft['steps_to_match']}{imitation}"
+
+
 def table(results: dict) -> str:
     lines = ["| graph | set | ops | best heuristic | per-graph RL | zero-shot greedy | zero-shot best-of-K | "
              "greedy vs RL | best-of-K vs RL | best-of-K vs heuristic | place s | RL steps to R | fine-tune steps to R | "
-             "RL 600 s (bench_rl) | best-of-K vs RL 600 s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "fine-tune + heuristic steps to R | RL 600 s (bench_rl) | best-of-K vs RL 600 s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in results["graphs"].items():
         h, rl, z, ft = r.get("heuristics"), r.get("rl"), r.get("zero_shot"), r.get("finetune")
         if not (h and rl and z):
             continue
         k = [key for key in z if key.startswith("best_of")][0]
         ms = lambda x: f"{x * 1e3:.1f} ms"  # noqa: E731
-        if not ft:
-            ft_cell = "-"
-        elif ft["steps_to_match"] is None:
-            ft_cell = f"not within {ft['steps_run']} steps"
-        else:
-            ft_cell = str(ft["steps_to_match"])
+        ft_cell, fth_cell = _finetune_cell(ft), _finetune_cell(r.get("finetune_heuristic"))
         lines.append(
             f"| {name} | {r['set']} | {r['ops']} | {ms(h['best_step_time'])} ({h['best']}) | {ms(rl['step_time'])} | "
             f"{ms(z['greedy']['step_time'])}{' OOM' if z['greedy']['oom'] else ''} | "
@@ -187,7 +205,7 @@ def table(results: dict) -> str:
             f"{z['greedy']['step_time'] / rl['step_time'] - 1:+.1%} | {z[k]['step_time'] / rl['step_time'] - 1:+.1%} | "
             f"{z[k]['step_time'] / h['best_step_time'] - 1:+.1%} | {z['greedy']['seconds']:.2f} | "
             f"{rl['found_at_step']} (+{rl['imitation_steps']} imitation) | "
-            f"{ft_cell} | " + (f"{ms(r['rl_600'])} | {z[k]['step_time'] / r['rl_600'] - 1:+.1%} |"
+            f"{ft_cell} | {fth_cell} | " + (f"{ms(r['rl_600'])} | {z[k]['step_time'] / r['rl_600'] - 1:+.1%} |"
                                if r.get("rl_600") else "- | - |"))
     return "\n".join(lines)
 
@@ -213,7 +231,7 @@ def main() -> int:
     results = json.loads(out.read_text()) if out.exists() else {"graphs": {}}
     results["args"] = vars(args)
     cluster = presets.get(args.cluster)
-    policy = load_policy(args.policy) if {"zero_shot", "finetune"} & set(args.stages) else None
+    policy = load_policy(args.policy) if {"zero_shot", "finetune", "finetune_heuristic"} & set(args.stages) else None
 
     def save():
         for r in results["graphs"].values():  # the heuristic's placement is only needed until RL has run
@@ -231,7 +249,7 @@ def main() -> int:
         for stage in STAGES:
             if stage not in args.stages or (stage in r and stage not in args.redo):
                 continue
-            if stage in ("rl",) and "heuristics" not in r or stage == "finetune" and "rl" not in r:
+            if stage == "rl" and "heuristics" not in r or stage.startswith("finetune") and "rl" not in r:
                 print(f"{label}: {stage} needs the earlier stages; skipped", flush=True)
                 continue
             t0 = time.perf_counter()
@@ -242,7 +260,8 @@ def main() -> int:
             elif stage == "zero_shot":
                 r[stage] = stage_zero_shot(graph, cluster, policy, args)
             else:
-                r[stage] = stage_finetune(graph, cluster, policy, r["rl"], args)
+                r[stage] = stage_finetune(graph, cluster, policy, r["rl"], r["heuristics"], args,
+                                          heuristic=stage == "finetune_heuristic")
             save()
             brief = {k: v for k, v in r[stage].items() if not isinstance(v, (list, dict))}
             print(f"{label} [{which}, {len(graph)} ops] {stage} ({time.perf_counter() - t0:.0f} s): {brief}", flush=True)
