@@ -6,7 +6,8 @@ SIGTERM, ``--resume``) without learning anything: its "placement" puts every
 op on the cluster's first device. Standard library only, so it starts fast.
 
 Knobs (environment): ``FAKE_TRAIN_FAIL=1`` exits with an error after one step;
-``FAKE_TRAIN_IGNORE_TERM=1`` ignores SIGTERM (to test the kill after a timeout).
+``FAKE_TRAIN_IGNORE_TERM=1`` ignores SIGTERM (to test the kill after a timeout);
+``FAKE_TRAIN_STEP_TIME=S`` reports step time S instead of ``1 / (step + 1)``.
 """
 
 import argparse
@@ -23,6 +24,11 @@ def write_atomic(path, obj):
     with open(tmp, "w") as f:
         json.dump(obj, f)
     os.replace(tmp, path)
+
+
+def step_time(step):
+    fixed = os.environ.get("FAKE_TRAIN_STEP_TIME")
+    return float(fixed) if fixed else 1.0 / (step + 1)
 
 
 def main():
@@ -62,7 +68,7 @@ def main():
     def progress(state, error=None):
         write_atomic(progress_path, {
             "state": state, "step": step, "samples": step * a.samples, "elapsed_seconds": elapsed0 + time.monotonic() - t0,
-            "budget_seconds": a.budget_seconds, "best_step_time": 1.0 / (step + 1), "mean_reward": -1.0,
+            "budget_seconds": a.budget_seconds, "best_step_time": step_time(step), "mean_reward": -1.0,
             "entropy": 0.5, "error": error,
         })
 
@@ -70,7 +76,7 @@ def main():
         step += 1
         write_atomic(os.path.join(a.out, "best_placement.json"), {
             "graph": graph["name"], "cluster": cluster["name"], "method": "rl",
-            "devices": {n["name"]: device for n in graph["nodes"]}, "step_time": 1.0 / (step + 1),
+            "devices": {n["name"]: device for n in graph["nodes"]}, "step_time": step_time(step),
             "peak_memory": {}, "oom": False,
         })
         if os.environ.get("FAKE_TRAIN_FAIL"):

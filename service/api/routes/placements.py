@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from typing import Annotated, Any
 
@@ -41,7 +42,8 @@ async def create_placement(body: PlacementCreate, response: Response, settings: 
     if body.method == placing.RL:
         zero_shot = await run_in_threadpool(placing.zero_shot, graph, cluster)
         job = await _start_and_wait(body, graph, cluster, settings, storage, jobs)
-        contract = JobRunner.result(job) or (zero_shot.to_dict() if zero_shot else _empty(graph.name, cluster.name))
+        contract = _faster(JobRunner.result(job), zero_shot.to_dict() if zero_shot else None) or _empty(graph.name,
+                                                                                                        cluster.name)
     elif body.method == placing.BEST:
         if body.options:
             raise PlacerError("method 'best' runs every heuristic with its defaults and takes no options")
@@ -107,17 +109,33 @@ def list_placements(
 
 @router.get("/{placement_id}", response_model=PlacementPublic, responses=ERRORS)
 def get_placement(placement_id: str, storage: StorageDep) -> PlacementPublic:
-    """A placement made earlier; an ``rl`` placement shows its job's best placement so far."""
+    """A placement made earlier; an ``rl`` placement shows its job's best placement so far, once that is
+    faster than the zero-shot placement answered at first (``meta.training_steps`` 0 says it is not yet)."""
     record = storage.get_placement(placement_id=placement_id)
     if record is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no placement with id {placement_id!r}")
     job = storage.get_job(job_id=record.job_id) if record.job_id else None
     if job is not None:
         latest = JobRunner.result(job)
-        if latest is not None:
+        if latest is not None and _faster(latest, record.body) is latest:
             record.body = {**latest, "baselines": record.body.get("baselines")}
             record.step_time = latest.get("step_time")
     return _public(record, job)
+
+
+def _faster(job_best: dict[str, Any] | None, zero_shot: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The faster of a job's best placement and the zero-shot one (fitting in memory first; the job's on a tie).
+
+    A short job (or a from-scratch one) can end slower than the pre-trained
+    policy's instant answer; the service never answers worse than it did at first.
+    """
+    def key(c: dict[str, Any]) -> tuple[bool, bool, float]:
+        t = c.get("step_time")
+        return (not c.get("devices"), bool(c.get("oom")), t if isinstance(t, (int, float)) else math.inf)
+
+    if job_best is None or zero_shot is None:
+        return job_best or zero_shot
+    return zero_shot if key(zero_shot) < key(job_best) else job_best
 
 
 def _first_error(e: ValidationError) -> str:

@@ -140,16 +140,31 @@ class TestErrors:
 
 
 class TestRL:
-    def test_waits_then_answers_best_so_far(self, client, graph_id):
+    def test_waits_then_answers_best_so_far(self, client, graph_id, monkeypatch):
         """method rl starts a job, waits, and answers its best placement and the job id."""
+        monkeypatch.setenv("FAKE_TRAIN_STEP_TIME", "1e-9")  # faster than any real placement
         r = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": "2gpu", "method": "rl",
                                                 "budget_seconds": 0.5, "wait_seconds": 15})
         assert r.status_code == 201, r.text
         p = r.json()
         assert p["job_id"].startswith("j_") and p["job_state"] == "done"
-        assert set(p["devices"]) == {"x", "mm", "out"}
+        assert set(p["devices"]) == {"x", "mm", "out"} and p["step_time"] == 1e-9
         job = client.get(f"/v1/jobs/{p['job_id']}").json()
         assert job["result"]["devices"] == p["devices"]
+        assert client.get(f"/v1/placements/{p['id']}").json()["step_time"] == 1e-9
+
+    def test_a_job_slower_than_the_zero_shot_placement_never_replaces_it(self, client, graph_id, monkeypatch):
+        """A short job can end slower than the policy's instant answer; POST and GET keep the faster one."""
+        monkeypatch.setenv("FAKE_TRAIN_STEP_TIME", "10")
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": "2gpu", "method": "rl",
+                                                "budget_seconds": 0.5, "wait_seconds": 15})
+        p = r.json()
+        assert r.status_code == 201 and p["job_state"] == "done"
+        assert p["step_time"] < 10 and p["meta"]["training_steps"] == 0 and p["meta"]["policy"]["name"]
+        job = client.get(f"/v1/jobs/{p['job_id']}").json()
+        assert job["result"]["step_time"] == 10
+        again = client.get(f"/v1/placements/{p['id']}").json()
+        assert again["step_time"] == p["step_time"] and again["devices"] == p["devices"]
 
     def test_no_wait_answers_202_and_follows_the_job(self, client, graph_id):
         """With wait_seconds=0 the answer may come before any placement; GET follows the job."""
