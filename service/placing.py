@@ -173,25 +173,19 @@ def _finite(x: float | None) -> float:
     return x if x is not None and math.isfinite(x) else math.inf
 
 
-ZERO_SHOT_SAMPLES = 64
-"""K of the instant answer's best-of-K decoding. Against the greedy placement, K=64 takes the
-geometric mean over bench_pretrain's 10 graphs from 1.20x to 1.05x 90-second per-graph RL (K=16: 1.13x),
-in at most 0.31 s on 12,800 ops."""
-
-
 def zero_shot(graph: OpGraph, cluster: Cluster) -> Placement | None:
     """The shipped pre-trained policy's best-of-K placement (no training), or None when it cannot place here.
 
-    The greedy placement and `ZERO_SHOT_SAMPLES` seeded samples, all scored by
+    The greedy placement and `placer.rl.zero_shot.DEFAULT_SAMPLES` seeded samples, all scored by
     the simulator: the same graph and cluster always get the same answer.
     Its ``meta.policy`` names the policy (name, version, fine_tuned); it is
     what method ``rl`` answers until its job has a placement.
     """
     from placer.rl.saved_policy import load_policy
-    from placer.rl.zero_shot import place_zero_shot
+    from placer.rl.zero_shot import DEFAULT_SAMPLES, place_zero_shot
 
     try:
-        placement = place_zero_shot(graph, cluster, load_policy(), samples=ZERO_SHOT_SAMPLES)
+        placement = place_zero_shot(graph, cluster, load_policy(), samples=DEFAULT_SAMPLES)
     except PlacerError as e:  # e.g. more devices than the policy addresses: the job still runs
         log.warning("zero-shot placement of %r on %r failed: %s", graph.name, cluster.name, e)
         return None

@@ -34,6 +34,7 @@ from placer.graph import OpGraph
 from placer.placement import Placement
 from placer.rl.saved_policy import SavedPolicy, assign_to
 from placer.rl.trainer import IMITATION_TARGET, Best, TrainConfig, Trainer
+from placer.rl.zero_shot import DEFAULT_SAMPLES
 
 WARM_START_METHOD = "policy"
 
@@ -80,7 +81,8 @@ def fine_tune_config(policy: SavedPolicy, config: TrainConfig | None = None, heu
 
 
 def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: TrainConfig | None = None, *,
-               heuristic: bool = False, reference: tuple[str, np.ndarray, float] | None = None) -> FineTuner:
+               heuristic: bool = False, reference: tuple[str, np.ndarray, float] | None = None,
+               samples: int = DEFAULT_SAMPLES) -> FineTuner:
     """A trainer for `graph` on `cluster` starting from `policy`, its greedy placement already scored.
 
     Parameters
@@ -91,13 +93,14 @@ def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: Tr
     heuristic : also run the best heuristic, and imitate it first (in `train`, within its budget)
         where it is faster than the policy's greedy placement.
     reference : the best heuristic's ``(name, device per op, step time)`` if the caller has it.
+    samples : K of the zero-shot start (0: the greedy placement alone).
     """
     t0 = time.perf_counter()
     trainer = FineTuner(graph, cluster, fine_tune_config(policy, config, heuristic), reference=reference)
     assign_to(trainer.policy, policy)
-    start = start_greedy(trainer, policy)
+    start = start_from_policy(trainer, policy, samples)
     start["temperature"] = exploring_temperature(trainer)
-    if trainer.reference is not None and (start["greedy_oom"] or trainer.reference[2] < start["greedy_step_time"]):
+    if trainer.reference is not None and (start["start_oom"] or trainer.reference[2] < start["start_step_time"]):
         trainer.policy_start = start
         trainer.state.warm_start = {}  # `train` imitates the heuristic first
         trainer.setup_seconds = 0.0  # counted below, not again by `train`
@@ -113,7 +116,7 @@ def exploring_temperature(trainer: Trainer, target: float = IMITATION_TARGET, hi
     Found by bisection on the log-temperature; the greedy placement is the
     same at every temperature.
     """
-    greedy = np.tile(np.asarray(trainer.state.best.group_devices), (trainer.config.samples, 1))
+    greedy = np.tile(trainer.greedy(), (trainer.config.samples, 1))
     G = trainer.grouping.num_groups
 
     def per_group(t: float) -> float:
@@ -134,13 +137,28 @@ def exploring_temperature(trainer: Trainer, target: float = IMITATION_TARGET, hi
     return t
 
 
-def start_greedy(trainer: Trainer, policy: SavedPolicy) -> dict[str, Any]:
-    """Score the policy's greedy placement, make it the best so far, and mark the warm start done."""
-    greedy = trainer.greedy()[None, :]
-    step_time, oom, _ = trainer.score(greedy)
-    trainer.state.best = Best(float(step_time[0]), bool(oom[0]), greedy[0].tolist(), 0, 0.0)
+def start_from_policy(trainer: Trainer, policy: SavedPolicy, samples: int = DEFAULT_SAMPLES) -> dict[str, Any]:
+    """Score the policy's zero-shot placement, make it the best so far, and mark the warm start done.
+
+    The greedy placement and `samples` placements sampled by the NumPy
+    decoder (seeded by the run's seed), scored in one batch; the fastest
+    that fits wins, as in `placer.rl.zero_shot.place_zero_shot`.
+    """
+    from placer.rl.features import device_features
+    from placer.rl.numpy_policy import decode
+
+    candidates = trainer.greedy()[None, :]
+    if samples > 0:
+        sampled, _ = decode(policy.weights, trainer.group_feats.numpy(), device_features(trainer.cluster), samples,
+                            greedy=False, rng=np.random.default_rng(trainer.config.seed))
+        candidates = np.concatenate([candidates, sampled])
+    step_time, oom, _ = trainer.score(candidates)
+    k = int(np.lexsort((step_time, oom))[0])
+    trainer.state.best = Best(float(step_time[k]), bool(oom[k]), candidates[k].tolist(), 0, 0.0)
     trainer.state.warm_start = {"method": WARM_START_METHOD, "policy": {**policy.describe(), "fine_tuned": False},
-                                "greedy_step_time": float(step_time[0]), "greedy_oom": bool(oom[0])}
+                                "greedy_step_time": float(step_time[0]), "greedy_oom": bool(oom[0]),
+                                "samples": int(samples), "start_step_time": float(step_time[k]),
+                                "start_oom": bool(oom[k]), "start": "greedy" if k == 0 else f"sample {k - 1}"}
     return trainer.state.warm_start
 
 
