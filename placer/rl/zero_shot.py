@@ -31,7 +31,7 @@ MAX_SAMPLES = 1024
 DEFAULT_SAMPLES = 64
 """K of the service's instant answer and of a fine-tune's start. Against greedy decoding, K=64 takes the
 geometric mean over bench_pretrain's 10 graphs from 1.20x to 1.05x 90-second per-graph RL (K=16: 1.13x),
-in at most 0.31 s on 12,800 ops."""
+at most 0.3 s per graph (densenet, 12,600 ops, the slowest of them)."""
 
 
 def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, samples: int = 0, seed: int = 0,
