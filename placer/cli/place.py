@@ -22,8 +22,8 @@ def add_parser(sub) -> None:
                    help="method rl: place zero-shot (no training) with this pre-trained policy folder "
                         "(`placer pretrain`), or 'shipped' for the package's own")
     p.add_argument("--best-of", type=int, default=None, metavar="K",
-                   help="method rl with --policy: the best of the greedy placement and K sampled ones "
-                        "(default 0: greedy, deterministic)")
+                   help="method rl with --policy: the best of the greedy placement and K seeded samples "
+                        "(default 64, as the service answers; 0: greedy alone)")
     p.add_argument("-o", "--output", help="write the placement JSON (the Placement contract) to this file")
     add_json_flag(p, "the placement")
     p.set_defaults(run=run)

@@ -25,7 +25,7 @@ DEFAULT_BUDGET_SECONDS = 60.0
                       "then fine-tune it)")
 def rl(graph: OpGraph, cluster: Cluster, *, budget_seconds: float | None = None, seed: int = 0,
        steps: int | None = None, samples: int | None = None, groups: int | None = None,
-       warm_start: str = "heuristic", policy: str | None = None, best_of: int = 0) -> Placement:
+       warm_start: str = "heuristic", policy: str | None = None, best_of: int | None = None) -> Placement:
     """Train a placement policy for `budget_seconds` (or `steps`) and return the best placement it found.
 
     With `policy`, start from a pre-trained policy instead: without a budget
@@ -41,7 +41,8 @@ def rl(graph: OpGraph, cluster: Cluster, *, budget_seconds: float | None = None,
     samples, groups : K and G of `placer.rl.trainer.TrainConfig` (defaults there).
     warm_start : ``"heuristic"`` (imitate the best heuristic first) or ``"none"`` (the paper's cold start).
     policy : a pre-trained policy folder (`placer pretrain`), or ``"shipped"`` for the package's own.
-    best_of : zero-shot decoding: 0 greedy, K the best of greedy plus K samples.
+    best_of : zero-shot decoding: 0 greedy, K the best of greedy plus K seeded samples (default
+        `placer.rl.zero_shot.DEFAULT_SAMPLES`, as the service answers).
 
     Raises
     ------
@@ -79,8 +80,9 @@ def _load(policy: str):
     return load_policy(None if policy == "shipped" else policy)
 
 
-def _zero_shot(graph: OpGraph, cluster: Cluster, policy: str, best_of: int, seed: int,
+def _zero_shot(graph: OpGraph, cluster: Cluster, policy: str, best_of: int | None, seed: int,
                groups: int | None) -> Placement:
-    from placer.rl.zero_shot import place_zero_shot
+    from placer.rl.zero_shot import DEFAULT_SAMPLES, place_zero_shot
 
-    return place_zero_shot(graph, cluster, _load(policy), samples=best_of, seed=seed, groups=groups)
+    samples = DEFAULT_SAMPLES if best_of is None else best_of
+    return place_zero_shot(graph, cluster, _load(policy), samples=samples, seed=seed, groups=groups)
