@@ -1,10 +1,11 @@
 """Fine-tuning: per-graph REINFORCE (`placer.rl.trainer`) that starts from a pre-trained policy.
 
 The trainer is built with the policy's sizes (hidden units, G); the
-policy's weights are copied in before the first step, its greedy placement
-is scored and becomes the best so far (so a fine-tuned run never returns
-worse than zero-shot), and every placement it returns says which policy it
-started from.
+policy's weights are copied in before the first step, and its zero-shot
+placement (the best of its greedy placement and K seeded samples, as the
+service answers) is scored and becomes the best so far, so a fine-tuned run
+never returns worse than zero-shot. Every placement it returns says which
+policy it started from.
 
 A pre-trained policy is often near-certain on a graph (a per-group
 probability of its own choice of 0.997 on rnnlm): its samples are its
@@ -14,8 +15,8 @@ down to the confidence a from-scratch run's warm start stops at
 (`placer.rl.trainer.IMITATION_TARGET`); the policy's choices keep their order.
 
 With ``heuristic=True`` the best heuristic is also run, as a from-scratch
-run's warm start does; where it simulates faster than the policy's greedy
-placement, the pre-trained weights first imitate it. A policy that starts
+run's warm start does; where it simulates faster than the policy's start,
+the pre-trained weights first imitate it. A policy that starts
 far off a graph then starts from where per-graph RL would, and what
 pre-training adds is measured by the steps alone.
 """
@@ -34,7 +35,7 @@ from placer.graph import OpGraph
 from placer.placement import Placement
 from placer.rl.saved_policy import SavedPolicy, assign_to
 from placer.rl.trainer import IMITATION_TARGET, Best, TrainConfig, Trainer
-from placer.rl.zero_shot import DEFAULT_SAMPLES
+from placer.rl.zero_shot import DEFAULT_SAMPLES, candidate_placements, fastest
 
 WARM_START_METHOD = "policy"
 
@@ -47,7 +48,7 @@ class FineTuner(Trainer):
     """
 
     policy_start: dict[str, Any] | None = None
-    """The policy's greedy start, kept while `train` runs the heuristic imitation (see `fine_tuner`)."""
+    """The policy's start, kept while `train` runs the heuristic imitation (see `fine_tuner`)."""
 
     @property
     def temperature(self) -> float:
@@ -59,7 +60,7 @@ class FineTuner(Trainer):
         """Imitate the best heuristic from the pre-trained weights; the warm start still names the policy.
 
         `train` calls this only when `fine_tuner` left the warm start open: the
-        heuristic was asked for and beat the policy's greedy placement.
+        heuristic was asked for and beat the policy's start.
         """
         start = self.policy_start or {}
         imitated = super().warm_start(should_stop)
@@ -83,7 +84,7 @@ def fine_tune_config(policy: SavedPolicy, config: TrainConfig | None = None, heu
 def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: TrainConfig | None = None, *,
                heuristic: bool = False, reference: tuple[str, np.ndarray, float] | None = None,
                samples: int = DEFAULT_SAMPLES) -> FineTuner:
-    """A trainer for `graph` on `cluster` starting from `policy`, its greedy placement already scored.
+    """A trainer for `graph` on `cluster` starting from `policy`, its zero-shot placement already scored.
 
     Parameters
     ----------
@@ -91,7 +92,7 @@ def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: Tr
     policy : the pre-trained policy (`placer.rl.saved_policy.load_policy`).
     config : other hyperparameters (learning rate, samples, seed...); sizes come from the policy.
     heuristic : also run the best heuristic, and imitate it first (in `train`, within its budget)
-        where it is faster than the policy's greedy placement.
+        where it is faster than the policy's start.
     reference : the best heuristic's ``(name, device per op, step time)`` if the caller has it.
     samples : K of the zero-shot start (0: the greedy placement alone).
     """
@@ -104,7 +105,7 @@ def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: Tr
         trainer.policy_start = start
         trainer.state.warm_start = {}  # `train` imitates the heuristic first
         trainer.setup_seconds = 0.0  # counted below, not again by `train`
-    # setup (grouping, features, tracing, the greedy placement) counts toward the run's budget, as a
+    # setup (grouping, features, tracing, the zero-shot start) counts toward the run's budget, as a
     # heuristic warm start's does in `placer.rl.trainer.train`
     trainer.state.elapsed_seconds += time.perf_counter() - t0
     return trainer
@@ -140,20 +141,15 @@ def exploring_temperature(trainer: Trainer, target: float = IMITATION_TARGET, hi
 def start_from_policy(trainer: Trainer, policy: SavedPolicy, samples: int = DEFAULT_SAMPLES) -> dict[str, Any]:
     """Score the policy's zero-shot placement, make it the best so far, and mark the warm start done.
 
-    The greedy placement and `samples` placements sampled by the NumPy
-    decoder (seeded by the run's seed), scored in one batch; the fastest
-    that fits wins, as in `placer.rl.zero_shot.place_zero_shot`.
+    The candidates of `placer.rl.zero_shot.place_zero_shot` (greedy and
+    `samples` seeded by the run's seed), scored in one batch; the fastest that fits wins.
     """
     from placer.rl.features import device_features
-    from placer.rl.numpy_policy import decode
 
-    candidates = trainer.greedy()[None, :]
-    if samples > 0:
-        sampled, _ = decode(policy.weights, trainer.group_feats.numpy(), device_features(trainer.cluster), samples,
-                            greedy=False, rng=np.random.default_rng(trainer.config.seed))
-        candidates = np.concatenate([candidates, sampled])
+    candidates = candidate_placements(policy, trainer.group_feats.numpy(), device_features(trainer.cluster), samples,
+                                      trainer.config.seed)
     step_time, oom, _ = trainer.score(candidates)
-    k = int(np.lexsort((step_time, oom))[0])
+    k = fastest(step_time, oom)
     trainer.state.best = Best(float(step_time[k]), bool(oom[k]), candidates[k].tolist(), 0, 0.0)
     trainer.state.warm_start = {"method": WARM_START_METHOD, "policy": {**policy.describe(), "fine_tuned": False},
                                 "greedy_step_time": float(step_time[0]), "greedy_oom": bool(oom[0]),
@@ -161,11 +157,3 @@ def start_from_policy(trainer: Trainer, policy: SavedPolicy, samples: int = DEFA
                                 "start_oom": bool(oom[k]), "start": "greedy" if k == 0 else f"sample {k - 1}"}
     return trainer.state.warm_start
 
-
-def greedy_equals_zero_shot(trainer: Trainer, policy: SavedPolicy) -> bool:
-    """Whether the TensorFlow policy's greedy placement is the NumPy zero-shot one (a consistency check)."""
-    from placer.rl.features import device_features
-    from placer.rl.numpy_policy import decode
-
-    acts, _ = decode(policy.weights, trainer.group_feats.numpy(), device_features(trainer.cluster), 1)
-    return bool(np.array_equal(acts[0], trainer.greedy()))

@@ -70,17 +70,14 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
     feats = group_features(graph, cluster, grouping, sim.times)
     devs = device_features(cluster)
     t1 = time.perf_counter()
-    best, _ = decode(policy.weights, feats, devs, 1, greedy=True)
-    chosen = "greedy"
+    candidates = candidate_placements(policy, feats, devs, samples, seed)
+    k = 0
     if samples > 0:
-        sampled, _ = decode(policy.weights, feats, devs, samples, greedy=False, rng=np.random.default_rng(seed))
-        candidates = np.concatenate([best, sampled])
         res = sim.run_batch(grouping.expand(candidates))
-        k = int(np.lexsort((res.step_time, res.oom))[0])
-        best = candidates[k:k + 1]
-        chosen = "greedy" if k == 0 else f"sample {k - 1} of {samples}"
+        k = fastest(res.step_time, res.oom)
+    chosen = "greedy" if k == 0 else f"sample {k - 1} of {samples}"
     t2 = time.perf_counter()
-    placement = Placement.from_assignment(graph, cluster, grouping.expand(best[0]), method)
+    placement = Placement.from_assignment(graph, cluster, grouping.expand(candidates[k]), method)
     placement = sim.evaluate(placement)
     placement.meta.update({
         "policy": policy.describe(),
@@ -89,3 +86,22 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
         "seconds": {"grouping_and_features": t1 - t0, "decoding": t2 - t1, "total": time.perf_counter() - t0},
     })
     return placement
+
+
+def candidate_placements(policy: SavedPolicy, group_feats: np.ndarray, device_feats: np.ndarray, samples: int,
+                         seed: int) -> np.ndarray:
+    """Placements of groups to choose among ``[1 + samples, G]``: the greedy one, then `samples` seeded samples.
+
+    Shared by the zero-shot answer and a fine-tune's start, so both choose among the same placements.
+    """
+    greedy, _ = decode(policy.weights, group_feats, device_feats, 1, greedy=True)
+    if samples == 0:
+        return greedy
+    sampled, _ = decode(policy.weights, group_feats, device_feats, samples, greedy=False,
+                        rng=np.random.default_rng(seed))
+    return np.concatenate([greedy, sampled])
+
+
+def fastest(step_time: np.ndarray, oom: np.ndarray) -> int:
+    """Index of the fastest placement that fits in memory (of the fastest overall when none fits)."""
+    return int(np.lexsort((step_time, oom))[0])
