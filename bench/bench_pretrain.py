@@ -14,7 +14,7 @@ of ``graphs/``, on one cluster:
   steps it took against the steps from scratch;
 - ``finetune_heuristic``: the same, with the heuristic warm start
   (``placer train --init P --warm-start heuristic``): where the best
-  heuristic beats the policy's greedy placement, the pre-trained weights
+  heuristic beats the policy's zero-shot start, the pre-trained weights
   imitate it first, as the from-scratch run's random ones do. Its imitation
   steps count, as the from-scratch run's do.
 
