@@ -64,23 +64,30 @@ def run(args) -> int:
     clusters = [load_cluster(c) for c in dict.fromkeys(args.cluster)]
     folder, manifest = pretrain.read_manifest(args.corpus)
     entries = pretrain.training_entries(manifest)[: args.max_graphs]
+    validation = pretrain.validation_entries(manifest)
     out.mkdir(parents=True, exist_ok=True)
 
     cached = pretrain.load_teachers(out)
-    envs = []
     t0 = time.perf_counter()
-    bar = tqdm(total=len(entries) * len(clusters), desc="environments", unit="env", file=sys.stderr, disable=None)
-    for e in entries:
-        graph = load_graph(folder / e["path"])
-        for c in clusters:
-            envs.append(pretrain.make_environment(graph, c, config.groups, config.teachers,
-                                                  cached.get(f"{graph.name}@{c.name}")))
-            bar.update(1)
+    bar = tqdm(total=(len(entries) + len(validation)) * len(clusters), desc="environments", unit="env",
+               file=sys.stderr, disable=None)
+
+    def environments(chosen):
+        made = []
+        for e in chosen:
+            graph = load_graph(folder / e["path"])
+            for c in clusters:
+                made.append(pretrain.make_environment(graph, c, config.groups, config.teachers,
+                                                      cached.get(f"{graph.name}@{c.name}")))
+                bar.update(1)
+        return made
+
+    envs, val_envs = environments(entries), environments(validation)
     bar.close()
-    pretrain.save_teachers(out, envs)
+    pretrain.save_teachers(out, envs + val_envs)
     setup = time.perf_counter() - t0
 
-    trainer = pretrain.Pretrainer(envs, config)
+    trainer = pretrain.Pretrainer(envs, config, validation=val_envs)
     if args.resume and (out / pretrain.STATE_FILE).exists():
         pretrain.restore(trainer, out)
     bar = tqdm(total=None, initial=trainer.state.step, unit="step", file=sys.stderr, disable=None, desc="pretrain")
@@ -104,6 +111,7 @@ def run(args) -> int:
                "clusters": [c.name for c in clusters], "steps": trainer.state.step,
                "imitation_steps": trainer.state.imitation_steps, "elapsed_seconds": trainer.state.elapsed_seconds,
                "setup_seconds": setup, "greedy_geomean_ratio_to_teacher": last["geomean_ratio"],
+               "validation_graphs": len(validation), "exported": trainer.state.exported or None,
                "policy": str(out / pretrain.POLICY_DIR)}
     if args.json:
         print_json(summary)
@@ -111,6 +119,10 @@ def run(args) -> int:
         print(f"pre-trained on {len(entries)} graphs x {len(clusters)} clusters: {trainer.state.step} steps "
               f"({trainer.state.imitation_steps} imitation) in {trainer.state.elapsed_seconds:.0f} s; greedy "
               f"placements at {last['geomean_ratio']:.3f}x the teachers' step time (geometric mean)")
+        exported = trainer.state.exported
+        if exported:
+            print(f"exported the step-{exported['step']} checkpoint, fastest on the {len(validation)} validation "
+                  f"graphs ({exported['validation_geomean_ratio']:.3f}x the teachers)")
         print(f"policy in {out / pretrain.POLICY_DIR}")
     if reason == "interrupted":
         print(f"placer pretrain: interrupted; checkpoint saved in {str(out)!r} (continue with --resume)",

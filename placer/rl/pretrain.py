@@ -17,12 +17,19 @@ Two phases share the budget:
    environment's best placement so far replayed among the samples
    (self-imitation), the teacher being the first best.
 
+Validation environments (graphs of families neither trained on nor held
+out, the manifest's "validation" split) choose what is exported: the policy
+in ``DIR/policy`` is the evaluated checkpoint whose greedy placements are
+fastest on them, because zero-shot quality on unseen graphs swings by several
+percent between checkpoints while the training graphs keep improving. With
+no validation graphs the latest checkpoint is exported.
+
 Progress is a tqdm bar plus ``progress.json``; ``history.csv`` has one row per
 step and ``curve.png`` the greedy policy's step time relative to the teacher
 over time. A checkpoint (TF weights + Adam, and ``pretrain_state.json``) is
 written every `CHECKPOINT_EVERY_SECONDS` and at the end, and the policy is
-exported each time to ``DIR/policy`` (`placer.rl.saved_policy`), which is
-what zero-shot placement and fine-tuning load. ``resume=True`` continues.
+exported to ``DIR/policy`` (`placer.rl.saved_policy`), which is what
+zero-shot placement and fine-tuning load. ``resume=True`` continues.
 """
 
 from __future__ import annotations
@@ -136,6 +143,8 @@ class PretrainState:
     elapsed_seconds: float = 0.0
     envs: dict[str, EnvState] = field(default_factory=dict)
     evals: list[dict[str, Any]] = field(default_factory=list)
+    exported: dict[str, Any] = field(default_factory=dict)
+    """The evaluation whose weights are in ``DIR/policy`` (the best on validation so far)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -190,6 +199,24 @@ def training_entries(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     if not train:
         raise PlacerError("the corpus has no training graph")
     return train
+
+
+def validation_entries(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The manifest's validation graphs (split "validation"); they choose the exported checkpoint.
+
+    Raises
+    ------
+    PlacerError
+        If a validation graph's family is trained on or held out (the choice would not be of unseen graphs,
+        or would leak the held-out ones).
+    """
+    train = {e["family"] for e in manifest["graphs"] if e["split"] == "train"}
+    heldout = set(manifest.get("heldout_families", []))
+    val = [e for e in manifest["graphs"] if e["split"] == "validation"]
+    bad = [e["name"] for e in val if e["family"] in train | heldout]
+    if bad:
+        raise PlacerError(f"corpus manifest lists validation graphs of trained or held-out families: {bad}")
+    return val
 
 
 def teacher_placement(graph: OpGraph, cluster: Cluster, sim: Simulator, grouping: Grouping,
@@ -271,9 +298,11 @@ class Pretrainer:
     ----------
     envs : the training environments.
     config : hyperparameters.
+    validation : environments never trained on that choose the exported checkpoint.
     """
 
-    def __init__(self, envs: list[Environment], config: PretrainConfig | None = None):
+    def __init__(self, envs: list[Environment], config: PretrainConfig | None = None,
+                 validation: list[Environment] | None = None):
         import tensorflow as tf
 
         from placer.rl.optimizer import Adam
@@ -283,6 +312,7 @@ class Pretrainer:
             raise PlacerError("pre-training needs at least one environment")
         self.config = (config or PretrainConfig()).check()
         self.envs = envs
+        self.validation = list(validation or [])
         self.policy = PlacementPolicy(PolicyConfig(NUM_GROUP_FEATURES, NUM_DEVICE_FEATURES, hidden=self.config.hidden,
                                                    attention=self.config.hidden), seed=self.config.seed)
         self.optimizer = Adam(self.policy.trainable_variables, self.config.learning_rate)
@@ -374,18 +404,31 @@ class Pretrainer:
         self.optimizer.learning_rate.assign(lr)
 
     # -- evaluation and export --------------------------------------------------------------
-    def evaluate_greedy(self) -> dict[str, Any]:
-        """Greedy zero-shot step time over teacher step time, per environment and geometric mean."""
-        weights = weights_of(self.policy)
+    def _greedy_ratios(self, envs: list[Environment], weights) -> dict[str, float]:
         ratios = {}
-        for env in self.envs:
+        for env in envs:
             acts, _ = numpy_decode(weights, env.group_feats, env.device_feats, 1, greedy=True)
             step_time, oom, _ = env.score(acts, self.config.oom_penalty)
             ratios[env.key] = float(step_time[0] / env.teacher_step_time) if not oom[0] else math.inf
+        return ratios
+
+    def evaluate_greedy(self) -> dict[str, Any]:
+        """Greedy zero-shot step time over teacher step time, per environment and geometric mean.
+
+        On the validation environments an out-of-memory placement counts as infinitely slow, so a
+        checkpoint that runs out of memory on an unseen graph is never exported over one that fits.
+        """
+        weights = weights_of(self.policy)
+        ratios = self._greedy_ratios(self.envs, weights)
         finite = [r for r in ratios.values() if math.isfinite(r)]
-        return {"step": self.state.step, "elapsed_seconds": self.state.elapsed_seconds,
-                "geomean_ratio": float(np.exp(np.mean(np.log(finite)))) if finite else math.inf,
-                "oom": sum(not math.isfinite(r) for r in ratios.values()), "ratios": ratios}
+        result = {"step": self.state.step, "elapsed_seconds": self.state.elapsed_seconds,
+                  "geomean_ratio": float(np.exp(np.mean(np.log(finite)))) if finite else math.inf,
+                  "oom": sum(not math.isfinite(r) for r in ratios.values()), "ratios": ratios}
+        if self.validation:
+            val = self._greedy_ratios(self.validation, weights)
+            result["validation_ratios"] = val
+            result["validation_geomean_ratio"] = float(np.exp(np.mean(np.log(list(val.values())))))
+        return result
 
     def card(self, name: str, version: str) -> dict[str, Any]:
         """The policy card describing this run."""
@@ -399,6 +442,9 @@ class Pretrainer:
                 "samples": self.state.samples, "seconds": round(self.state.elapsed_seconds, 1),
                 "teachers": list(self.config.teachers),
             },
+            "validation": ({"graphs": sorted({e.graph.name for e in self.validation}), "step": self.state.step,
+                            "greedy_geomean_ratio_to_teacher": self.state.evals[-1].get("validation_geomean_ratio")}
+                           if self.validation and self.state.evals else None),
             "config": asdict(self.config),
         }
 
@@ -411,7 +457,7 @@ def _tf_checkpoint(p: Pretrainer):
 
 
 def save(p: Pretrainer, out: Path, name: str, version: str) -> None:
-    """Checkpoint (weights, Adam, state) and export the policy to ``out/policy``."""
+    """Checkpoint (weights, Adam, state); `export` writes ``out/policy``."""
     import shutil
 
     ckpt = out / CHECKPOINT_DIR
@@ -424,7 +470,25 @@ def save(p: Pretrainer, out: Path, name: str, version: str) -> None:
     for old in ckpt.iterdir():
         if not old.name.startswith(prefix + ".") and old.name != "checkpoint":
             old.unlink() if old.is_file() else shutil.rmtree(old)
-    save_policy(out / POLICY_DIR, weights_of(p.policy), p.card(name, version))
+
+
+def should_export(p: Pretrainer) -> bool:
+    """Whether the latest evaluation's weights go to ``out/policy``: always without validation graphs,
+    else when they are the fastest on them so far (recorded in ``p.state.exported``)."""
+    if not p.validation:
+        return True
+    last = p.state.evals[-1]
+    if p.state.exported and last["validation_geomean_ratio"] >= p.state.exported["validation_geomean_ratio"]:
+        return False
+    p.state.exported = {"step": last["step"], "validation_geomean_ratio": last["validation_geomean_ratio"]}
+    return True
+
+
+def export(p: Pretrainer, out: Path, name: str, version: str) -> None:
+    """Evaluate the greedy policy, and export its weights to ``out/policy`` if `should_export` says so."""
+    p.state.evals.append(p.evaluate_greedy())
+    if should_export(p):
+        save_policy(out / POLICY_DIR, weights_of(p.policy), p.card(name, version))
 
 
 def restore(p: Pretrainer, out: Path) -> None:
@@ -476,6 +540,10 @@ def plot_curve(p: Pretrainer, png: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
     if ev:
         ax.plot([e["elapsed_seconds"] for e in ev], [e["geomean_ratio"] for e in ev], "o-", label="greedy policy")
+        val = [e for e in ev if math.isfinite(e.get("validation_geomean_ratio", math.inf))]
+        if val:
+            ax.plot([e["elapsed_seconds"] for e in val], [e["validation_geomean_ratio"] for e in val], "s-",
+                    label="greedy, validation graphs (never trained on)")
     ax.axhline(1.0, color="tab:red", ls="--", lw=1, label="teacher (best cheap heuristic)")
     ax.set_xlabel("wall time (s)")
     ax.set_ylabel("step time / teacher's (geometric mean)")
@@ -505,7 +573,7 @@ def run(p: Pretrainer, out: Path, *, budget_seconds: float, name: str = "pretrai
     writer.writerows(rows)
     last_save = last_eval = time.monotonic()
     if not s.evals:
-        s.evals.append(p.evaluate_greedy())
+        export(p, out, name, version)
     reason = "done"
     try:
         while s.elapsed_seconds < budget_seconds:
@@ -523,7 +591,7 @@ def run(p: Pretrainer, out: Path, *, budget_seconds: float, name: str = "pretrai
                 on_step(row)
             now = time.monotonic()
             if now - last_eval > EVAL_EVERY_SECONDS:
-                s.evals.append(p.evaluate_greedy())
+                export(p, out, name, version)
                 last_eval = now
             if now - last_save > CHECKPOINT_EVERY_SECONDS:
                 f.flush()
@@ -532,7 +600,7 @@ def run(p: Pretrainer, out: Path, *, budget_seconds: float, name: str = "pretrai
                 last_save = now
     finally:
         f.close()
-        s.evals.append(p.evaluate_greedy())
+        export(p, out, name, version)
         save(p, out, name, version)
         _progress(out, p, budget_seconds, "done" if reason == "done" else "interrupted")
         plot_curve(p, out / "curve.png")
@@ -543,5 +611,6 @@ def _progress(out: Path, p: Pretrainer, budget: float, state: str) -> None:
     last = p.state.evals[-1] if p.state.evals else {}
     data = {"state": state, "step": p.state.step, "imitation_steps": p.state.imitation_steps,
             "samples": p.state.samples, "elapsed_seconds": p.state.elapsed_seconds, "budget_seconds": budget,
-            "greedy_geomean_ratio": last.get("geomean_ratio")}
+            "greedy_geomean_ratio": last.get("geomean_ratio"),
+            "validation_geomean_ratio": last.get("validation_geomean_ratio"), "exported": p.state.exported or None}
     write_atomic(out / "progress.json", json.dumps(data).encode())

@@ -29,6 +29,9 @@ def test_committed_corpus_holds_out_whole_families():
     assert train_families.isdisjoint(heldout)  # disjoint by family, not just by graph
     assert {e["family"] for e in held} <= heldout
     assert all((folder / e["path"]).is_file() for e in manifest["graphs"])
+    validation = pretrain.validation_entries(manifest)
+    val_families = {e["family"] for e in validation}
+    assert validation and val_families.isdisjoint(train_families | heldout)
 
 
 def test_corpus_script_splits_by_family():
@@ -40,7 +43,9 @@ def test_corpus_script_splits_by_family():
     families = {name: fam for name, (fam, _) in make_corpus.ENTRIES.items()}
     train = {f for f in families.values() if make_corpus.split_of(f) == "train"}
     held = {f for f in families.values() if make_corpus.split_of(f) == "heldout"}
+    val = {f for f in families.values() if make_corpus.split_of(f) == "validation"}
     assert held == set(make_corpus.HELDOUT_FAMILIES) and train and not train & held
+    assert val == set(make_corpus.VALIDATION_FAMILIES) and not val & (train | held)
 
 
 def test_a_manifest_that_trains_on_a_heldout_family_is_refused(tmp_path):
@@ -50,6 +55,16 @@ def test_a_manifest_that_trains_on_a_heldout_family_is_refused(tmp_path):
     _, m = pretrain.read_manifest(tmp_path)
     with pytest.raises(PlacerError, match="held-out"):
         pretrain.training_entries(m)
+
+
+def test_a_validation_graph_of_a_trained_family_is_refused(tmp_path):
+    manifest = {"heldout_families": [], "graphs": [
+        {"name": "a", "family": "resnet", "split": "train", "path": "a.json.gz"},
+        {"name": "b", "family": "resnet", "split": "validation", "path": "b.json.gz"}]}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    _, m = pretrain.read_manifest(tmp_path)
+    with pytest.raises(PlacerError, match="validation graphs of trained or held-out families"):
+        pretrain.validation_entries(m)
 
 
 def test_missing_manifest_is_one_clear_error(tmp_path):
@@ -125,17 +140,38 @@ def test_run_checkpoints_exports_and_resumes(session):
         pretrain.restore(other, out)
 
 
+def test_validation_graphs_choose_the_exported_checkpoint(session, tmp_path, monkeypatch):
+    envs = session["envs"]
+    train, val = [e for e in envs if len(e.graph) == 60], [e for e in envs if len(e.graph) != 60]
+    p = pretrain.Pretrainer(train, CONFIG, validation=val)
+    monkeypatch.setattr(pretrain, "EVAL_EVERY_SECONDS", 0.0)  # evaluate after every step
+    monkeypatch.setattr(pretrain, "CHECKPOINT_EVERY_SECONDS", 0.0)
+    assert pretrain.run(p, tmp_path, budget_seconds=3.0, name="t", version="1") == "done"
+    evals = p.state.evals
+    assert len(evals) > 3 and all(set(e["validation_ratios"]) == {v.key for v in val} for e in evals)
+    scores = [e["validation_geomean_ratio"] for e in evals]
+    chosen = evals[int(np.argmin(scores))]  # the first of the fastest
+    assert p.state.exported == {"step": chosen["step"], "validation_geomean_ratio": min(scores)}
+    card = load_policy(tmp_path / pretrain.POLICY_DIR).card
+    assert card["validation"]["step"] == chosen["step"] == card["trained_on"]["steps"]
+    assert card["validation"]["graphs"] == sorted({v.graph.name for v in val})
+
+    q = pretrain.Pretrainer(train, CONFIG, validation=val)  # a resume keeps the choice
+    pretrain.restore(q, tmp_path)
+    assert q.state.exported == p.state.exported
+
+
 def test_cli_pretrain_on_a_tiny_corpus(tmp_path, capsys):
     from placer.cli.main import main
 
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     graphs = []
-    for k, fam in enumerate(("a", "b", "held")):
+    splits = {"a": "train", "b": "train", "val": "validation", "held": "heldout"}
+    for k, (fam, split) in enumerate(splits.items()):
         g = layered_graph(50 + 10 * k, seed=k)
         save_graph(g, corpus / f"g{k}.json.gz")
-        graphs.append({"name": g.name, "family": fam, "split": "heldout" if fam == "held" else "train",
-                       "path": f"g{k}.json.gz"})
+        graphs.append({"name": g.name, "family": fam, "split": split, "path": f"g{k}.json.gz"})
     (corpus / "manifest.json").write_text(json.dumps({"heldout_families": ["held"], "graphs": graphs}))
     out = tmp_path / "run"
     args = [str(corpus), "--cluster", "2gpu", "--out", str(out), "--budget-seconds", "2", "--groups", "10",
@@ -143,5 +179,6 @@ def test_cli_pretrain_on_a_tiny_corpus(tmp_path, capsys):
     assert main(["pretrain", *args, "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["graphs"] == 2 and summary["environments"] == 2 and summary["steps"] > 0
+    assert summary["validation_graphs"] == 1 and summary["exported"]["step"] <= summary["steps"]
     assert main(["pretrain", *args]) == 1  # the run exists: --resume or another folder
     assert "--resume" in capsys.readouterr().err
