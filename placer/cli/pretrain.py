@@ -111,7 +111,7 @@ def run(args) -> int:
                "clusters": [c.name for c in clusters], "steps": trainer.state.step,
                "imitation_steps": trainer.state.imitation_steps, "elapsed_seconds": trainer.state.elapsed_seconds,
                "setup_seconds": setup, "greedy_geomean_ratio_to_teacher": last["geomean_ratio"],
-               "validation_graphs": len(validation), "exported": trainer.state.exported or None,
+               "validation_graphs": len(validation), "exported": trainer.exported or None,
                "policy": str(out / pretrain.POLICY_DIR)}
     if args.json:
         print_json(summary)
@@ -119,7 +119,7 @@ def run(args) -> int:
         print(f"pre-trained on {len(entries)} graphs x {len(clusters)} clusters: {trainer.state.step} steps "
               f"({trainer.state.imitation_steps} imitation) in {trainer.state.elapsed_seconds:.0f} s; greedy "
               f"placements at {last['geomean_ratio']:.3f}x the teachers' step time (geometric mean)")
-        exported = trainer.state.exported
+        exported = trainer.exported
         if exported:
             print(f"exported the step-{exported['step']} checkpoint, fastest on the {len(validation)} validation "
                   f"graphs ({exported['validation_geomean_ratio']:.3f}x the teachers)")

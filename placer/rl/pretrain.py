@@ -52,7 +52,7 @@ from placer.rl.features import NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, device_f
 from placer.rl.grouping import Grouping, group_graph
 from placer.rl.numpy_policy import decode as numpy_decode
 from placer.rl.policy import MAX_DEVICES, reinforce_update
-from placer.rl.saved_policy import save_policy, weights_of
+from placer.rl.saved_policy import load_policy, save_policy, weights_of
 from placer.simulator import Simulator
 
 STATE_FILE = "pretrain_state.json"
@@ -143,8 +143,6 @@ class PretrainState:
     elapsed_seconds: float = 0.0
     envs: dict[str, EnvState] = field(default_factory=dict)
     evals: list[dict[str, Any]] = field(default_factory=list)
-    exported: dict[str, Any] = field(default_factory=dict)
-    """The evaluation whose weights are in ``DIR/policy`` (the best on validation so far)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -313,6 +311,8 @@ class Pretrainer:
         self.config = (config or PretrainConfig()).check()
         self.envs = envs
         self.validation = list(validation or [])
+        self.exported: dict[str, Any] = {}
+        """Step and validation ratio of the weights in ``DIR/policy`` (`restore` reads them back from its card)."""
         self.policy = PlacementPolicy(PolicyConfig(NUM_GROUP_FEATURES, NUM_DEVICE_FEATURES, hidden=self.config.hidden,
                                                    attention=self.config.hidden), seed=self.config.seed)
         self.optimizer = Adam(self.policy.trainable_variables, self.config.learning_rate)
@@ -474,13 +474,13 @@ def save(p: Pretrainer, out: Path, name: str, version: str) -> None:
 
 def should_export(p: Pretrainer) -> bool:
     """Whether the latest evaluation's weights go to ``out/policy``: always without validation graphs,
-    else when they are the fastest on them so far (recorded in ``p.state.exported``)."""
+    else when they are the fastest on them so far (recorded in ``p.exported``)."""
     if not p.validation:
         return True
     last = p.state.evals[-1]
-    if p.state.exported and last["validation_geomean_ratio"] >= p.state.exported["validation_geomean_ratio"]:
+    if p.exported and last["validation_geomean_ratio"] >= p.exported["validation_geomean_ratio"]:
         return False
-    p.state.exported = {"step": last["step"], "validation_geomean_ratio": last["validation_geomean_ratio"]}
+    p.exported = {"step": last["step"], "validation_geomean_ratio": last["validation_geomean_ratio"]}
     return True
 
 
@@ -516,6 +516,17 @@ def restore(p: Pretrainer, out: Path) -> None:
     except Exception as e:
         raise PlacerError(f"cannot read the checkpoint in {str(out)!r}: {type(e).__name__}") from None
     p.state = PretrainState.from_dict(saved["state"])
+    chosen = _exported_card(out)
+    if p.validation and chosen:  # the policy on disk, not the last checkpoint's view of it, is what to beat
+        p.exported = {"step": chosen["step"], "validation_geomean_ratio": chosen["greedy_geomean_ratio_to_teacher"]}
+
+
+def _exported_card(out: Path) -> dict[str, Any] | None:
+    """The ``validation`` entry of the exported policy's card, if there is one."""
+    path = out / POLICY_DIR
+    if not path.is_dir():
+        return None
+    return load_policy(path).card.get("validation")
 
 
 def load_teachers(out: Path) -> dict[str, Any]:
@@ -612,5 +623,5 @@ def _progress(out: Path, p: Pretrainer, budget: float, state: str) -> None:
     data = {"state": state, "step": p.state.step, "imitation_steps": p.state.imitation_steps,
             "samples": p.state.samples, "elapsed_seconds": p.state.elapsed_seconds, "budget_seconds": budget,
             "greedy_geomean_ratio": last.get("geomean_ratio"),
-            "validation_geomean_ratio": last.get("validation_geomean_ratio"), "exported": p.state.exported or None}
+            "validation_geomean_ratio": last.get("validation_geomean_ratio"), "exported": p.exported or None}
     write_atomic(out / "progress.json", json.dumps(data).encode())

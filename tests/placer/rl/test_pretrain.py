@@ -151,14 +151,14 @@ def test_validation_graphs_choose_the_exported_checkpoint(session, tmp_path, mon
     assert len(evals) > 3 and all(set(e["validation_ratios"]) == {v.key for v in val} for e in evals)
     scores = [e["validation_geomean_ratio"] for e in evals]
     chosen = evals[int(np.argmin(scores))]  # the first of the fastest
-    assert p.state.exported == {"step": chosen["step"], "validation_geomean_ratio": min(scores)}
+    assert p.exported == {"step": chosen["step"], "validation_geomean_ratio": min(scores)}
     card = load_policy(tmp_path / pretrain.POLICY_DIR).card
     assert card["validation"]["step"] == chosen["step"] == card["trained_on"]["steps"]
     assert card["validation"]["graphs"] == sorted({v.graph.name for v in val})
 
     q = pretrain.Pretrainer(train, CONFIG, validation=val)  # a resume keeps the choice
     pretrain.restore(q, tmp_path)
-    assert q.state.exported == p.state.exported
+    assert q.exported == p.exported
 
 
 def test_cli_pretrain_on_a_tiny_corpus(tmp_path, capsys):
