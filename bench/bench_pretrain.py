@@ -217,7 +217,8 @@ def main() -> int:
     parser.add_argument("--rl-budget", type=float, default=90.0, help="per-graph RL seconds (the issue: 600)")
     parser.add_argument("--finetune-budget", type=float, default=90.0)
     parser.add_argument("--groups", type=int, default=128, help="per-graph RL's G")
-    parser.add_argument("--best-of", type=int, default=64, help="K of the best-of-K decoding (the service's)")
+    parser.add_argument("--best-of", type=int, default=None,
+                        help="K of the best-of-K decoding (default: the service's, zero_shot.DEFAULT_SAMPLES)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES))
     parser.add_argument("--redo", nargs="*", choices=STAGES, default=[])
@@ -226,6 +227,9 @@ def main() -> int:
     args = parser.parse_args()
 
     from placer.rl.saved_policy import load_policy
+    from placer.rl.zero_shot import DEFAULT_SAMPLES
+
+    args.best_of = DEFAULT_SAMPLES if args.best_of is None else args.best_of
 
     out = Path(args.out)
     results = json.loads(out.read_text()) if out.exists() else {"graphs": {}}

@@ -107,11 +107,13 @@ def run(args) -> int:
         finally:
             bar.close()
     last = trainer.state.evals[-1]
+    sampling = pretrain.exported_sampling(out)
     summary = {"state": reason, "environments": len(envs), "graphs": len(entries),
                "clusters": [c.name for c in clusters], "steps": trainer.state.step,
                "imitation_steps": trainer.state.imitation_steps, "elapsed_seconds": trainer.state.elapsed_seconds,
                "setup_seconds": setup, "greedy_geomean_ratio_to_teacher": last["geomean_ratio"],
                "validation_graphs": len(validation), "exported": trainer.exported or None,
+               "sampling": sampling,
                "policy": str(out / pretrain.POLICY_DIR)}
     if args.json:
         print_json(summary)
@@ -123,6 +125,11 @@ def run(args) -> int:
         if exported:
             print(f"exported the step-{exported['step']} checkpoint, fastest on the {len(validation)} validation "
                   f"graphs ({exported['validation_geomean_ratio']:.3f}x the teachers)")
+        if sampling:
+            sweep, t = sampling["geomean_ratio_to_teacher"], f"{sampling['temperature']:g}"
+            print(f"zero-shot samples drawn at temperature {t}: best of greedy + {sampling['samples']} samples "
+                  f"{sweep[t]:.3f}x the teachers on the validation graphs (temperature 1: "
+                  f"{sweep.get('1', float('nan')):.3f}x)")
         print(f"policy in {out / pretrain.POLICY_DIR}")
     if reason == "interrupted":
         print(f"placer pretrain: interrupted; checkpoint saved in {str(out)!r} (continue with --resume)",

@@ -44,7 +44,7 @@ def encode(weights: dict[str, np.ndarray], groups: np.ndarray) -> np.ndarray:
 
 def decode(weights: dict[str, np.ndarray], groups: np.ndarray, devices: np.ndarray, num_samples: int = 1,
            greedy: bool = True, rng: np.random.Generator | None = None,
-           actions: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+           actions: np.ndarray | None = None, temperature: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """Decode placements of groups.
 
     Parameters
@@ -55,6 +55,8 @@ def decode(weights: dict[str, np.ndarray], groups: np.ndarray, devices: np.ndarr
     greedy : the most likely device for every group (then all K are the same).
     rng : the sampler's generator when not greedy (seeded: same seed, same samples).
     actions : ``[K, G]`` placements to score instead of choosing (teacher forcing).
+    temperature : divides the logits, as in `PlacementPolicy.decode` (above 1 spreads the samples; the
+        greedy placement is the same at every temperature). Log-probabilities are of the tempered softmax.
 
     Returns
     -------
@@ -67,7 +69,7 @@ def decode(weights: dict[str, np.ndarray], groups: np.ndarray, devices: np.ndarr
     attention = weights["att_enc"].shape[1]
     dev = np.tanh(devices @ weights["dev_w"] + weights["dev_b"]) + weights["dev_slot"][: len(devices)]
     keys = enc @ weights["att_enc"]
-    scale = LOGIT_GAIN / np.sqrt(hidden)
+    scale = LOGIT_GAIN / np.sqrt(hidden) / temperature
     att_scale = 1.0 / np.sqrt(attention)
     G, K = len(groups), num_samples
     if rng is None:

@@ -529,6 +529,12 @@ def _exported_card(out: Path) -> dict[str, Any] | None:
     return load_policy(path).card.get("validation")
 
 
+def exported_sampling(out: Path) -> dict[str, Any] | None:
+    """The ``sampling`` entry of the exported policy's card (`tune_sampling`), if there is one."""
+    path = out / POLICY_DIR
+    return load_policy(path).card.get("sampling") if path.is_dir() else None
+
+
 def load_teachers(out: Path) -> dict[str, Any]:
     path = out / TEACHERS_FILE
     return read_json_file(path, "teachers") if path.exists() else {}
@@ -615,7 +621,25 @@ def run(p: Pretrainer, out: Path, *, budget_seconds: float, name: str = "pretrai
         save(p, out, name, version)
         _progress(out, p, budget_seconds, "done" if reason == "done" else "interrupted")
         plot_curve(p, out / "curve.png")
+    if reason == "done":
+        tune_sampling(p, out)
     return reason
+
+
+def tune_sampling(p: Pretrainer, out: Path) -> dict[str, Any] | None:
+    """Choose the exported policy's sampling temperature on the validation environments
+    (`placer.rl.sampling`) and write it to its card; None (temperature 1) without validation graphs.
+
+    Done once the run is over, because a later export would replace the card.
+    """
+    from placer.rl.sampling import choose_temperature
+
+    if not p.validation:
+        return None
+    policy = load_policy(out / POLICY_DIR)
+    sampling = choose_temperature(policy, p.validation, seed=p.config.seed)
+    save_policy(out / POLICY_DIR, policy.weights, {**policy.card, "sampling": sampling})
+    return sampling
 
 
 def _progress(out: Path, p: Pretrainer, budget: float, state: str) -> None:

@@ -14,6 +14,7 @@ Plain arrays rather than a TensorFlow checkpoint, so that placing a graph
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,9 @@ class SavedPolicy:
     ----------
     weights : ``{variable path: array}`` (see `VARIABLES`).
     card : ``name``, ``version``, ``hidden``, ``group_features``, ``device_features``,
-        ``groups`` (G it was trained with), ``fine_tuned`` and what training produced it.
+        ``groups`` (G it was trained with), ``fine_tuned``, what training produced it, and
+        ``sampling`` (the temperature best-of-K samples are drawn at, chosen on validation graphs by
+        `placer.rl.sampling`; 1 when absent).
     path : the folder it was loaded from (None when built in memory).
     """
 
@@ -66,10 +69,15 @@ class SavedPolicy:
     def groups(self) -> int:
         return int(self.card.get("groups", 256))
 
+    @property
+    def sampling_temperature(self) -> float:
+        """The softmax temperature zero-shot samples are drawn at (`placer.rl.zero_shot`)."""
+        return float((self.card.get("sampling") or {}).get("temperature", 1.0))
+
     def describe(self) -> dict[str, Any]:
         """What a placement's meta says about the policy that made it."""
         return {"name": self.name, "version": self.version, "fine_tuned": bool(self.card.get("fine_tuned", False)),
-                "hidden": self.hidden, "groups": self.groups,
+                "hidden": self.hidden, "groups": self.groups, "sampling_temperature": self.sampling_temperature,
                 "trained_on": self.card.get("trained_on")}
 
 
@@ -144,6 +152,10 @@ def load_policy(directory: str | Path | None = None) -> SavedPolicy:
         raise PlacerError(f"policy {card.get('name')!r} was trained on {card.get('group_features')} group and "
                           f"{card.get('device_features')} device features; this version computes "
                           f"{NUM_GROUP_FEATURES} and {NUM_DEVICE_FEATURES}: pre-train it again")
+    sampling = card.get("sampling") or {}
+    t = sampling.get("temperature", 1.0) if isinstance(sampling, dict) else None
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
+        raise PlacerError(f"{str(directory / CARD)!r}: sampling.temperature must be a positive number, got {t!r}")
     try:
         with np.load(directory / WEIGHTS) as data:
             weights = {k: data[k].astype(np.float32) for k in data.files}

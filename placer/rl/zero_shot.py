@@ -8,7 +8,10 @@ to ops. Two decodings:
   graph, cluster and policy always give the same placement;
 - best-of-K (``samples=K``): the greedy placement plus K sampled ones, all
   scored in one batch by the simulator, the fastest that fits returned
-  (seeded, so also repeatable).
+  (seeded, so also repeatable). Samples are drawn at the policy's sampling
+  temperature (its card's ``sampling``, chosen on validation graphs by
+  `placer.rl.sampling`): a confident policy's samples at temperature 1 are
+  mostly the greedy placement again.
 """
 
 from __future__ import annotations
@@ -28,10 +31,9 @@ from placer.rl.saved_policy import SavedPolicy
 from placer.simulator import Simulator
 
 MAX_SAMPLES = 1024
-DEFAULT_SAMPLES = 64
-"""K of the service's instant answer and of a fine-tune's start. Against greedy decoding, K=64 takes the
-geometric mean over bench_pretrain's 10 graphs from 1.20x to 1.05x 90-second per-graph RL (K=16: 1.13x),
-at most 0.3 s per graph (densenet, 12,600 ops, the slowest of them)."""
+DEFAULT_SAMPLES = 256
+"""K of the service's instant answer and of a fine-tune's start: 0.44 s for a 10k-op graph (decoding
+and simulating 257 placements; `bench/bench_pretrain.py`), under half the second allowed."""
 
 
 def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, samples: int = 0, seed: int = 0,
@@ -76,12 +78,14 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
         res = sim.run_batch(grouping.expand(candidates))
         k = fastest(res.step_time, res.oom)
     chosen = "greedy" if k == 0 else f"sample {k - 1} of {samples}"
+    temperature = policy.sampling_temperature
     t2 = time.perf_counter()
     placement = Placement.from_assignment(graph, cluster, grouping.expand(candidates[k]), method)
     placement = sim.evaluate(placement)
     placement.meta.update({
         "policy": policy.describe(),
-        "decoding": "greedy" if samples == 0 else f"best of greedy + {samples} samples (seed {seed})",
+        "decoding": "greedy" if samples == 0 else
+                    f"best of greedy + {samples} samples at temperature {temperature:g} (seed {seed})",
         "chosen": chosen, "groups": grouping.num_groups, "training_steps": 0,
         "seconds": {"grouping_and_features": t1 - t0, "decoding": t2 - t1, "total": time.perf_counter() - t0},
     })
@@ -93,12 +97,13 @@ def candidate_placements(policy: SavedPolicy, group_feats: np.ndarray, device_fe
     """Placements of groups to choose among ``[1 + samples, G]``: the greedy one, then `samples` seeded samples.
 
     Shared by the zero-shot answer and a fine-tune's start, so both choose among the same placements.
+    Samples are drawn at ``policy.sampling_temperature``.
     """
     greedy, _ = decode(policy.weights, group_feats, device_feats, 1, greedy=True)
     if samples == 0:
         return greedy
     sampled, _ = decode(policy.weights, group_feats, device_feats, samples, greedy=False,
-                        rng=np.random.default_rng(seed))
+                        rng=np.random.default_rng(seed), temperature=policy.sampling_temperature)
     return np.concatenate([greedy, sampled])
 
 

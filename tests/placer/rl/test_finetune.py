@@ -7,6 +7,7 @@ from placer.rl.features import NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES
 from placer.rl.finetune import fine_tuner
 from placer.rl.saved_policy import SavedPolicy, weights_of
 from placer.rl.trainer import TrainConfig, train
+from placer.rl.zero_shot import DEFAULT_SAMPLES
 from tests.placer.helpers import two_device_cluster
 from tests.placer.rl.conftest import two_chains
 
@@ -29,7 +30,7 @@ def test_without_heuristic_the_run_starts_from_the_policy_alone(setup):
     graph, cluster, reference = setup
     trainer = fine_tuner(graph, cluster, _policy(0), TrainConfig(samples=4, seed=0))
     start = trainer.state.warm_start
-    assert trainer.reference is None and start["method"] == "policy" and start["samples"] == 64
+    assert trainer.reference is None and start["method"] == "policy" and start["samples"] == DEFAULT_SAMPLES
     assert trainer.state.best.step_time == start["start_step_time"] <= start["greedy_step_time"]
 
 

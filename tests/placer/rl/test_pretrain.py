@@ -155,6 +155,9 @@ def test_validation_graphs_choose_the_exported_checkpoint(session, tmp_path, mon
     card = load_policy(tmp_path / pretrain.POLICY_DIR).card
     assert card["validation"]["step"] == chosen["step"] == card["trained_on"]["steps"]
     assert card["validation"]["graphs"] == sorted({v.graph.name for v in val})
+    sweep = card["sampling"]["geomean_ratio_to_teacher"]  # the finished run chose a sampling temperature
+    assert card["sampling"]["chosen_on"] == sorted(v.key for v in val)
+    assert sweep[f"{card['sampling']['temperature']:g}"] == min(sweep.values())
 
     q = pretrain.Pretrainer(train, CONFIG, validation=val)  # a resume keeps the choice
     pretrain.restore(q, tmp_path)
@@ -180,5 +183,6 @@ def test_cli_pretrain_on_a_tiny_corpus(tmp_path, capsys):
     summary = json.loads(capsys.readouterr().out)
     assert summary["graphs"] == 2 and summary["environments"] == 2 and summary["steps"] > 0
     assert summary["validation_graphs"] == 1 and summary["exported"]["step"] <= summary["steps"]
+    assert summary["sampling"]["temperature"] == load_policy(out / "policy").sampling_temperature
     assert main(["pretrain", *args]) == 1  # the run exists: --resume or another folder
     assert "--resume" in capsys.readouterr().err
