@@ -43,11 +43,12 @@ MANIFEST = "manifest.json"
 HELDOUT_FAMILIES = ("densenet", "efficientnet", "xception", "gru_lm")
 """Families never trained on: three convolutional architectures (dense connectivity, compound-scaled
 inverted residuals with squeeze-excite, depthwise-separable Inception) and a recurrent one (GRU)."""
-VALIDATION_FAMILIES = ("convnext", "nasnet", "inception_resnet")
+VALIDATION_FAMILIES = ("convnext", "nasnet", "inception_resnet", "bilstm")
 """Families never trained on either, but seen by `placer pretrain`: it exports the checkpoint whose greedy
 placements are fastest on them. Zero-shot quality on unseen graphs swings by several percent between
 checkpoints while the training graphs keep improving, so the choice needs graphs of its own; choosing
-on the held-out families would leak them."""
+on the held-out families would leak them. Three are convolutional and one recurrent (a bidirectional LSTM),
+as the placements that matter most are of both kinds."""
 
 
 def _app(app: str, side: int, batch: int, classes: int = 100):
@@ -76,6 +77,25 @@ def _lm(vocab: int, units: int, layers: int, steps: int, batch: int, cell: str =
         meta = {"source_model": f"{layers}-layer {cell.upper()} language model, {units} units, vocabulary {vocab}, "
                                 f"unrolled {steps} steps, batch {batch}"}
         return make_graphs._seq_step(model, batch, steps, keras.optimizers.SGD(1.0), "lm", meta)
+    return build
+
+
+def _bilstm(vocab: int, units: int, layers: int, steps: int, batch: int):
+    """Bidirectional LSTM language model (ELMo-like): both directions of every layer can run side by side."""
+    def build():
+        import keras
+
+        import make_graphs
+
+        tokens = keras.Input((steps,), dtype="int32", name="tokens")
+        x = keras.layers.Embedding(vocab, units, name="embedding")(tokens)
+        for k in range(layers):
+            x = keras.layers.Bidirectional(keras.layers.LSTM(units, return_sequences=True, unroll=True),
+                                           name=f"bilstm_{k}")(x)
+        model = keras.Model(tokens, keras.layers.Dense(vocab, name="softmax")(x), name="bilstm_lm")
+        meta = {"source_model": f"{layers}-layer bidirectional LSTM language model, {units} units each way, "
+                                f"vocabulary {vocab}, unrolled {steps} steps, batch {batch}"}
+        return make_graphs._seq_step(model, batch, steps, keras.optimizers.SGD(1.0), "bilstm", meta)
     return build
 
 
@@ -139,6 +159,8 @@ ENTRIES: dict[str, tuple[str, Callable[[], Any]]] = {
     "convnexttiny_64_b16": ("convnext", _app("convnexttiny", 64, 16)),
     "nasnetmobile_96_b16": ("nasnet", _app("nasnetmobile", 96, 16)),
     "inception_resnet_v2_96_b8": ("inception_resnet", _app("inception_resnet_v2", 96, 8)),
+    "bilstm_2x1024_t16_b64": ("bilstm", _bilstm(SUITE_VOCAB, 1024, 2, 16, 64)),
+    "bilstm_3x512_t12_b128": ("bilstm", _bilstm(16384, 512, 3, 12, 128)),
     # -- held out (families never trained on) ----------------------------------------
     "densenet121_64_b16": ("densenet", _app("densenet121", 64, 16)),
     "efficientnetb0_96_b32": ("efficientnet", _app("efficientnetb0", 96, 32)),
