@@ -99,13 +99,28 @@ def run(args) -> int:
                             f"greedy/teacher {last.get('geomean_ratio', float('nan')):.3f}", refresh=False)
         bar.update(1)
 
+    from placer.rl.sampling import TEMPERATURES
+
+    tuning = None
+
+    def on_temperature(t, ratio):
+        nonlocal tuning
+        if tuning is None:
+            bar.close()
+            tuning = tqdm(total=len(TEMPERATURES), unit="temperature", file=sys.stderr, disable=None,
+                          desc=f"sampling temperature on {len(val_envs)} validation pairs")
+        tuning.set_postfix_str(f"{t:g}: {ratio:.3f}x the teachers", refresh=False)
+        tuning.update(1)
+
     with StopOnSignal() as stop:
         try:
             reason = pretrain.run(trainer, out, budget_seconds=args.budget_seconds, name=args.name,
                                   version=args.version, on_step=on_step, should_stop=lambda: stop.requested,
-                                  resumed=args.resume)
+                                  resumed=args.resume, on_temperature=on_temperature)
         finally:
             bar.close()
+            if tuning is not None:
+                tuning.close()
     last = trainer.state.evals[-1]
     sampling = pretrain.exported_sampling(out)
     summary = {"state": reason, "environments": len(envs), "graphs": len(entries),

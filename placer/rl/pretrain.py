@@ -573,10 +573,12 @@ def plot_curve(p: Pretrainer, png: Path) -> None:
 
 def run(p: Pretrainer, out: Path, *, budget_seconds: float, name: str = "pretrained", version: str = "1",
         on_step: Callable[[dict[str, Any]], None] | None = None, should_stop: Callable[[], bool] = lambda: False,
-        resumed: bool = False) -> str:
+        resumed: bool = False, on_temperature: Callable[[float, float], None] | None = None) -> str:
     """Train until the budget (whole run, resumes included) is spent; returns ``"done"`` or ``"interrupted"``.
 
-    Writes history.csv, progress.json, curve.png, checkpoints and ``out/policy`` as it goes.
+    Writes history.csv, progress.json, curve.png, checkpoints and ``out/policy`` as it goes; once
+    done, chooses the exported policy's sampling temperature (`tune_sampling`; `on_temperature`
+    hears each one measured).
     """
     s = p.state
     hist_path = out / "history.csv"
@@ -622,11 +624,12 @@ def run(p: Pretrainer, out: Path, *, budget_seconds: float, name: str = "pretrai
         _progress(out, p, budget_seconds, "done" if reason == "done" else "interrupted")
         plot_curve(p, out / "curve.png")
     if reason == "done":
-        tune_sampling(p, out)
+        tune_sampling(p, out, on_temperature)
     return reason
 
 
-def tune_sampling(p: Pretrainer, out: Path) -> dict[str, Any] | None:
+def tune_sampling(p: Pretrainer, out: Path,
+                  on_temperature: Callable[[float, float], None] | None = None) -> dict[str, Any] | None:
     """Choose the exported policy's sampling temperature on the validation environments
     (`placer.rl.sampling`) and write it to its card; None (temperature 1) without validation graphs.
 
@@ -637,7 +640,7 @@ def tune_sampling(p: Pretrainer, out: Path) -> dict[str, Any] | None:
     if not p.validation:
         return None
     policy = load_policy(out / POLICY_DIR)
-    sampling = choose_temperature(policy, p.validation, seed=p.config.seed)
+    sampling = choose_temperature(policy, p.validation, seed=p.config.seed, on_temperature=on_temperature)
     save_policy(out / POLICY_DIR, policy.weights, {**policy.card, "sampling": sampling})
     return sampling
 

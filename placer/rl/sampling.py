@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -55,11 +55,13 @@ def best_of_ratio(policy: SavedPolicy, env: ValidationEnv, samples: int, seed: i
 
 
 def choose_temperature(policy: SavedPolicy, envs: Sequence[ValidationEnv], *, samples: int = DEFAULT_SAMPLES,
-                       temperatures: Sequence[float] = TEMPERATURES, seed: int = 0) -> dict[str, Any]:
+                       temperatures: Sequence[float] = TEMPERATURES, seed: int = 0,
+                       on_temperature: Callable[[float, float], None] | None = None) -> dict[str, Any]:
     """The card's ``sampling`` entry: the temperature whose best-of-`samples` is fastest on `envs`.
 
     Ties go to the lower temperature. The entry records the sweep (geometric mean of step time
-    over the teacher's per temperature), so the choice can be checked.
+    over the teacher's per temperature), so the choice can be checked. `on_temperature` is called
+    with each temperature and its ratio as it is measured (for progress).
 
     Raises
     ------
@@ -75,6 +77,8 @@ def choose_temperature(policy: SavedPolicy, envs: Sequence[ValidationEnv], *, sa
         tempered = at_temperature(policy, t)
         ratios = [best_of_ratio(tempered, env, samples, seed) for env in envs]
         sweep[f"{t:g}"] = float(np.exp(np.mean(np.log(ratios))))
+        if on_temperature is not None:
+            on_temperature(t, sweep[f"{t:g}"])
     best = min(sweep, key=lambda t: (sweep[t], float(t)))
     return {"temperature": float(best), "samples": int(samples), "seed": int(seed),
             "chosen_on": sorted(env.key for env in envs), "geomean_ratio_to_teacher": sweep}

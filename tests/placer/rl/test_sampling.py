@@ -41,8 +41,11 @@ def test_temperature_spreads_samples_but_keeps_the_greedy_placement(shipped, env
 
 
 def test_the_chosen_temperature_is_the_fastest_of_the_sweep(shipped, envs):
-    chosen = sampling.choose_temperature(shipped, envs, samples=16, temperatures=(1.0, 2.0, 4.0), seed=3)
+    heard = []
+    chosen = sampling.choose_temperature(shipped, envs, samples=16, temperatures=(4.0, 1.0, 2.0), seed=3,
+                                         on_temperature=lambda t, r: heard.append((t, r)))
     sweep = chosen["geomean_ratio_to_teacher"]
+    assert heard == [(t, sweep[f"{t:g}"]) for t in (1.0, 2.0, 4.0)]  # progress, in the order measured
     assert list(sweep) == ["1", "2", "4"] and all(np.isfinite(r) and r > 0 for r in sweep.values())
     assert sweep[f"{chosen['temperature']:g}"] == min(sweep.values())
     assert chosen["chosen_on"] == sorted(e.key for e in envs) and chosen["samples"] == 16 and chosen["seed"] == 3
