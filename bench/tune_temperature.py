@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from placer import presets  # noqa: E402
 from placer.graph_io import load_graph  # noqa: E402
 from placer.rl import pretrain  # noqa: E402
-from placer.rl.sampling import TEMPERATURES, choose_temperature  # noqa: E402
+from placer.rl.sampling import choose_temperature  # noqa: E402
 from placer.rl.saved_policy import load_policy, save_policy  # noqa: E402
 from placer.rl.zero_shot import DEFAULT_SAMPLES  # noqa: E402
 
@@ -54,7 +54,7 @@ def main() -> int:
             for e in entries for c in clusters]
     print(f"{len(envs)} validation environments ({time.perf_counter() - t0:.0f} s to build)", flush=True)
     t0 = time.perf_counter()
-    sampling = choose_temperature(policy, envs, samples=args.samples, temperatures=TEMPERATURES, seed=args.seed)
+    sampling = choose_temperature(policy, envs, samples=args.samples, seed=args.seed)
     for t, r in sampling["geomean_ratio_to_teacher"].items():
         print(f"  temperature {t:>4}: best of greedy + {args.samples} samples {r:.4f}x the teachers")
     print(f"chosen: temperature {sampling['temperature']:g} ({time.perf_counter() - t0:.0f} s)")

@@ -13,7 +13,7 @@ depths, widths, batches and sequence lengths.
 
 Whole model FAMILIES are held out (`HELDOUT_FAMILIES`): no graph of those
 families is ever trained on, so placing them measures what a pre-trained
-policy does on architectures it has never seen. Three more families are the
+policy does on architectures it has never seen. Four more families are the
 validation split (`VALIDATION_FAMILIES`): not trained on, used only to choose
 which checkpoint `placer pretrain` exports. ``manifest.json`` lists every
 graph with its family, split, op count and file; `placer pretrain` reads it.

@@ -122,7 +122,7 @@ def run(args) -> int:
             if tuning is not None:
                 tuning.close()
     last = trainer.state.evals[-1]
-    sampling = pretrain.exported_sampling(out)
+    sampling = pretrain.exported_card(out).get("sampling")
     summary = {"state": reason, "environments": len(envs), "graphs": len(entries),
                "clusters": [c.name for c in clusters], "steps": trainer.state.step,
                "imitation_steps": trainer.state.imitation_steps, "elapsed_seconds": trainer.state.elapsed_seconds,

@@ -516,23 +516,15 @@ def restore(p: Pretrainer, out: Path) -> None:
     except Exception as e:
         raise PlacerError(f"cannot read the checkpoint in {str(out)!r}: {type(e).__name__}") from None
     p.state = PretrainState.from_dict(saved["state"])
-    chosen = _exported_card(out)
+    chosen = exported_card(out).get("validation")
     if p.validation and chosen:  # the policy on disk, not the last checkpoint's view of it, is what to beat
         p.exported = {"step": chosen["step"], "validation_geomean_ratio": chosen["greedy_geomean_ratio_to_teacher"]}
 
 
-def _exported_card(out: Path) -> dict[str, Any] | None:
-    """The ``validation`` entry of the exported policy's card, if there is one."""
+def exported_card(out: Path) -> dict[str, Any]:
+    """The exported policy's card (its ``validation`` choice, its ``sampling``); empty before any export."""
     path = out / POLICY_DIR
-    if not path.is_dir():
-        return None
-    return load_policy(path).card.get("validation")
-
-
-def exported_sampling(out: Path) -> dict[str, Any] | None:
-    """The ``sampling`` entry of the exported policy's card (`tune_sampling`), if there is one."""
-    path = out / POLICY_DIR
-    return load_policy(path).card.get("sampling") if path.is_dir() else None
+    return load_policy(path).card if path.is_dir() else {}
 
 
 def load_teachers(out: Path) -> dict[str, Any]:
