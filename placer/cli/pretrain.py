@@ -31,6 +31,9 @@ def add_parser(sub) -> None:
     p.add_argument("--samples", type=int, default=None, metavar="K", help="samples per REINFORCE step (default 16)")
     p.add_argument("--hidden", type=int, default=None, help="LSTM units (default 64)")
     p.add_argument("--seed", type=int, default=None, help="seed of weights and samples (default 0)")
+    p.add_argument("--teachers", nargs="+", default=None, metavar="METHOD",
+                   help="heuristics whose fastest placement each graph imitates first "
+                        "(default: the fast ones, single expert metis heft m_topo)")
     p.add_argument("--max-graphs", type=int, default=None, metavar="N", help="use only the first N training graphs")
     p.add_argument("--name", default="placer-pretrained", help="the policy's name in its card")
     p.add_argument("--version", default="1", help="the policy's version in its card")
@@ -59,7 +62,8 @@ def run(args) -> int:
         raise PlacerError(f"{str(out)!r} already holds a pre-training run; pass --resume to continue it "
                           "or choose another --out")
     given = {k: v for k, v in (("groups", args.groups), ("samples", args.samples), ("hidden", args.hidden),
-                               ("seed", args.seed)) if v is not None}
+                               ("seed", args.seed), ("teachers", args.teachers and tuple(args.teachers)))
+             if v is not None}
     config = pretrain.PretrainConfig(**given).check()
     clusters = [load_cluster(c) for c in dict.fromkeys(args.cluster)]
     folder, manifest = pretrain.read_manifest(args.corpus)

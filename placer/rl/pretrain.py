@@ -96,6 +96,13 @@ class PretrainConfig:
             raise PlacerError("samples must be at least 2 (the advantage compares samples)")
         if not 0 <= self.imitation_fraction <= 1:
             raise PlacerError(f"imitation_fraction must be in [0, 1], got {self.imitation_fraction!r}")
+        from placer.placers import registry
+
+        heuristics = registry.names(heuristic_only=True)
+        unknown = [t for t in self.teachers if t not in heuristics]
+        if not self.teachers or unknown:
+            raise PlacerError(f"teachers must be heuristic placers ({', '.join(heuristics)}); "
+                              f"got {list(self.teachers)!r}")
         for name in ("learning_rate", "imitation_learning_rate", "clip_norm"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):

@@ -78,6 +78,30 @@ def test_canonical_labels_number_identical_devices_by_first_use():
     assert pretrain.canonical_labels(np.array([6, 6, 0, 3, 6, 8]), c).tolist() == [1, 1, 0, 2, 1, 3]
 
 
+@pytest.mark.parametrize("teachers", [(), ("single", "bogus"), ("rl",)])
+def test_teachers_must_be_heuristic_placers(teachers):
+    with pytest.raises(PlacerError, match="teachers must be heuristic placers"):
+        pretrain.PretrainConfig(teachers=teachers).check()
+
+
+def test_the_teacher_is_the_fastest_given_heuristic_once_grouped():
+    from placer.placers import registry
+    from placer.rl.grouping import group_graph
+    from placer.simulator import Simulator
+
+    graph, cluster = layered_graph(80, seed=3), presets.get("4gpu")
+    sim = Simulator(graph, cluster)
+    grouping = group_graph(graph, cluster, 16, sim.times)
+    teachers = ("single", "metis", "m_etf", "pipeline_dp")
+    name, devices, step_time = pretrain.teacher_placement(graph, cluster, sim, grouping, teachers)
+    assert sim.run_batch(grouping.expand(devices[None, :])).step_time[0] == pytest.approx(step_time)
+    for t in teachers:
+        grouped = grouping.project(registry.place(t, graph, cluster).assignment(graph, cluster), len(cluster),
+                                   weights=sim.times.min(axis=1))
+        res = sim.run_batch(grouping.expand(grouped[None, :]))
+        assert res.oom[0] or step_time <= res.step_time[0] * (1 + 1e-9), t
+
+
 # -- training ----------------------------------------------------------------------------------
 CONFIG = pretrain.PretrainConfig(samples=4, groups=12, hidden=16, seed=1, teachers=("single", "metis"))
 
