@@ -11,7 +11,8 @@ of ``graphs/``, on one cluster:
   step time and the wall time to place (second call: numba and NumPy warm);
 - ``finetune``: per-graph RL started from the pre-trained policy, stopped as
   soon as its best reaches R (or after ``--finetune-budget`` seconds); the
-  steps it took against the steps from scratch;
+  steps it took against the steps from scratch (when its start is a sample,
+  not the greedy placement, the policy imitates it first; those steps count);
 - ``finetune_heuristic``: the same, with the heuristic warm start
   (``placer train --init P --warm-start heuristic``): where the best
   heuristic beats the policy's zero-shot start, the pre-trained weights
@@ -134,10 +135,12 @@ def stage_finetune(graph, cluster, policy, rl: dict, heur: dict, args, heuristic
 
     train(trainer, budget_seconds=args.finetune_budget, on_step=on_step,
           should_stop=lambda: reached["step"] is not None)
-    imitated = trainer.state.warm_start.get("imitated")
+    ws = trainer.state.warm_start
+    imitated = ws.get("imitated") or ws.get("imitated_start")
+    imitated = imitated if imitated and imitated["imitation_steps"] else None  # (0 steps: R was met at the start)
     return {"target": target, "start_step_time": start, "steps_to_match": reached["step"],
             "imitation_steps": imitated["imitation_steps"] if imitated else 0,
-            "imitated": imitated["heuristic"] if imitated else None,
+            "imitated": (imitated.get("heuristic") or f"zero-shot {imitated['placement']}") if imitated else None,
             "steps_run": trainer.state.step, "best_step_time": trainer.state.best.step_time,
             "seconds": trainer.state.elapsed_seconds, "budget_seconds": args.finetune_budget, "curve": curve}
 

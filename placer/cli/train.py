@@ -170,13 +170,16 @@ class _Session:
     def _loop(self, resumed: bool) -> str:
         import time
 
-        from placer.rl.trainer import train
+        from placer.rl.trainer import PENDING_IMITATION, train
 
         trainer = self.trainer
         history = _History(self.out / "history.csv", keep_until=trainer.state.step if resumed else 0)
         bar = _ProgressLine(self.args.steps, self.budget)
-        if not trainer.state.warm_start and trainer.config.warm_start == "heuristic":
-            bar.note("warm start: imitating the best heuristic...")
+        pending = trainer.state.warm_start.get(PENDING_IMITATION) or (
+            not trainer.state.warm_start and trainer.config.warm_start == "heuristic" and "heuristic")
+        if pending:
+            bar.note("warm start: imitating the policy's best zero-shot sample..." if pending == "start"
+                     else "warm start: imitating the best heuristic...")
         last_save = time.monotonic()
 
         def on_step(stats) -> None:

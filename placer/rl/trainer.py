@@ -54,6 +54,9 @@ IMITATION_LR_FACTOR = 5.0
 """The warm start's supervised steps take bigger Adam steps than REINFORCE."""
 IMITATION_TARGET = 0.9
 """The warm start stops once the target's mean per-group probability passes this."""
+PENDING_IMITATION = "pending_imitation"
+"""Warm-start key of an imitation still to run (`train` runs it); a fine-tune's start sets it
+(`placer.rl.finetune`)."""
 
 
 @dataclass
@@ -347,6 +350,18 @@ class Trainer:
         target = self.grouping.project(op_devices, len(self.cluster), weights=self.times.min(axis=1))
         step_time, oom, _ = self.score(target[None, :])
         self._track_best(target[None, :], step_time, oom, 0, self.state.elapsed_seconds)
+        steps, per_group = self.imitate(target, should_stop)
+        self.state.warm_start = {
+            "method": "heuristic", "heuristic": name, "heuristic_step_time": heur_time,
+            "projected_step_time": float(step_time[0]), "imitation_steps": steps,
+            "imitation_probability": per_group, "heuristic_seconds": heuristic_seconds,
+            "seconds": time.perf_counter() - t0,
+        }
+        return self.state.warm_start
+
+    def imitate(self, target: np.ndarray, should_stop: Callable[[], bool] = lambda: False) -> tuple[int, float]:
+        """Supervised steps toward one placement per group until its per-group probability passes
+        `IMITATION_TARGET` (or ``imitation_steps`` are spent); returns the steps and that probability."""
         actions = np.tile(target, (self.config.samples, 1))
         ones = np.ones(self.config.samples, dtype=np.float32)
         steps, per_group = 0, -math.inf
@@ -360,13 +375,7 @@ class Trainer:
             if per_group > IMITATION_TARGET:
                 break
         self.optimizer.learning_rate.assign(lr)
-        self.state.warm_start = {
-            "method": "heuristic", "heuristic": name, "heuristic_step_time": heur_time,
-            "projected_step_time": float(step_time[0]), "imitation_steps": steps,
-            "imitation_probability": per_group, "heuristic_seconds": heuristic_seconds,
-            "seconds": time.perf_counter() - t0,
-        }
-        return self.state.warm_start
+        return steps, per_group
 
     def _best_heuristic(self) -> tuple[str, np.ndarray, float]:
         """The registered heuristic (or single device) whose placement simulates fastest without OOM."""
@@ -459,7 +468,7 @@ def train(trainer: Trainer, *, budget_seconds: float | None = None, max_steps: i
     if budget_seconds is None and max_steps is None:
         raise PlacerError("give a time budget or a number of steps")
     s = trainer.state
-    if not s.warm_start:
+    if not s.warm_start or s.warm_start.get(PENDING_IMITATION):
         s.elapsed_seconds += trainer.setup_seconds
         t0 = time.perf_counter()
 

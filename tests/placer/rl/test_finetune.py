@@ -6,7 +6,7 @@ import pytest
 from placer.rl.features import NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES
 from placer.rl.finetune import fine_tuner
 from placer.rl.saved_policy import SavedPolicy, weights_of
-from placer.rl.trainer import TrainConfig, train
+from placer.rl.trainer import PENDING_IMITATION, TrainConfig, train
 from placer.rl.zero_shot import DEFAULT_SAMPLES
 from tests.placer.helpers import two_device_cluster
 from tests.placer.rl.conftest import two_chains
@@ -34,12 +34,54 @@ def test_without_heuristic_the_run_starts_from_the_policy_alone(setup):
     assert trainer.state.best.step_time == start["start_step_time"] <= start["greedy_step_time"]
 
 
+def test_a_sampled_start_is_imitated_before_reinforce(setup):
+    """REINFORCE samples around the policy's mode, so a start that is a sample becomes the mode first."""
+    graph, cluster, _ = setup
+    trainer = fine_tuner(graph, cluster, _policy(0), TrainConfig(samples=4, seed=0))
+    start = trainer.state.warm_start
+    assert start["start"] != "greedy" and start["start_step_time"] < start["greedy_step_time"]
+    chosen = np.tile(trainer.state.best.group_devices, (4, 1))
+    before = float(trainer.log_prob(chosen)[0])
+    assert train(trainer, max_steps=1) == "done"
+    imitated = trainer.state.warm_start["imitated_start"]
+    assert trainer.state.warm_start["method"] == "policy" and imitated["placement"] == start["start"]
+    assert imitated["imitation_steps"] >= 1 and imitated["imitation_probability"] > 0.9
+    assert float(trainer.log_prob(chosen)[0]) > before
+    assert trainer.state.best.step_time <= start["start_step_time"]
+
+
+def test_a_pending_imitation_survives_a_checkpoint(setup, tmp_path):
+    """Stopped before `train` ran it, the saved run is still a fine-tune, and its resume imitates first."""
+    from placer.rl import checkpoint
+    from placer.rl.finetune import FineTuner
+
+    graph, cluster, _ = setup
+    trainer = fine_tuner(graph, cluster, _policy(0), TrainConfig(samples=4, seed=0))
+    checkpoint.save(trainer, tmp_path)
+    saved = checkpoint.load_state(tmp_path)
+    assert saved["state"]["warm_start"][PENDING_IMITATION] == "start"
+    resumed = FineTuner(graph, cluster, checkpoint.config_of(saved))
+    checkpoint.restore(resumed, tmp_path, saved)
+    assert resumed.temperature == trainer.temperature
+    train(resumed, max_steps=1)
+    assert resumed.state.warm_start["imitated_start"]["imitation_steps"] >= 1
+    assert PENDING_IMITATION not in resumed.state.warm_start
+
+
+def test_a_greedy_start_is_not_imitated(setup):
+    graph, cluster, _ = setup
+    trainer = fine_tuner(graph, cluster, _policy(0), TrainConfig(samples=4, seed=0), samples=0)
+    assert trainer.state.warm_start["start"] == "greedy" and PENDING_IMITATION not in trainer.state.warm_start
+    train(trainer, max_steps=1)
+    assert "imitated_start" not in trainer.state.warm_start
+
+
 def test_a_faster_heuristic_is_imitated_from_the_pretrained_weights(setup):
     graph, cluster, reference = setup
     policy = _policy(0)
     trainer = fine_tuner(graph, cluster, policy, TrainConfig(samples=4, seed=0), heuristic=True, reference=reference,
                          samples=0)
-    greedy = trainer.policy_start["greedy_step_time"]
+    greedy = trainer.state.warm_start["greedy_step_time"]
     assert greedy > 5.0  # the untrained policy's own placement is worse than the split
     assert train(trainer, max_steps=1) == "done"
     start = trainer.state.warm_start
