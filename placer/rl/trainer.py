@@ -461,7 +461,9 @@ def train(trainer: Trainer, *, budget_seconds: float | None = None, max_steps: i
     """Run steps until the budget or step count is reached (both count the whole run, resumed or not).
 
     Set-up, warm start (at most half the budget) and compilation count
-    against the budget; at least one REINFORCE step is always taken.
+    against the budget; at least one REINFORCE step is always taken. A warm
+    start interrupted by `should_stop` is left to do again (a resumed run
+    imitates from the weights it had reached).
 
     Returns why it stopped: ``"done"`` or ``"interrupted"`` (when `should_stop` said so).
     """
@@ -476,8 +478,12 @@ def train(trainer: Trainer, *, budget_seconds: float | None = None, max_steps: i
             spent = s.elapsed_seconds + time.perf_counter() - t0
             return should_stop() or (budget_seconds is not None and spent > budget_seconds / 2)
 
+        before = dict(s.warm_start)
         trainer.warm_start(imitation_over)
         s.elapsed_seconds += time.perf_counter() - t0
+        if should_stop():  # cut short by the caller, not by the budget: a resume imitates again
+            s.warm_start = before
+            return "interrupted"
     while True:
         if should_stop():
             return "interrupted"

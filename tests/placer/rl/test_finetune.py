@@ -68,6 +68,13 @@ def test_a_pending_imitation_survives_a_checkpoint(setup, tmp_path):
     assert PENDING_IMITATION not in resumed.state.warm_start
 
 
+def test_an_interrupted_imitation_of_the_start_stays_pending(setup):
+    graph, cluster, _ = setup
+    trainer = fine_tuner(graph, cluster, _policy(0), TrainConfig(samples=4, seed=0))
+    assert train(trainer, max_steps=3, should_stop=lambda: True) == "interrupted"
+    assert trainer.state.warm_start[PENDING_IMITATION] == "start" and trainer.state.step == 0
+
+
 def test_a_greedy_start_is_not_imitated(setup):
     graph, cluster, _ = setup
     trainer = fine_tuner(graph, cluster, _policy(0), TrainConfig(samples=4, seed=0), samples=0)

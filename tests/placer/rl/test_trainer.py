@@ -53,6 +53,15 @@ def test_warm_start_imitates_the_best_heuristic(chains, pair):
     assert trainer.state.best.step == 0
 
 
+def test_an_interrupted_warm_start_is_left_to_do_again(chains, pair):
+    """Stopped by the caller (Ctrl-C, SIGTERM), the imitation is not recorded as done: a resume runs it."""
+    trainer = Trainer(chains, pair, _config(warm_start="heuristic", imitation_steps=50))
+    assert train(trainer, max_steps=5, should_stop=lambda: True) == "interrupted"
+    assert trainer.state.warm_start == {} and trainer.state.step == 0
+    assert train(trainer, max_steps=1) == "done"
+    assert trainer.state.warm_start["method"] == "heuristic" and trainer.state.step == 1
+
+
 @pytest.mark.parametrize("field, value, message", [
     ("samples", 1, "at least 2"),
     ("groups", 0, "positive integer"),
