@@ -140,7 +140,7 @@ def stage_finetune(graph, cluster, policy, rl: dict, heur: dict, args, heuristic
     imitated = imitated if imitated and imitated["imitation_steps"] else None  # (0 steps: R was met at the start)
     return {"target": target, "start_step_time": start, "steps_to_match": reached["step"],
             "imitation_steps": imitated["imitation_steps"] if imitated else 0,
-            "imitated": (imitated.get("heuristic") or f"zero-shot {imitated['placement']}") if imitated else None,
+            "imitated": (imitated.get("heuristic") or f"zero-shot {ws['start']}") if imitated else None,
             "steps_run": trainer.state.step, "best_step_time": trainer.state.best.step_time,
             "seconds": trainer.state.elapsed_seconds, "budget_seconds": args.finetune_budget, "curve": curve}
 

@@ -175,11 +175,11 @@ class _Session:
         trainer = self.trainer
         history = _History(self.out / "history.csv", keep_until=trainer.state.step if resumed else 0)
         bar = _ProgressLine(self.args.steps, self.budget)
-        pending = trainer.state.warm_start.get(PENDING_IMITATION) or (
-            not trainer.state.warm_start and trainer.config.warm_start == "heuristic" and "heuristic")
-        if pending:
-            bar.note("warm start: imitating the policy's best zero-shot sample..." if pending == "start"
-                     else "warm start: imitating the best heuristic...")
+        pending = trainer.state.warm_start.get(PENDING_IMITATION)
+        if pending == "start":
+            bar.note("warm start: imitating the policy's best zero-shot sample...")
+        elif pending == "heuristic" or (not trainer.state.warm_start and trainer.config.warm_start == "heuristic"):
+            bar.note("warm start: imitating the best heuristic...")
         last_save = time.monotonic()
 
         def on_step(stats) -> None:

@@ -73,8 +73,8 @@ class FineTuner(Trainer):
         else:
             t0 = time.perf_counter()
             steps, per_group = self.imitate(np.asarray(self.state.best.group_devices), should_stop)
-            extra = {"imitated_start": {"placement": start.get("start"), "imitation_steps": steps,
-                                        "imitation_probability": per_group, "seconds": time.perf_counter() - t0}}
+            extra = {"imitated_start": {"imitation_steps": steps, "imitation_probability": per_group,
+                                        "seconds": time.perf_counter() - t0}}
         self.state.warm_start = {**start, "method": WARM_START_METHOD, **extra}
         return self.state.warm_start
 
@@ -112,14 +112,10 @@ def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: Tr
     assign_to(trainer.policy, policy)
     start = start_from_policy(trainer, policy, samples)
     start["temperature"] = exploring_temperature(trainer)
-    if trainer.reference is not None and (start["start_oom"] or trainer.reference[2] < start["start_step_time"]):
-        imitate = "heuristic"
-    elif start["start"] != "greedy":
-        imitate = "start"
-    else:
-        imitate = None
-    if imitate is not None:  # `train` imitates it first (`FineTuner.warm_start`)
-        trainer.state.warm_start[PENDING_IMITATION] = imitate
+    heuristic_faster = trainer.reference is not None and (start["start_oom"]
+                                                          or trainer.reference[2] < start["start_step_time"])
+    if heuristic_faster or start["start"] != "greedy":  # `train` imitates it first (`FineTuner.warm_start`)
+        trainer.state.warm_start[PENDING_IMITATION] = "heuristic" if heuristic_faster else "start"
         trainer.setup_seconds = 0.0  # counted below, not again by `train`
     # setup (grouping, features, tracing, the zero-shot start) counts toward the run's budget, as a
     # heuristic warm start's does in `placer.rl.trainer.train`

@@ -44,7 +44,7 @@ def test_a_sampled_start_is_imitated_before_reinforce(setup):
     before = float(trainer.log_prob(chosen)[0])
     assert train(trainer, max_steps=1) == "done"
     imitated = trainer.state.warm_start["imitated_start"]
-    assert trainer.state.warm_start["method"] == "policy" and imitated["placement"] == start["start"]
+    assert trainer.state.warm_start["method"] == "policy" and trainer.state.warm_start["start"] == start["start"]
     assert imitated["imitation_steps"] >= 1 and imitated["imitation_probability"] > 0.9
     assert float(trainer.log_prob(chosen)[0]) > before
     assert trainer.state.best.step_time <= start["start_step_time"]
