@@ -5,7 +5,9 @@ Trains one placement policy over every training graph of a corpus
 `placer.rl.pretrain`. Writes DIR/policy (the policy: ``placer place --method
 rl --policy DIR/policy``, ``placer train --init DIR/policy``), history.csv,
 curve.png, progress.json, teachers.json and a checkpoint; Ctrl-C or SIGTERM
-saves and stops, ``--resume`` continues.
+saves and stops, ``--resume`` continues (with the run's saved settings; flags
+given change them). ``--init POLICY`` continues pre-training from a policy
+(REINFORCE only unless ``--imitation-fraction`` says otherwise).
 """
 
 from __future__ import annotations
@@ -34,9 +36,19 @@ def add_parser(sub) -> None:
     p.add_argument("--teachers", nargs="+", default=None, metavar="METHOD",
                    help="heuristics whose fastest placement each graph imitates first "
                         "(default: the fast ones, single expert metis heft m_topo)")
+    p.add_argument("--init", metavar="POLICY",
+                   help="start from this policy folder's weights, or 'shipped' for the package's own, instead of "
+                        "random ones (pre-training continued; ignored by --resume, whose checkpoint holds the weights)")
+    p.add_argument("--imitation-fraction", type=float, default=None, metavar="F",
+                   help="share of the budget spent imitating the teachers before REINFORCE "
+                        "(default 0.4; 0 with --init)")
+    p.add_argument("--export", default=None, metavar="RULE",
+                   help="what DIR/policy holds: 'validation' (default), the checkpoint fastest on the validation "
+                        "graphs, or 'last', the latest")
     p.add_argument("--max-graphs", type=int, default=None, metavar="N", help="use only the first N training graphs")
-    p.add_argument("--name", default="placer-pretrained", help="the policy's name in its card")
-    p.add_argument("--version", default="1", help="the policy's version in its card")
+    p.add_argument("--name", default=None,
+                   help="the policy's name in its card (default placer-pretrained, or the resumed run's)")
+    p.add_argument("--version", default=None, help="the policy's version in its card (default 1, or the resumed run's)")
     add_json_flag(p, "a summary")
     p.set_defaults(run=run)
 
@@ -61,10 +73,25 @@ def run(args) -> int:
     if (out / pretrain.STATE_FILE).exists() and not args.resume:
         raise PlacerError(f"{str(out)!r} already holds a pre-training run; pass --resume to continue it "
                           "or choose another --out")
+    resuming = args.resume and (out / pretrain.STATE_FILE).exists()
+    start = None
+    if resuming:
+        defaults = pretrain.saved_config(out)
+    elif args.init is not None:
+        from placer.rl.saved_policy import load_policy
+
+        start = load_policy(args.init)
+        defaults = {"hidden": start.hidden, "groups": start.groups, "imitation_fraction": 0.0}
+    else:
+        defaults = {}
     given = {k: v for k, v in (("groups", args.groups), ("samples", args.samples), ("hidden", args.hidden),
-                               ("seed", args.seed), ("teachers", args.teachers and tuple(args.teachers)))
+                               ("seed", args.seed), ("teachers", args.teachers and tuple(args.teachers)),
+                               ("imitation_fraction", args.imitation_fraction), ("export", args.export))
              if v is not None}
-    config = pretrain.PretrainConfig(**given).check()
+    config = pretrain.PretrainConfig(**{**defaults, **given}).check()
+    card = pretrain.exported_card(out) if resuming else {}
+    name = args.name or card.get("name", "placer-pretrained")
+    version = args.version or card.get("version", "1")
     clusters = [load_cluster(c) for c in dict.fromkeys(args.cluster)]
     folder, manifest = pretrain.read_manifest(args.corpus)
     entries = pretrain.training_entries(manifest)[: args.max_graphs]
@@ -92,8 +119,10 @@ def run(args) -> int:
     setup = time.perf_counter() - t0
 
     trainer = pretrain.Pretrainer(envs, config, validation=val_envs)
-    if args.resume and (out / pretrain.STATE_FILE).exists():
+    if resuming:
         pretrain.restore(trainer, out)
+    elif start is not None:
+        pretrain.start_from(trainer, start)
     bar = tqdm(total=None, initial=trainer.state.step, unit="step", file=sys.stderr, disable=None, desc="pretrain")
 
     def on_step(row):
@@ -118,8 +147,8 @@ def run(args) -> int:
 
     with StopOnSignal() as stop:
         try:
-            reason = pretrain.run(trainer, out, budget_seconds=args.budget_seconds, name=args.name,
-                                  version=args.version, on_step=on_step, should_stop=lambda: stop.requested,
+            reason = pretrain.run(trainer, out, budget_seconds=args.budget_seconds, name=name,
+                                  version=version, on_step=on_step, should_stop=lambda: stop.requested,
                                   resumed=args.resume, on_temperature=on_temperature)
         finally:
             bar.close()
@@ -132,18 +161,21 @@ def run(args) -> int:
                "imitation_steps": trainer.state.imitation_steps, "elapsed_seconds": trainer.state.elapsed_seconds,
                "setup_seconds": setup, "greedy_geomean_ratio_to_teacher": last["geomean_ratio"],
                "validation_graphs": len(validation), "exported": trainer.exported or None,
-               "sampling": sampling,
+               "sampling": sampling, "init": trainer.init,
                "policy": str(out / pretrain.POLICY_DIR)}
     if args.json:
         print_json(summary)
     else:
+        if trainer.init:
+            print(f"started from policy {trainer.init['name']} v{trainer.init['version']}")
         print(f"pre-trained on {len(entries)} graphs x {len(clusters)} clusters: {trainer.state.step} steps "
               f"({trainer.state.imitation_steps} imitation) in {trainer.state.elapsed_seconds:.0f} s; greedy "
               f"placements at {last['geomean_ratio']:.3f}x the teachers' step time (geometric mean)")
         exported = trainer.exported
         if exported:
-            print(f"exported the step-{exported['step']} checkpoint, fastest on the {len(validation)} validation "
-                  f"graphs ({exported['validation_geomean_ratio']:.3f}x the teachers)")
+            why = "the last" if config.export == "last" else f"fastest on the {len(validation)} validation graphs"
+            print(f"exported the step-{exported['step']} checkpoint, {why} "
+                  f"({exported['validation_geomean_ratio']:.3f}x the teachers on the validation graphs)")
         if sampling:
             sweep, t = sampling["geomean_ratio_to_teacher"], f"{sampling['temperature']:g}"
             print(f"zero-shot samples drawn at temperature {t}: best of greedy + {sampling['samples']} samples "

@@ -117,7 +117,7 @@ class _Session:
                 from placer.rl.saved_policy import load_policy
 
                 heuristic = given.pop("warm_start", "none") == "heuristic"
-                return fine_tuner(graph, cluster, load_policy(None if init == "shipped" else init),
+                return fine_tuner(graph, cluster, load_policy(init),
                                   TrainConfig(**given), heuristic=heuristic), False
             return Trainer(graph, cluster, TrainConfig(**given)), False
         config = checkpoint.config_of(saved)

@@ -77,7 +77,7 @@ def _load(policy: str):
 
     if not isinstance(policy, str) or not policy:
         raise PlacerError(f"rl: policy must be a policy folder or 'shipped', got {policy!r}")
-    return load_policy(None if policy == "shipped" else policy)
+    return load_policy(policy)
 
 
 def _zero_shot(graph: OpGraph, cluster: Cluster, policy: str, best_of: int | None, seed: int,

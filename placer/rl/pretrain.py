@@ -22,7 +22,12 @@ out, the manifest's "validation" split) choose what is exported: the policy
 in ``DIR/policy`` is the evaluated checkpoint whose greedy placements are
 fastest on them, because zero-shot quality on unseen graphs swings by several
 percent between checkpoints while the training graphs keep improving. With
-no validation graphs the latest checkpoint is exported.
+no validation graphs, or ``export="last"``, the latest checkpoint is exported
+(in three runs the last checkpoint placed the benchmark graphs better than the
+validation-chosen one; README).
+
+A run can start from a saved policy instead of random weights (`start_from`):
+pre-training continued, typically REINFORCE alone (``imitation_fraction=0``).
 
 Progress is a tqdm bar plus ``progress.json``; ``history.csv`` has one row per
 step and ``curve.png`` the greedy policy's step time relative to the teacher
@@ -52,13 +57,14 @@ from placer.rl.features import NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, device_f
 from placer.rl.grouping import Grouping, group_graph
 from placer.rl.numpy_policy import decode as numpy_decode
 from placer.rl.policy import MAX_DEVICES, reinforce_update
-from placer.rl.saved_policy import load_policy, save_policy, weights_of
+from placer.rl.saved_policy import assign_to, load_policy, save_policy, weights_of
 from placer.simulator import Simulator
 
 STATE_FILE = "pretrain_state.json"
 TEACHERS_FILE = "teachers.json"
 CHECKPOINT_DIR = "checkpoint"
 POLICY_DIR = "policy"
+EXPORT_RULES = ("validation", "last")
 CHECKPOINT_EVERY_SECONDS = 60.0
 EVAL_EVERY_SECONDS = 60.0
 DEFAULT_TEACHERS = ("single", "expert", "metis", "heft", "m_topo")
@@ -87,6 +93,9 @@ class PretrainConfig:
     oom_penalty: float = 1.0
     seed: int = 0
     teachers: tuple[str, ...] = DEFAULT_TEACHERS
+    export: str = "validation"
+    """What ``DIR/policy`` holds: "validation", the evaluated checkpoint fastest on the validation graphs, or
+    "last", the latest one. It changes no training, so a resume may change it."""
 
     def check(self) -> "PretrainConfig":
         for name in ("samples", "groups", "hidden"):
@@ -97,6 +106,8 @@ class PretrainConfig:
             raise PlacerError("samples must be at least 2 (the advantage compares samples)")
         if not 0 <= self.imitation_fraction <= 1:
             raise PlacerError(f"imitation_fraction must be in [0, 1], got {self.imitation_fraction!r}")
+        if self.export not in EXPORT_RULES:
+            raise PlacerError(f"export must be one of {', '.join(EXPORT_RULES)}; got {self.export!r}")
         from placer.placers import registry
 
         heuristics = registry.names(heuristic_only=True)
@@ -321,6 +332,8 @@ class Pretrainer:
         self.validation = list(validation or [])
         self.exported: dict[str, Any] = {}
         """Step and validation ratio of the weights in ``DIR/policy`` (`restore` reads them back from its card)."""
+        self.init: dict[str, str] | None = None
+        """Name and version of the policy the weights started from (`start_from`); None from random weights."""
         self.policy = PlacementPolicy(PolicyConfig(NUM_GROUP_FEATURES, NUM_DEVICE_FEATURES, hidden=self.config.hidden,
                                                    attention=self.config.hidden), seed=self.config.seed)
         self.optimizer = Adam(self.policy.trainable_variables, self.config.learning_rate)
@@ -454,7 +467,21 @@ class Pretrainer:
                             "greedy_geomean_ratio_to_teacher": self.state.evals[-1].get("validation_geomean_ratio")}
                            if self.validation and self.state.evals else None),
             "config": asdict(self.config),
+            "init": self.init,
         }
+
+
+def start_from(p: Pretrainer, saved) -> None:
+    """Start `p` from a saved policy's weights instead of random ones: pre-training continued, e.g. more
+    REINFORCE for a policy that has already imitated its teachers (`placer pretrain --init`).
+
+    Raises
+    ------
+    PlacerError
+        If the policy was trained with other sizes (``hidden``).
+    """
+    assign_to(p.policy, saved)
+    p.init = {"name": saved.name, "version": saved.version}
 
 
 # -- files --------------------------------------------------------------------------------------
@@ -473,7 +500,8 @@ def save(p: Pretrainer, out: Path, name: str, version: str) -> None:
     prefix = f"step-{p.state.step}"
     _tf_checkpoint(p).write(str(ckpt / prefix))
     state = {"format": 1, "config": asdict(p.config), "envs": [e.key for e in p.envs],
-             "state": p.state.to_dict(), "checkpoint": f"{CHECKPOINT_DIR}/{prefix}", "name": name, "version": version}
+             "state": p.state.to_dict(), "checkpoint": f"{CHECKPOINT_DIR}/{prefix}", "name": name, "version": version,
+             "init": p.init}
     write_atomic(out / STATE_FILE, json.dumps(state).encode())
     for old in ckpt.iterdir():
         if not old.name.startswith(prefix + ".") and old.name != "checkpoint":
@@ -481,12 +509,13 @@ def save(p: Pretrainer, out: Path, name: str, version: str) -> None:
 
 
 def should_export(p: Pretrainer) -> bool:
-    """Whether the latest evaluation's weights go to ``out/policy``: always without validation graphs,
-    else when they are the fastest on them so far (recorded in ``p.exported``)."""
+    """Whether the latest evaluation's weights go to ``out/policy``: always without validation graphs or
+    with ``export="last"``, else when they are the fastest on them so far (recorded in ``p.exported``)."""
     if not p.validation:
         return True
     last = p.state.evals[-1]
-    if p.exported and last["validation_geomean_ratio"] >= p.exported["validation_geomean_ratio"]:
+    if (p.config.export == "validation" and p.exported
+            and last["validation_geomean_ratio"] >= p.exported["validation_geomean_ratio"]):
         return False
     p.exported = {"step": last["step"], "validation_geomean_ratio": last["validation_geomean_ratio"]}
     return True
@@ -511,11 +540,10 @@ def restore(p: Pretrainer, out: Path) -> None:
     if not path.exists():
         raise PlacerError(f"no pre-training run to resume in {str(out)!r} (no {STATE_FILE})")
     saved = read_json_file(path, "pre-training state")
-    mine = asdict(p.config)
-    theirs = dict(saved.get("config", {}))
-    theirs["teachers"] = tuple(theirs.get("teachers", ()))
-    if theirs != mine:
-        diff = sorted(k for k in mine if mine[k] != theirs.get(k))
+    mine = {k: v for k, v in asdict(p.config).items() if k != "export"}
+    theirs = saved_config(out)
+    diff = sorted(k for k, v in mine.items() if theirs.get(k) != v)
+    if diff:
         raise PlacerError(f"cannot resume the run in {str(out)!r}: it was made with other settings ({diff})")
     if saved.get("envs") != [e.key for e in p.envs]:
         raise PlacerError(f"cannot resume the run in {str(out)!r}: it was made on other graphs or clusters")
@@ -524,9 +552,22 @@ def restore(p: Pretrainer, out: Path) -> None:
     except Exception as e:
         raise PlacerError(f"cannot read the checkpoint in {str(out)!r}: {type(e).__name__}") from None
     p.state = PretrainState.from_dict(saved["state"])
+    p.init = saved.get("init")
     chosen = exported_card(out).get("validation")
     if p.validation and chosen:  # the policy on disk, not the last checkpoint's view of it, is what to beat
         p.exported = {"step": chosen["step"], "validation_geomean_ratio": chosen["greedy_geomean_ratio_to_teacher"]}
+
+
+def saved_config(out: Path) -> dict[str, Any]:
+    """The settings of the run saved in `out` (`PretrainConfig` fields), empty when there is none: a resume's
+    defaults, so that ``--resume`` needs only the flags it changes."""
+    path = out / STATE_FILE
+    if not path.exists():
+        return {}
+    config = dict(read_json_file(path, "pre-training state").get("config", {}))
+    if "teachers" in config:
+        config["teachers"] = tuple(config["teachers"])
+    return config
 
 
 def exported_card(out: Path) -> dict[str, Any]:

@@ -134,14 +134,15 @@ def save_policy(directory: str | Path, weights: dict[str, np.ndarray], card: dic
 
 
 def load_policy(directory: str | Path | None = None) -> SavedPolicy:
-    """Load a policy folder; None loads the policy shipped with the package.
+    """Load a policy folder; None or ``"shipped"`` (as the CLI and the service name it) loads the policy
+    shipped with the package.
 
     Raises
     ------
     PlacerError
         If the folder is missing, is not a policy, or was made for other features.
     """
-    directory = SHIPPED_POLICY_DIR if directory is None else Path(directory)
+    directory = SHIPPED_POLICY_DIR if directory is None or directory == "shipped" else Path(directory)
     if not (directory / CARD).is_file() or not (directory / WEIGHTS).is_file():
         raise PlacerError(f"{str(directory)!r} is not a policy folder (needs {CARD} and {WEIGHTS}; "
                           "make one with `placer pretrain`)")

@@ -84,6 +84,11 @@ def test_teachers_must_be_heuristic_placers(teachers):
         pretrain.PretrainConfig(teachers=teachers).check()
 
 
+def test_an_unknown_export_rule_is_refused():
+    with pytest.raises(PlacerError, match="export must be one of validation, last"):
+        pretrain.PretrainConfig(export="best").check()
+
+
 def test_the_teacher_is_the_fastest_given_heuristic_once_grouped():
     from placer.placers import registry
     from placer.rl.grouping import group_graph
@@ -188,6 +193,50 @@ def test_validation_graphs_choose_the_exported_checkpoint(session, tmp_path, mon
     assert q.exported == p.exported
 
 
+def test_export_last_exports_the_latest_checkpoint_and_a_resume_may_change_the_rule(session, tmp_path,
+                                                                                   monkeypatch):
+    from dataclasses import replace
+
+    envs = session["envs"]
+    train, val = [e for e in envs if len(e.graph) == 60], [e for e in envs if len(e.graph) != 60]
+    last = replace(CONFIG, export="last")
+    p = pretrain.Pretrainer(train, last, validation=val)
+    monkeypatch.setattr(pretrain, "EVAL_EVERY_SECONDS", 0.0)
+    assert pretrain.run(p, tmp_path, budget_seconds=2.0, name="t", version="1") == "done"
+    final = p.state.evals[-1]
+    card = load_policy(tmp_path / pretrain.POLICY_DIR).card
+    assert card["validation"]["step"] == final["step"] == p.state.step == card["trained_on"]["steps"]
+    assert p.exported["validation_geomean_ratio"] == final["validation_geomean_ratio"]
+
+    q = pretrain.Pretrainer(train, CONFIG, validation=val)  # the rule changes no training: resuming is allowed
+    pretrain.restore(q, tmp_path)
+    assert q.state.step == p.state.step
+
+
+def test_a_run_can_start_from_a_saved_policy(session, tmp_path):
+    from dataclasses import replace
+
+    from placer.rl.saved_policy import weights_of
+
+    envs, saved = session["envs"], load_policy(session["out"] / pretrain.POLICY_DIR)
+    config = replace(CONFIG, imitation_fraction=0.0)
+    p = pretrain.Pretrainer(envs, config)
+    pretrain.start_from(p, saved)
+    for k, w in weights_of(p.policy).items():
+        np.testing.assert_array_equal(w, saved.weights[k])
+    assert pretrain.run(p, tmp_path, budget_seconds=0.5, name="t", version="10") == "done"
+    assert p.state.imitation_steps == 0 and p.state.step > 0
+    card = load_policy(tmp_path / pretrain.POLICY_DIR).card
+    assert card["init"] == {"name": saved.name, "version": saved.version}
+    q = pretrain.Pretrainer(envs, config)
+    pretrain.restore(q, tmp_path)
+    assert q.init == p.init
+
+    wider = pretrain.Pretrainer(envs[:1], replace(CONFIG, hidden=24))
+    with pytest.raises(PlacerError, match="other sizes"):
+        pretrain.start_from(wider, saved)
+
+
 def test_cli_pretrain_on_a_tiny_corpus(tmp_path, capsys):
     from placer.cli.main import main
 
@@ -210,3 +259,18 @@ def test_cli_pretrain_on_a_tiny_corpus(tmp_path, capsys):
     assert summary["sampling"]["temperature"] == load_policy(out / "policy").sampling_temperature
     assert main(["pretrain", *args]) == 1  # the run exists: --resume or another folder
     assert "--resume" in capsys.readouterr().err
+    # --resume needs no flags but the budget: the run's own settings are its defaults
+    budget = ["--budget-seconds", "3"]
+    assert main(["pretrain", str(corpus), "--cluster", "2gpu", "--out", str(out), "--resume", *budget, "--json"]) == 0
+    resumed = json.loads(capsys.readouterr().out)
+    assert resumed["steps"] > summary["steps"] and load_policy(out / "policy").groups == 10
+
+    again = tmp_path / "again"  # continue from the policy: its sizes, no imitation
+    assert main(["pretrain", str(corpus), "--cluster", "2gpu", "--out", str(again), "--init", str(out / "policy"),
+                 "--budget-seconds", "1", "--json"]) == 0
+    continued = json.loads(capsys.readouterr().out)
+    assert continued["init"] == {"name": "placer-pretrained", "version": "1"} and continued["imitation_steps"] == 0
+    assert load_policy(again / "policy").hidden == 16
+
+    assert main(["pretrain", str(corpus), "--out", str(tmp_path / "x"), "--init", str(tmp_path)]) == 1
+    assert "is not a policy folder" in capsys.readouterr().err

@@ -24,7 +24,7 @@ def shipped():
 
 
 def test_the_shipped_policy_is_small_and_says_what_it_is(shipped):
-    assert shipped.path == SHIPPED_POLICY_DIR
+    assert shipped.path == SHIPPED_POLICY_DIR == load_policy("shipped").path  # as the CLI and service name it
     assert sum(f.stat().st_size for f in SHIPPED_POLICY_DIR.iterdir()) < 2 * 2**20
     d = shipped.describe()
     assert d["name"] and d["version"] and d["fine_tuned"] is False and d["trained_on"]["graphs"]
