@@ -29,9 +29,9 @@ def add_parser(sub) -> None:
     add_run_folder(p)
     p.add_argument("--budget-seconds", type=float, default=DEFAULT_BUDGET_SECONDS, metavar="S",
                    help=f"wall-clock budget of the training steps, resumes included (default {DEFAULT_BUDGET_SECONDS:g})")
-    p.add_argument("--groups", type=int, default=None, metavar="G", help="most groups per graph (default 128)")
+    p.add_argument("--groups", type=int, default=None, metavar="G", help="most groups per graph (default 128, or the --init policy's)")
     p.add_argument("--samples", type=int, default=None, metavar="K", help="samples per REINFORCE step (default 16)")
-    p.add_argument("--hidden", type=int, default=None, help="LSTM units (default 64)")
+    p.add_argument("--hidden", type=int, default=None, help="LSTM units (default 64, or the --init policy's)")
     p.add_argument("--seed", type=int, default=None, help="seed of weights and samples (default 0)")
     p.add_argument("--teachers", nargs="+", default=None, metavar="METHOD",
                    help="heuristics whose fastest placement each graph imitates first "
