@@ -124,6 +124,9 @@ class PlacementCreate(BaseModel):
     wait_seconds: float = Field(0.0, ge=0, description="method rl: how long to wait for the job (0: answer "
                                                        "the zero-shot placement at once; GET follows the job).")
     budget_seconds: float = Field(60.0, gt=0, le=7 * 86400, description="method rl: training budget.")
+    refine_seconds: float = Field(0.0, ge=0, le=60, description="Then improve the answer by local search in "
+                                                                "the simulator for up to this long (0: not; "
+                                                                "objective step_time; rl: its zero-shot answer).")
     seed: int = Field(0, ge=0, lt=2**31, description="method rl: random seed.")
 
     @model_validator(mode="after")

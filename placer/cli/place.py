@@ -24,6 +24,9 @@ def add_parser(sub) -> None:
     p.add_argument("--best-of", type=int, default=None, metavar="K",
                    help="method rl with --policy: the best of the greedy placement and K seeded samples "
                         "(default 64, as the service answers; 0: greedy alone)")
+    p.add_argument("--refine-seconds", type=float, metavar="S",
+                   help="then improve the placement by local search in the simulator (moves of whole op groups "
+                        "to other devices) for up to S seconds; any method, step time objective")
     p.add_argument("-o", "--output", help="write the placement JSON (the Placement contract) to this file")
     add_json_flag(p, "the placement")
     p.set_defaults(run=run)
@@ -61,7 +64,15 @@ def run(args) -> int:
         options["policy"] = args.policy
         if args.best_of is not None:
             options["best_of"] = args.best_of
+    if args.refine_seconds is not None and not args.refine_seconds > 0:
+        raise PlacerError(f"--refine-seconds must be positive, got {args.refine_seconds!r}")
+    if args.refine_seconds is not None and args.objective != "step_time":
+        raise PlacerError(f"--refine-seconds refines step time, not {args.objective!r}")
     placement = registry.place(args.method, graph, cluster, objective=args.objective, **options)
+    if args.refine_seconds is not None:
+        from placer.placers.refine import refine
+
+        placement = refine(graph, cluster, placement, seconds=args.refine_seconds)
     if args.output:
         save_placement(placement, args.output)
     if args.json:
@@ -75,6 +86,10 @@ def run(args) -> int:
           f"{placement.meta['place_seconds']:.3f} s" + ("  OUT OF MEMORY" if placement.oom else ""))
     if placement.max_load is not None:
         print(f"  throughput: max load {placement.max_load:.6g}")
+    if "refined" in placement.meta:
+        r = placement.meta["refined"]
+        print(f"  refined by local search from {human_seconds(r['start_step_time'])}: {r['moves']} group move(s) in "
+              f"{r['sweeps']} sweep(s), {r['seconds']:.2f} s" + (" (a local optimum)" if r["local_optimum"] else ""))
     if "ignored_objective" in placement.meta:
         print(f"  ({placement.method} does not optimise {placement.meta['ignored_objective']}; it placed as usual)")
     for dev in cluster.device_names:

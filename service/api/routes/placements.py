@@ -39,8 +39,11 @@ async def create_placement(body: PlacementCreate, response: Response, settings: 
     cluster = placing.resolve_cluster(body.cluster if isinstance(body.cluster, str) else body.cluster.to_library())
     job: JobRecord | None = None
     steps: dict[str, float | None] | None = None
+    if body.refine_seconds and body.objective != "step_time":
+        raise PlacerError(f"refine_seconds refines step time, not {body.objective!r}")
     if body.method == placing.RL:
         zero_shot = await run_in_threadpool(placing.zero_shot, graph, cluster)
+        zero_shot = await run_in_threadpool(placing.refined, zero_shot, graph, cluster, body.refine_seconds)
         job = await _start_and_wait(body, graph, cluster, settings, storage, jobs)
         contract = _faster(JobRunner.result(job), zero_shot.to_dict() if zero_shot else None) or _empty(graph.name,
                                                                                                         cluster.name)
@@ -49,6 +52,7 @@ async def create_placement(body: PlacementCreate, response: Response, settings: 
             raise PlacerError("method 'best' runs every heuristic with its defaults and takes no options")
         best, steps = await run_in_threadpool(placing.place_best, graph, cluster, objective=body.objective,
                                               names=body.candidates, budget_seconds=settings.best_seconds)
+        best = await run_in_threadpool(placing.refined, best, graph, cluster, body.refine_seconds)
         contract = {**best.to_dict(), "method": f"best:{best.method}"}
     else:
         placement = await run_in_threadpool(placing.place_one, body.method, graph, cluster,
@@ -57,6 +61,7 @@ async def create_placement(body: PlacementCreate, response: Response, settings: 
             steps = await run_in_threadpool(placing.baselines, graph, cluster, objective=body.objective,
                                             names=body.candidates, budget_seconds=settings.best_seconds,
                                             known=placement)
+        placement = await run_in_threadpool(placing.refined, placement, graph, cluster, body.refine_seconds)
         contract = placement.to_dict()
     record = PlacementRecord(
         id=new_id("p"), graph_id=body.graph_id, method=body.method, cluster=cluster.name,

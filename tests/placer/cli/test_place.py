@@ -43,3 +43,27 @@ def test_place_bad_input_is_one_line(graph_file, capsys, argv, message):
 def test_place_missing_graph(tmp_path, capsys):
     assert main(["place", str(tmp_path / "none.json"), "--cluster", "2gpu", "--method", "single"]) == 1
     assert "no such file" in capsys.readouterr().err
+
+
+def test_refine_seconds_improves_the_placement_and_says_so(graph_file, tmp_path, capsys):
+    """--refine-seconds: never slower than the method's own placement; the output names the search."""
+    plain, refined = tmp_path / "plain.json", tmp_path / "refined.json"
+    argv = ["place", str(graph_file), "--cluster", "4gpu", "--method", "round_robin"]
+    assert main([*argv, "-o", str(plain)]) == 0
+    assert main([*argv, "-o", str(refined), "--refine-seconds", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "refined by local search from" in out
+    before, after = json.loads(plain.read_text()), json.loads(refined.read_text())
+    assert after["step_time"] <= before["step_time"]
+    assert after["meta"]["refined"]["start_step_time"] == pytest.approx(before["step_time"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--refine-seconds", "0"], "--refine-seconds must be positive"),
+    (["--refine-seconds", "nan"], "--refine-seconds must be positive"),
+    (["--refine-seconds", "1", "--objective", "throughput"], "--refine-seconds refines step time"),
+])
+def test_bad_refine_seconds_are_one_line(graph_file, capsys, argv, message):
+    assert main(["place", str(graph_file), "--cluster", "2gpu", "--method", "single", *argv]) == 1
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1

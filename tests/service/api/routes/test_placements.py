@@ -192,6 +192,37 @@ class TestRL:
         assert r.status_code == 422 and "samples" in r.json()["detail"]
 
 
+class TestRefine:
+    def test_a_refined_answer_is_never_slower_and_says_how_it_was_found(self, client, graph_id):
+        """refine_seconds runs local search on the method's placement; baselines keep the unrefined times."""
+        body = {"graph_id": graph_id, "cluster": "4gpu", "method": "round_robin", "baselines": True}
+        plain = client.post("/v1/placements", json=body).json()
+        r = client.post("/v1/placements", json={**body, "refine_seconds": 5})
+        assert r.status_code == 201, r.text
+        p = r.json()
+        assert p["step_time"] <= plain["step_time"]
+        assert p["meta"]["refined"]["start_step_time"] == pytest.approx(plain["step_time"])
+        assert p["baselines"]["round_robin"] == plain["step_time"]
+        assert client.get(f"/v1/placements/{p['id']}").json()["meta"]["refined"] == p["meta"]["refined"]
+
+    @pytest.mark.parametrize("method", ["best", "rl"])
+    def test_best_and_the_zero_shot_answer_are_refined_too(self, client, graph_id, method, monkeypatch):
+        monkeypatch.setenv("FAKE_TRAIN_STEP_TIME", "10")  # the job never beats the instant answer
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": "2gpu", "method": method,
+                                                "refine_seconds": 2, "budget_seconds": 0.5, "wait_seconds": 15})
+        assert r.status_code == 201, r.text
+        assert r.json()["step_time"] <= r.json()["meta"]["refined"]["start_step_time"]
+
+    @pytest.mark.parametrize("extra, message", [
+        ({"refine_seconds": -1}, "refine_seconds"),
+        ({"refine_seconds": 61}, "refine_seconds"),
+        ({"refine_seconds": 1, "objective": "throughput"}, "refine_seconds refines step time"),
+    ])
+    def test_bad_refine_seconds(self, client, graph_id, heuristic, extra, message):
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "method": heuristic, **extra})
+        assert r.status_code == 422 and message in str(r.json()["detail"])
+
+
 class TestProperties:
     def test_any_valid_graph_is_placed(self, client):
         """Random valid DAGs, presets and methods: always 201, every op on a device of the cluster."""
