@@ -48,7 +48,7 @@ from placer import presets  # noqa: E402
 from placer.graph_io import load_graph, write_atomic  # noqa: E402
 from placer.placers import registry  # noqa: E402
 
-STAGES = ("heuristics", "rl", "zero_shot", "finetune", "finetune_heuristic")
+STAGES = ("heuristics", "rl", "zero_shot", "finetune", "finetune_heuristic", "refine")
 
 
 def default_graphs() -> list[tuple[str, Path, str]]:
@@ -145,6 +145,36 @@ def stage_finetune(graph, cluster, policy, rl: dict, heur: dict, args, heuristic
             "seconds": trainer.state.elapsed_seconds, "budget_seconds": args.finetune_budget, "curve": curve}
 
 
+def stage_refine(graph, cluster, policy, heur: dict, args) -> dict:
+    from placer.placers.refine import refine
+    from placer.rl.zero_shot import place_zero_shot
+
+    starts = {"zero_shot": place_zero_shot(graph, cluster, policy, samples=args.best_of, seed=args.seed),
+              "heuristic": registry.place(heur["best"], graph, cluster)}
+    out = {"seconds": args.refine_seconds}
+    for label, start in starts.items():
+        p = refine(graph, cluster, start, seconds=args.refine_seconds)
+        out[label] = {"start_step_time": start.step_time, "step_time": p.step_time, "oom": p.oom,
+                      **{k: p.meta["refined"][k] for k in ("moves", "sweeps", "local_optimum", "seconds")}}
+    return out
+
+
+def refine_table(results: dict) -> str:
+    lines = ["| graph | zero-shot | + refine | best heuristic | + refine | RL 600 s | refined zero-shot vs RL 600 s | "
+             "refined heuristic vs RL 600 s | refined zero-shot vs refined heuristic |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, r in results["graphs"].items():
+        f, rl = r.get("refine"), r.get("rl_600")
+        if not (f and rl):
+            continue
+        z, h = f["zero_shot"], f["heuristic"]
+        ms = lambda x: f"{x * 1e3:.1f} ms"  # noqa: E731
+        lines.append(f"| {name} | {ms(z['start_step_time'])} | {ms(z['step_time'])} ({z['moves']} moves) | "
+                     f"{ms(h['start_step_time'])} ({r['heuristics']['best']}) | {ms(h['step_time'])} ({h['moves']} moves) | "
+                     f"{ms(rl)} | {z['step_time'] / rl - 1:+.1%} | {h['step_time'] / rl - 1:+.1%} | "
+                     f"{z['step_time'] / h['step_time'] - 1:+.1%} |")
+    return "\n".join(lines)
+
+
 def time_10k(policy, cluster, samples: int) -> dict:
     from placer.rl.zero_shot import place_zero_shot
     from placer.synthetic import layered_graph
@@ -223,6 +253,7 @@ def main() -> int:
     parser.add_argument("--best-of", type=int, default=None,
                         help="K of the best-of-K decoding (default: the service's, zero_shot.DEFAULT_SAMPLES)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--refine-seconds", type=float, default=2.0, help="stage refine: local search seconds")
     parser.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES))
     parser.add_argument("--redo", nargs="*", choices=STAGES, default=[])
     parser.add_argument("--only", nargs="*", default=None, help="only these graph labels")
@@ -238,7 +269,7 @@ def main() -> int:
     results = json.loads(out.read_text()) if out.exists() else {"graphs": {}}
     results["args"] = vars(args)
     cluster = presets.get(args.cluster)
-    policy = load_policy(args.policy) if {"zero_shot", "finetune", "finetune_heuristic"} & set(args.stages) else None
+    policy = load_policy(args.policy) if {"zero_shot", "finetune", "finetune_heuristic", "refine"} & set(args.stages) else None
 
     def save():
         for r in results["graphs"].values():  # the heuristic's placement is only needed until RL has run
@@ -256,7 +287,8 @@ def main() -> int:
         for stage in STAGES:
             if stage not in args.stages or (stage in r and stage not in args.redo):
                 continue
-            if stage == "rl" and "heuristics" not in r or stage.startswith("finetune") and "rl" not in r:
+            if (stage in ("rl", "refine") and "heuristics" not in r
+                    or stage.startswith("finetune") and "rl" not in r):
                 print(f"{label}: {stage} needs the earlier stages; skipped", flush=True)
                 continue
             t0 = time.perf_counter()
@@ -266,6 +298,8 @@ def main() -> int:
                 r[stage] = stage_rl(graph, cluster, r["heuristics"], args)
             elif stage == "zero_shot":
                 r[stage] = stage_zero_shot(graph, cluster, policy, args)
+            elif stage == "refine":
+                r[stage] = stage_refine(graph, cluster, policy, r["heuristics"], args)
             else:
                 r[stage] = stage_finetune(graph, cluster, policy, r["rl"], r["heuristics"], args,
                                           heuristic=stage == "finetune_heuristic")
@@ -290,8 +324,25 @@ def main() -> int:
             "geomean_best_of_k_over_rl_600s": _geo([r["zero_shot"][k]["step_time"] / r["rl_600"]
                                                     for r in done if k in r["zero_shot"] and r.get("rl_600")]),
         }
+    refined = [r for r in results["graphs"].values() if r.get("refine") and r.get("rl_600")]
+    if refined:
+        results["refine_table"] = refine_table(results)
+        z = [r["refine"]["zero_shot"]["step_time"] for r in refined]
+        h = [r["refine"]["heuristic"]["step_time"] for r in refined]
+        rl = [r["rl_600"] for r in refined]
+        results["refine_summary"] = {
+            "graphs": len(refined), "seconds": refined[0]["refine"]["seconds"],
+            "geomean_refined_zero_shot_over_rl_600s": _geo([a / b for a, b in zip(z, rl)]),
+            "geomean_refined_heuristic_over_rl_600s": _geo([a / b for a, b in zip(h, rl)]),
+            "geomean_refined_zero_shot_over_refined_heuristic": _geo([a / b for a, b in zip(z, h)]),
+            "refined_zero_shot_within_5pct_of_rl_600s": sum(a <= 1.05 * b for a, b in zip(z, rl)),
+            "refined_zero_shot_no_worse_than_refined_heuristic": sum(a <= b for a, b in zip(z, h)),
+        }
     save()
     print(results["table"])
+    if "refine_table" in results:
+        print(results["refine_table"])
+        print(json.dumps(results["refine_summary"], indent=1))
     if "summary" in results:
         print(json.dumps(results["summary"], indent=1))
     return 0
