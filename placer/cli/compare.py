@@ -29,6 +29,9 @@ def add_parser(sub) -> None:
                         "instead of training from scratch; with --rl-budget-seconds it fine-tunes")
     add_objective(p, help="step_time (default) or throughput: rows gain max_load (the pipelined max device "
                   "load) and the winner is the smallest max_load")
+    p.add_argument("--refine-seconds", type=float, metavar="S",
+                   help="then improve every method's placement by S seconds of local search in the simulator "
+                        "(the same for all; step time objective); the table also shows each method's own")
     p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
     p.add_argument("--plot", metavar="PNG", help="also draw a bar chart of step time / lower bound to this file")
     p.add_argument("--save", metavar="JSON", help="write the rows to this file after every run (for --resume)")
@@ -72,6 +75,10 @@ def run(args) -> int:
         rl_options["policy"] = args.rl_policy
     if rl_options and "rl" not in methods:
         raise PlacerError("--rl-budget-seconds/--rl-policy need rl among --methods (e.g. --methods all,rl)")
+    if args.refine_seconds is not None and not args.refine_seconds > 0:
+        raise PlacerError(f"--refine-seconds must be positive, got {args.refine_seconds!r}")
+    if args.refine_seconds is not None and args.objective != "step_time":
+        raise PlacerError(f"--refine-seconds refines step time, not {args.objective!r}")
     clusters = [load_cluster(c) for c in args.cluster]
     graphs = [load_graph(g) for g in args.graphs]
     reuse = _earlier_rows(args.save) if args.resume else {}
@@ -84,12 +91,13 @@ def run(args) -> int:
         if args.quiet:
             return
         what = ("error: " + row["error"]) if "error" in row else (
-            f"{human_seconds(row['step_time'])}{' OOM' if row['oom'] else ''}, placed in {row['place_seconds']:.2f} s")
+            f"{human_seconds(row['step_time'])}{' OOM' if row['oom'] else ''}, placed in {row['place_seconds']:.2f} s"
+            + (f" (refined from {human_seconds(row['unrefined_step_time'])})" if "unrefined_step_time" in row else ""))
         print(f"[{done}/{total}] {row['graph']} on {row['cluster']} by {row['method']}: {what}",
               file=sys.stderr, flush=True)
 
     rows = compare(graphs, clusters, methods, progress=progress, reuse=reuse, objective=args.objective,
-                   method_options={"rl": rl_options})
+                   method_options={"rl": rl_options}, refine_seconds=args.refine_seconds)
     key = "max_load" if args.objective == "throughput" else "step_time"
     if args.plot:
         from placer.plots import compare_chart
@@ -100,6 +108,7 @@ def run(args) -> int:
         print_json(rows)
     else:
         best = winners(rows, key)
+        refined = args.refine_seconds is not None
         table = []
         for r in rows:
             mark = "*" if best.get((r["graph"], r["cluster"])) == r["method"] else ""
@@ -109,8 +118,12 @@ def run(args) -> int:
                           "-" if r["place_seconds"] is None else f"{r['place_seconds']:.3f}",
                           r.get("error", ""))
                          + ((("-" if r.get("max_load") is None else f"{r['max_load']:.6g}")
-                             + (" (ignored)" if r.get("ignored_objective") else ""),) if key == "max_load" else ()))
-        print_table(list(ROW_FIELDS) + ["error"] + (["max_load"] if key == "max_load" else []), table)
+                             + (" (ignored)" if r.get("ignored_objective") else ""),) if key == "max_load" else ())
+                         + ((human_seconds(r.get("unrefined_step_time")),) if refined else ()))
+        print_table(list(ROW_FIELDS) + ["error"] + (["max_load"] if key == "max_load" else [])
+                    + (["unrefined_step_time"] if refined else []), table)
+        if refined:
+            print(f"step_time: after {args.refine_seconds:g} s of local search; unrefined_step_time: the method's own")
         print("* fastest placement that fits, per graph and cluster"
               + (" (smallest max_load; '(ignored)': the method does not optimise throughput)"
                  if key == "max_load" else ""))

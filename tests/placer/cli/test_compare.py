@@ -130,3 +130,29 @@ def test_rl_with_the_shipped_policy_places_zero_shot(graph_files, capsys):
     assert main(argv) == 0
     (row,) = json.loads(capsys.readouterr().out)
     assert row["method"] == "rl" and "error" not in row and row["step_time"] >= row["lower_bound"]
+
+
+def test_refine_seconds_refines_every_method_alike(graph_files, tmp_path, capsys):
+    """Each row keeps the method's own step time beside the refined one; a resume with another S places again."""
+    saved = tmp_path / "rows.json"
+    argv = ["compare", graph_files[0], "--cluster", "4gpu", "--methods", "single,round_robin", "--json", "--quiet",
+            "--save", str(saved)]
+    assert main(argv) == 0
+    plain = {r["method"]: r for r in json.loads(capsys.readouterr().out)}
+    assert main([*argv, "--refine-seconds", "5", "--resume"]) == 0
+    refined = {r["method"]: r for r in json.loads(capsys.readouterr().out)}
+    for method, row in refined.items():
+        assert row["refine_seconds"] == 5
+        assert row["unrefined_step_time"] == pytest.approx(plain[method]["step_time"])
+        assert row["step_time"] <= row["unrefined_step_time"]
+    assert main(["compare", graph_files[0], "--cluster", "4gpu", "--methods", "single", "--refine-seconds", "1"]) == 0
+    assert "unrefined_step_time" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--refine-seconds", "-1"], "--refine-seconds must be positive"),
+    (["--refine-seconds", "1", "--objective", "throughput"], "--refine-seconds refines step time"),
+])
+def test_bad_refine_seconds(graph_files, capsys, extra, message):
+    assert main(["compare", graph_files[0], "--cluster", "2gpu", "--methods", "single", *extra]) == 1
+    assert message in capsys.readouterr().err
