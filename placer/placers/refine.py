@@ -7,7 +7,8 @@ batched simulation per sweep: every group to every other device), keeps the
 best, and also tries the best few improving moves of different groups applied
 together (one small batch more), so a sweep may take several moves. It stops
 at a local optimum, after `max_sweeps`, or when the next sweep would not fit
-in `seconds`.
+in `seconds`. From a local optimum with time left it goes on with groups
+half the size (coarse to fine, as METIS refines while uncoarsening).
 
 Groups are the learned placer's (`placer.rl.grouping`: colocation sets never
 split, heavy edges kept inside), so every refined placement honours
@@ -33,6 +34,9 @@ DEFAULT_GROUPS = 128
 """The shipped policy's G: a zero-shot placement is refined in the groups it was made of."""
 COMBINED_MOVES = 8
 """The most improving moves of different groups tried together after a sweep."""
+CHUNK_ENTRIES = 16_000_000
+"""Placements x ops simulated in one batch (128 MB of device indices): a fine level of a big graph has
+thousands of moves."""
 
 
 @dataclass(frozen=True)
@@ -46,7 +50,7 @@ class Refinement:
     start_step_time : the start's step time.
     moves : group moves taken; sweeps : neighbourhoods simulated.
     local_optimum : the last sweep found no improving move (False: stopped by time or `max_sweeps`).
-    seconds : wall time spent.
+    seconds : wall time spent; last_sweep_seconds : the last sweep's share of it.
     """
 
     assignment: np.ndarray
@@ -57,6 +61,7 @@ class Refinement:
     sweeps: int
     local_optimum: bool
     seconds: float
+    last_sweep_seconds: float
 
 
 def descend(sim: Simulator, group_of_op: np.ndarray, start: np.ndarray, *, seconds: float,
@@ -90,47 +95,39 @@ def descend(sim: Simulator, group_of_op: np.ndarray, start: np.ndarray, *, secon
             sweeps == 0 or time.perf_counter() - t0 + last_sweep <= seconds):
         s0 = time.perf_counter()
         groups, devices = _real_moves(cur, members, num_devices)
-        if len(groups) == 0:
-            at_optimum = True
-            break
-        cands = np.repeat(cur[None], len(groups), axis=0)
-        for k, (g, d) in enumerate(zip(groups, devices)):
-            cands[k, members[g]] = d
-        keys = _keys(sim, cands)
+        keys = _move_keys(sim, cur, members, groups, devices)
         sweeps += 1
+        last_sweep = time.perf_counter() - s0
         better = np.flatnonzero(_less(keys, cur_key))
         if len(better) == 0:
             at_optimum = True
             break
         ranked = better[np.lexsort((keys[better, 1], keys[better, 0]))]
-        best, best_key, taken = cands[ranked[0]], keys[ranked[0]], 1
         picked = _first_per_group(ranked, groups)[:COMBINED_MOVES]
-        if len(picked) > 1:
-            combos = np.repeat(cur[None], len(picked) - 1, axis=0)
-            acc = cur.copy()
-            for m, k in enumerate(picked):
-                acc[members[groups[k]]] = devices[k]
-                if m > 0:
-                    combos[m - 1] = acc
-            combo_keys = _keys(sim, combos)
-            j = int(np.lexsort((combo_keys[:, 1], combo_keys[:, 0]))[0])
-            if _less(combo_keys[j:j + 1], best_key)[0]:
-                best, best_key, taken = combos[j], combo_keys[j], j + 2
-        cur, cur_key = best.copy(), best_key
-        moves += taken
-        last_sweep = time.perf_counter() - s0
+        combos = np.repeat(cur[None], len(picked), axis=0)  # row m: the best m + 1 moves together
+        for m, k in enumerate(picked):
+            combos[m:, members[groups[k]]] = devices[k]
+        combo_keys = np.concatenate([keys[picked[:1]], _keys(sim, combos[1:])]) if len(picked) > 1 else keys[picked]
+        j = int(np.lexsort((combo_keys[:, 1], combo_keys[:, 0]))[0])
+        cur, cur_key = combos[j].copy(), combo_keys[j]
+        moves += j + 1
     return Refinement(cur, float(cur_key[1]), float(cur_key[0]), float(start_step), moves, sweeps, at_optimum,
-                      time.perf_counter() - t0)
+                      time.perf_counter() - t0, last_sweep)
 
 
 def refine(graph: OpGraph, cluster: Cluster, placement: Placement, *, seconds: float,
            groups: int = DEFAULT_GROUPS, max_sweeps: int | None = None) -> Placement:
-    """`placement` improved by `descend` over the learned placer's grouping of `graph`.
+    """`placement` improved by `descend`, coarse to fine, over the learned placer's groupings of `graph`.
+
+    Starts with `groups` groups; at a local optimum with time left (at least
+    twice the last sweep, since a finer sweep has twice the moves) it goes on
+    with twice as many groups, as METIS refines while uncoarsening, until
+    the groups cannot be split further.
 
     Returns a new, simulated placement with the same method and meta, plus
-    ``meta["refined"]``: the start's step time, moves, sweeps, whether it
-    reached a local optimum, the groups and the seconds spent. Never slower
-    than the start (a placement that fits stays fitting).
+    ``meta["refined"]``: the start's step time, moves, sweeps, whether the
+    finest level reached a local optimum, the groups of each level and the
+    seconds spent. Never slower than the start (one that fits stays fitting).
 
     Raises
     ------
@@ -154,18 +151,34 @@ def refine(graph: OpGraph, cluster: Cluster, placement: Placement, *, seconds: f
 
     if not seconds > 0:
         raise PlacerError(f"refine: seconds must be positive, got {seconds!r}")
+    if max_sweeps is not None and max_sweeps < 1:
+        raise PlacerError(f"refine: max_sweeps must be at least 1, got {max_sweeps!r}")
     t0 = time.perf_counter()
     sim = Simulator(graph, cluster)
-    grouping = group_graph(graph, cluster, groups, sim.times)
-    found = descend(sim, grouping.group_of_op, placement.assignment(graph, cluster),
-                    seconds=max(seconds - (time.perf_counter() - t0), 1e-9), max_sweeps=max_sweeps)
-    refined = sim.evaluate(Placement.from_assignment(graph, cluster, found.assignment, placement.method))
+    assignment = placement.assignment(graph, cluster)
+    levels: list[Refinement] = []
+    level_groups: list[int] = []
+    asked = groups
+    while True:
+        grouping = group_graph(graph, cluster, asked, sim.times)
+        left = seconds - (time.perf_counter() - t0)
+        found = descend(sim, grouping.group_of_op, assignment, seconds=max(left, 1e-9),
+                        max_sweeps=None if max_sweeps is None else max_sweeps - sum(f.sweeps for f in levels))
+        levels.append(found)
+        level_groups.append(grouping.num_groups)
+        assignment = found.assignment
+        left = seconds - (time.perf_counter() - t0)
+        if (not found.local_optimum or grouping.num_groups < asked or left < 2 * found.last_sweep_seconds
+                or (max_sweeps is not None and sum(f.sweeps for f in levels) >= max_sweeps)):
+            break
+        asked *= 2
+    refined = sim.evaluate(Placement.from_assignment(graph, cluster, assignment, placement.method))
     refined.objective = placement.objective
     refined.meta = dict(placement.meta)
     refined.meta["refined"] = {
-        "start_step_time": found.start_step_time, "moves": found.moves, "sweeps": found.sweeps,
-        "local_optimum": found.local_optimum, "groups": grouping.num_groups,
-        "seconds": time.perf_counter() - t0,
+        "start_step_time": levels[0].start_step_time, "moves": sum(f.moves for f in levels),
+        "sweeps": sum(f.sweeps for f in levels), "local_optimum": levels[-1].local_optimum,
+        "groups": level_groups, "seconds": time.perf_counter() - t0,
     }
     return refined
 
@@ -175,6 +188,20 @@ def _keys(sim: Simulator, assignments: np.ndarray) -> np.ndarray:
     res = sim.run_batch(assignments)
     over = np.clip(res.peak_memory - sim.memory_bytes[None, :], 0.0, None).sum(axis=1)
     return np.stack([over, res.step_time], axis=1)
+
+
+def _move_keys(sim: Simulator, cur: np.ndarray, members: list[np.ndarray], groups: np.ndarray,
+               devices: np.ndarray) -> np.ndarray:
+    """`_keys` of `cur` with each (group, device) move applied, simulated in chunks of bounded memory."""
+    keys = np.empty((len(groups), 2))
+    chunk = max(1, CHUNK_ENTRIES // max(len(cur), 1))
+    for lo in range(0, len(groups), chunk):
+        hi = min(lo + chunk, len(groups))
+        cands = np.repeat(cur[None], hi - lo, axis=0)
+        for k in range(lo, hi):
+            cands[k - lo, members[groups[k]]] = devices[k]
+        keys[lo:hi] = _keys(sim, cands)
+    return keys
 
 
 def _less(keys: np.ndarray, than: np.ndarray) -> np.ndarray:

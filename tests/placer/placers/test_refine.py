@@ -112,3 +112,20 @@ def test_a_placement_of_another_graph_is_refused():
     other = Placement("other", "2gpu", "single", {"x": "/device:GPU:0"})
     with pytest.raises(PlacerError):
         refine(g, c, other, seconds=1.0)
+
+
+def test_with_time_left_it_refines_down_to_single_ops():
+    """Coarse to fine: each local optimum is refined with groups half the size, down to one op per group."""
+    g, c = layered_graph(60, seed=9), presets.get("2gpu")
+    start = registry.place("round_robin", g, c)
+    better = refine(g, c, start, seconds=math.inf, groups=16)
+    levels = better.meta["refined"]["groups"]
+    assert levels[0] <= 16 and levels == sorted(levels) and levels[-1] == len(g)
+    assert better.meta["refined"]["local_optimum"]
+    sim = Simulator(g, c)
+    a = better.assignment(g, c)
+    for i in range(len(g)):
+        for device in range(len(c)):
+            moved = a.copy()
+            moved[i] = device
+            assert sim.run(moved).step_time >= better.step_time * (1 - 1e-9)
