@@ -260,6 +260,7 @@ async function place(event) {
         cluster: $("#cluster").value,
         method: $("#method").value,
         baselines: $("#baselines").checked,
+        refine_seconds: Number($("#refine").value) || 0,
       },
     });
     const trace = await api("GET", `/v1/placements/${encodeURIComponent(placement.id)}/trace`);
@@ -282,6 +283,10 @@ function showResult() {
     p.lower_bound ? ` (lower bound ${fmtSeconds(p.lower_bound)}, ${(p.step_time / p.lower_bound).toFixed(2)}× it)` : "",
     `, ${fmtBytes(info.bytes_moved)} sent between devices`,
   );
+  const refined = p.meta && p.meta.refined;
+  if (refined) {
+    summary.append(`; local search took it from ${fmtSeconds(refined.start_step_time)} in ${refined.moves} moves`);
+  }
   if (p.oom) summary.append(" ", el("strong", "OUT OF MEMORY", "bad"));
   drawBars(p);
   drawMemory(info.devices);

@@ -99,6 +99,15 @@ def test_upload_place_timeline_and_train(browser, server, tmp_path):
     assert "1 of 3 ops" in find("#op-count").text
     _shot(d, "web-place.png")
 
+    refine = find("#refine")  # the same placement, then local search: the summary says where it started
+    refine.clear()
+    refine.send_keys("1")
+    Select(find("#method")).select_by_value("round_robin")
+    find("#place-btn").click()
+    wait.until(lambda _: "local search took it from" in find("#summary").text or find("#error").is_displayed())
+    assert not find("#error").is_displayed(), find("#error-text").text
+    assert "round_robin placed e2e" in find("#summary").text
+
     find("#tab-jobs").click()
     budget = find("#budget")
     budget.clear()
