@@ -17,7 +17,12 @@ of ``graphs/``, on one cluster:
   (``placer train --init P --warm-start heuristic``): where the best
   heuristic beats the policy's zero-shot start, the pre-trained weights
   imitate it first, as the from-scratch run's random ones do. Its imitation
-  steps count, as the from-scratch run's do.
+  steps count, as the from-scratch run's do;
+- ``refine``: the zero-shot best-of-K answer and the best heuristic's
+  placement, each then improved by ``--refine-seconds`` of local search
+  (`placer.placers.refine`, the same search and budget for both);
+- ``refine_rl``: per-graph RL trained afresh for ``--rl-budget`` seconds (as
+  stage ``rl``, whose placement is not kept), then the same search.
 
 Each stage's result is saved per graph in the JSON as it finishes, so an
 interrupted run resumes (``--redo STAGE`` recomputes one). Also times placing
@@ -48,7 +53,7 @@ from placer import presets  # noqa: E402
 from placer.graph_io import load_graph, write_atomic  # noqa: E402
 from placer.placers import registry  # noqa: E402
 
-STAGES = ("heuristics", "rl", "zero_shot", "finetune", "finetune_heuristic", "refine")
+STAGES = ("heuristics", "rl", "zero_shot", "finetune", "finetune_heuristic", "refine", "refine_rl")
 
 
 def default_graphs() -> list[tuple[str, Path, str]]:
@@ -159,9 +164,25 @@ def stage_refine(graph, cluster, policy, heur: dict, args) -> dict:
     return out
 
 
+def stage_refine_rl(graph, cluster, heur: dict, args) -> dict:
+    from placer.placers.refine import refine
+    from placer.rl.trainer import TrainConfig, Trainer, train
+
+    h = registry.place(heur["best"], graph, cluster)
+    trainer = Trainer(graph, cluster, TrainConfig(groups=args.groups, seed=args.seed),
+                      reference=(h.method, h.assignment(graph, cluster), h.step_time))
+    train(trainer, budget_seconds=args.rl_budget)
+    start = trainer.best_placement()
+    p = refine(graph, cluster, start, seconds=args.refine_seconds)
+    return {"rl_budget_seconds": args.rl_budget, "seconds": args.refine_seconds, "start_step_time": start.step_time,
+            "step_time": p.step_time, "oom": p.oom,
+            **{k: p.meta["refined"][k] for k in ("moves", "sweeps", "local_optimum")}}
+
+
 def refine_table(results: dict) -> str:
     lines = ["| graph | zero-shot | + refine | best heuristic | + refine | RL 600 s | refined zero-shot vs RL 600 s | "
-             "refined heuristic vs RL 600 s | refined zero-shot vs refined heuristic |", "|---|---|---|---|---|---|---|---|---|"]
+             "refined heuristic vs RL 600 s | refined zero-shot vs refined heuristic | per-graph RL (stage refine_rl) | "
+             "+ refine | refined RL vs RL 600 s |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in results["graphs"].items():
         f, rl = r.get("refine"), r.get("rl_600")
         if not (f and rl):
@@ -171,8 +192,15 @@ def refine_table(results: dict) -> str:
         lines.append(f"| {name} | {ms(z['start_step_time'])} | {ms(z['step_time'])} ({z['moves']} moves) | "
                      f"{ms(h['start_step_time'])} ({r['heuristics']['best']}) | {ms(h['step_time'])} ({h['moves']} moves) | "
                      f"{ms(rl)} | {z['step_time'] / rl - 1:+.1%} | {h['step_time'] / rl - 1:+.1%} | "
-                     f"{z['step_time'] / h['step_time'] - 1:+.1%} |")
+                     f"{z['step_time'] / h['step_time'] - 1:+.1%} | " + _refine_rl_cells(r.get("refine_rl"), rl))
     return "\n".join(lines)
+
+
+def _refine_rl_cells(f: dict | None, rl600: float) -> str:
+    if not f:
+        return "- | - | - |"
+    return (f"{f['start_step_time'] * 1e3:.1f} ms ({f['rl_budget_seconds']:g} s) | {f['step_time'] * 1e3:.1f} ms "
+            f"({f['moves']} moves) | {f['step_time'] / rl600 - 1:+.1%} |")
 
 
 def time_10k(policy, cluster, samples: int) -> dict:
@@ -287,7 +315,7 @@ def main() -> int:
         for stage in STAGES:
             if stage not in args.stages or (stage in r and stage not in args.redo):
                 continue
-            if (stage in ("rl", "refine") and "heuristics" not in r
+            if (stage in ("rl", "refine", "refine_rl") and "heuristics" not in r
                     or stage.startswith("finetune") and "rl" not in r):
                 print(f"{label}: {stage} needs the earlier stages; skipped", flush=True)
                 continue
@@ -300,6 +328,8 @@ def main() -> int:
                 r[stage] = stage_zero_shot(graph, cluster, policy, args)
             elif stage == "refine":
                 r[stage] = stage_refine(graph, cluster, policy, r["heuristics"], args)
+            elif stage == "refine_rl":
+                r[stage] = stage_refine_rl(graph, cluster, r["heuristics"], args)
             else:
                 r[stage] = stage_finetune(graph, cluster, policy, r["rl"], r["heuristics"], args,
                                           heuristic=stage == "finetune_heuristic")
@@ -338,6 +368,13 @@ def main() -> int:
             "refined_zero_shot_within_5pct_of_rl_600s": sum(a <= 1.05 * b for a, b in zip(z, rl)),
             "refined_zero_shot_no_worse_than_refined_heuristic": sum(a <= b for a, b in zip(z, h)),
         }
+        with_rl = [r for r in refined if r.get("refine_rl")]
+        if with_rl:
+            results["refine_summary"].update({
+                "graphs_with_refined_rl": len(with_rl),
+                "geomean_rl_over_rl_600s": _geo([r["refine_rl"]["start_step_time"] / r["rl_600"] for r in with_rl]),
+                "geomean_refined_rl_over_rl_600s": _geo([r["refine_rl"]["step_time"] / r["rl_600"] for r in with_rl]),
+            })
     save()
     print(results["table"])
     if "refine_table" in results:
