@@ -21,6 +21,7 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
+import math
 import os
 import signal
 import subprocess
@@ -190,14 +191,16 @@ class JobRunner:
 
     @staticmethod
     def result(record: JobRecord) -> dict[str, Any] | None:
-        """The job's best placement so far, in the contract form (None until it has one)."""
-        data = read_json(Path(record.job_dir) / "best_placement.json")
-        if not isinstance(data, dict):
+        """The job's best placement so far, in the contract form (None until it has one).
+
+        With option ``refine_seconds`` a finished job also wrote ``refined_placement.json`` (its best after
+        local search); the faster of the two is the result.
+        """
+        found = [p for p in (_placement_file(Path(record.job_dir) / name)
+                             for name in ("best_placement.json", "refined_placement.json")) if p is not None]
+        if not found:
             return None
-        try:
-            return Placement.from_dict(data).to_dict()
-        except Exception:  # a half-formed file is "no result yet", not an error
-            return None
+        return min(found, key=lambda p: (p.oom, p.step_time if p.step_time is not None else math.inf)).to_dict()
 
     # -- monitor ---------------------------------------------------------
     def _run(self) -> None:
@@ -378,3 +381,14 @@ def _last_line(path: Path, limit: int = 300) -> str:
     except OSError:
         return ""
     return lines[-1][:limit] if lines else ""
+
+
+def _placement_file(path: Path) -> Placement | None:
+    """The placement in `path`; None if it is missing or half-formed (no result yet, not an error)."""
+    data = read_json(path)
+    if not isinstance(data, dict):
+        return None
+    try:
+        return Placement.from_dict(data)
+    except Exception:
+        return None

@@ -174,6 +174,8 @@ class TrainOptions(BaseModel):
     init: Literal["shipped"] | None = Field(None, description="Fine-tune the shipped pre-trained policy (with "
                                                               "warm_start 'heuristic': imitating the best heuristic "
                                                               "first where it beats the policy).")
+    refine_seconds: float | None = Field(None, gt=0, le=60, description="When training ends, improve its best "
+                                                                        "placement by local search for this long.")
 
     def flags(self) -> dict[str, Any]:
         """The options that are set."""

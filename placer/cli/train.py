@@ -50,6 +50,9 @@ def add_parser(sub) -> None:
     p.add_argument("--init", metavar="POLICY",
                    help="fine-tune: start from this pre-trained policy folder (`placer pretrain`), or 'shipped' "
                         "for the package's own (by default without a heuristic warm start; see --warm-start)")
+    p.add_argument("--refine-seconds", type=float, default=None, metavar="S",
+                   help="when training ends (not when interrupted), improve its best placement by S seconds of "
+                        "local search in the simulator and write DIR/refined_placement.json (step time objective)")
     p.add_argument("--ray", metavar="ADDRESS", default=None,
                    help="score each step's samples on Ray workers (simulated, or with --reward measured timed in "
                         "TensorFlow on each worker's machine): 'auto' (a running Ray cluster, else a local one) "
@@ -72,6 +75,10 @@ def run(args) -> int:
     check_budget(args.budget_seconds)
     if args.steps is not None and args.steps < 1:
         raise PlacerError(f"--steps must be at least 1, got {args.steps}")
+    if args.refine_seconds is not None and not args.refine_seconds > 0:
+        raise PlacerError(f"--refine-seconds must be positive, got {args.refine_seconds!r}")
+    if args.refine_seconds is not None and args.objective == "throughput":
+        raise PlacerError("--refine-seconds refines step time, not 'throughput'")
     budget = args.budget_seconds
     if budget is None and args.steps is None:
         budget = DEFAULT_BUDGET_SECONDS
@@ -136,10 +143,15 @@ class _Session:
     def run(self) -> int:
         import sys
 
+        from placer.errors import PlacerError
+
         self.out.mkdir(parents=True, exist_ok=True)
         with self.stop:
             try:
                 self.trainer, resumed = self._make_trainer()
+                if self.args.refine_seconds is not None and self.trainer.config.objective != "step_time":
+                    raise PlacerError(f"--refine-seconds refines step time; the run in {str(self.out)!r} "
+                                      f"optimises {self.trainer.config.objective!r}")
                 if getattr(self.args, "reward", "simulated") == "measured":
                     from placer.measure.reward import MeasuredSimulator
 
@@ -151,8 +163,6 @@ class _Session:
                 self._write_progress("running")
                 reason = self._loop(resumed)
             except BaseException as e:
-                from placer.errors import PlacerError
-
                 message = str(e) if isinstance(e, PlacerError) else f"{type(e).__name__}: {e}"
                 if isinstance(e, KeyboardInterrupt):
                     self._save()
@@ -215,6 +225,7 @@ class _Session:
         from placer.cli.common import print_json
 
         self._save()
+        refined = self._refine() if reason == "done" else None
         self._write_progress("done" if reason == "done" else "interrupted")
         _plot(self.out / "history.csv", self.out / "curve.png", self.trainer)
         if self.args.json:
@@ -228,6 +239,7 @@ class _Session:
                 "objective": t.config.objective, "max_load": best.max_load if best else None,
                 "lower_bound": t.sim.lower_bound, "warm_start": t.state.warm_start,
                 "groups": t.grouping.num_groups, "out": str(self.out),
+                "refined_step_time": refined.step_time if refined else None,
                 "files": {name: str(self.out / name) for name in
                           ("best_placement.json", "history.csv", "curve.png", "progress.json", "trainer_state.json")},
             })
@@ -240,6 +252,22 @@ class _Session:
                   f"{self.trainer.state.samples} samples, {self.trainer.state.elapsed_seconds:.1f} s "
                   f"(lower bound {_ms(self.trainer.sim.lower_bound)}{heur})")
             print(f"wrote {self.out / 'best_placement.json'}, history.csv, curve.png")
+            if refined:
+                r = refined.meta["refined"]
+                print(f"refined by local search: {_ms(refined.step_time)} ({r['moves']} group move(s), "
+                      f"{r['seconds']:.1f} s); wrote {self.out / 'refined_placement.json'}")
+
+    def _refine(self):
+        """With --refine-seconds: the best placement after local search, written to refined_placement.json."""
+        from placer.placement import save_placement
+        from placer.placers.refine import refine
+
+        t = self.trainer
+        if self.args.refine_seconds is None or not t.state.best.group_devices:
+            return None
+        refined = refine(t.graph, t.cluster, t.best_placement(), seconds=self.args.refine_seconds)
+        save_placement(refined, self.out / "refined_placement.json")
+        return refined
 
     def _write_progress(self, state: str, error: str | None = None) -> None:
         import json

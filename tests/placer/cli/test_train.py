@@ -55,7 +55,22 @@ def test_train_writes_the_contract_files_and_resumes(cli, graph_file, tmp_path):
     assert json.loads((out / "progress.json").read_text())["step"] == 5
 
 
+def test_refine_seconds_writes_a_refined_placement_never_slower(cli, graph_file, tmp_path):
+    out = tmp_path / "run"
+    r = cli("train", graph_file, "--cluster", "4gpu", "--out", out, "--steps", "2", *FAST, "--refine-seconds", "3",
+            "--json")
+    assert r.code == 0, r.err
+    summary = json.loads(r.out)
+    best = Placement.from_dict(json.loads((out / "best_placement.json").read_text()))
+    refined = Placement.from_dict(json.loads((out / "refined_placement.json").read_text()))
+    assert refined.step_time <= best.step_time and summary["refined_step_time"] == refined.step_time
+    assert refined.meta["refined"]["start_step_time"] == pytest.approx(best.step_time)
+    assert refined.meta["steps"] == 2  # the training's meta is kept
+
+
 @pytest.mark.parametrize("argv, message", [
+    (["--refine-seconds", "0"], "--refine-seconds must be positive"),
+    (["--refine-seconds", "1", "--objective", "throughput"], "--refine-seconds refines step time"),
     (["--steps", "0"], "--steps must be at least 1"),
     (["--budget-seconds", "-3"], "--budget-seconds must be positive"),
     (["--samples", "1", "--steps", "1"], "samples must be at least 2"),
