@@ -36,6 +36,9 @@ def add_parser(sub) -> None:
     p.add_argument("--teachers", nargs="+", default=None, metavar="METHOD",
                    help="heuristics whose fastest placement each graph imitates first "
                         "(default: the fast ones, single expert metis heft m_topo)")
+    p.add_argument("--refine-teachers", type=float, default=None, metavar="S",
+                   help="improve each training pair's teacher by S seconds of local search in the simulator "
+                        "before imitating it (default 0; validation pairs keep theirs)")
     p.add_argument("--init", metavar="POLICY",
                    help="start from this policy folder's weights, or 'shipped' for the package's own, instead of "
                         "random ones (pre-training continued; ignored by --resume, whose checkpoint holds the weights)")
@@ -86,7 +89,8 @@ def run(args) -> int:
         defaults = {}
     given = {k: v for k, v in (("groups", args.groups), ("samples", args.samples), ("hidden", args.hidden),
                                ("seed", args.seed), ("teachers", args.teachers and tuple(args.teachers)),
-                               ("imitation_fraction", args.imitation_fraction), ("export", args.export))
+                               ("imitation_fraction", args.imitation_fraction), ("export", args.export),
+                               ("refine_teachers", args.refine_teachers))
              if v is not None}
     config = pretrain.PretrainConfig(**{**defaults, **given}).check()
     card = pretrain.exported_card(out) if resuming else {}
@@ -103,17 +107,17 @@ def run(args) -> int:
     bar = tqdm(total=(len(entries) + len(validation)) * len(clusters), desc="environments", unit="env",
                file=sys.stderr, disable=None)
 
-    def environments(chosen):
+    def environments(chosen, refine_seconds):
         made = []
         for e in chosen:
             graph = load_graph(folder / e["path"])
             for c in clusters:
                 made.append(pretrain.make_environment(graph, c, config.groups, config.teachers,
-                                                      cached.get(f"{graph.name}@{c.name}")))
+                                                      cached.get(f"{graph.name}@{c.name}"), refine_seconds))
                 bar.update(1)
         return made
 
-    envs, val_envs = environments(entries), environments(validation)
+    envs, val_envs = environments(entries, config.refine_teachers), environments(validation, 0.0)
     bar.close()
     pretrain.save_teachers(out, envs + val_envs)
     setup = time.perf_counter() - t0

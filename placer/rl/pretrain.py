@@ -93,6 +93,10 @@ class PretrainConfig:
     oom_penalty: float = 1.0
     seed: int = 0
     teachers: tuple[str, ...] = DEFAULT_TEACHERS
+    refine_teachers: float = 0.0
+    """Seconds of local search (`placer.placers.refine.descend`, in the environment's groups) improving each
+    training pair's teacher; 0: the heuristics' own. Validation pairs keep theirs, so their ratios compare
+    across runs."""
     export: str = "validation"
     """What ``DIR/policy`` holds: "validation", the evaluated checkpoint fastest on the validation graphs, or
     "last", the latest one. It changes no training, so a resume may change it."""
@@ -115,6 +119,9 @@ class PretrainConfig:
         if not self.teachers or unknown:
             raise PlacerError(f"teachers must be heuristic placers ({', '.join(heuristics)}); "
                               f"got {list(self.teachers)!r}")
+        if not (isinstance(self.refine_teachers, (int, float)) and math.isfinite(self.refine_teachers)
+                and self.refine_teachers >= 0):
+            raise PlacerError(f"refine_teachers must be a number of seconds >= 0, got {self.refine_teachers!r}")
         for name in ("learning_rate", "imitation_learning_rate", "clip_norm"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
@@ -288,9 +295,18 @@ def _canonical(sim: Simulator, grouping: Grouping, cluster: Cluster, devices: np
     return devices
 
 
+SEARCHED = "+search"
+"""Suffix of a teacher's name once local search has improved it."""
+
+
 def make_environment(graph: OpGraph, cluster: Cluster, groups: int, teachers: tuple[str, ...],
-                     cached: dict[str, Any] | None = None) -> Environment:
-    """Group, featurise and find the teacher of one (graph, cluster) pair (teacher from `cached` if given)."""
+                     cached: dict[str, Any] | None = None, refine_seconds: float = 0.0) -> Environment:
+    """Group, featurise and find the teacher of one (graph, cluster) pair.
+
+    The teacher is the fastest of `teachers` once grouped, then (with
+    `refine_seconds`) improved by that much local search over group moves;
+    it comes from `cached` instead when that was made the same way.
+    """
     if len(cluster) > MAX_DEVICES:
         raise PlacerError(f"cluster {cluster.name!r} has {len(cluster)} devices; the policy handles at most "
                           f"{MAX_DEVICES}")
@@ -298,10 +314,18 @@ def make_environment(graph: OpGraph, cluster: Cluster, groups: int, teachers: tu
     grouping = group_graph(graph, cluster, groups, sim.times)
     feats = group_features(graph, cluster, grouping, sim.times)
     key = f"{graph.name}@{cluster.name}"
-    if cached is not None and len(cached["devices"]) == grouping.num_groups:
+    if (cached is not None and len(cached["devices"]) == grouping.num_groups
+            and cached["teacher"].endswith(SEARCHED) == (refine_seconds > 0)):
         teacher, devices, step_time = cached["teacher"], np.asarray(cached["devices"], np.int64), cached["step_time"]
     else:
         teacher, devices, step_time = teacher_placement(graph, cluster, sim, grouping, teachers)
+        if refine_seconds > 0:
+            from placer.placers.refine import descend
+
+            found = descend(sim, grouping.group_of_op, grouping.expand(devices), seconds=refine_seconds)
+            teacher = teacher + SEARCHED
+            devices = grouping.project(found.assignment, len(cluster))  # moves were of whole groups: exact
+            step_time = float(sim.run_batch(grouping.expand(devices[None, :])).step_time[0])
     devices = _canonical(sim, grouping, cluster, devices, step_time)
     return Environment(key, graph, cluster, sim, grouping, feats, device_features(cluster), teacher, devices,
                        step_time)

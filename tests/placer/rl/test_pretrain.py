@@ -107,6 +107,27 @@ def test_the_teacher_is_the_fastest_given_heuristic_once_grouped():
         assert res.oom[0] or step_time <= res.step_time[0] * (1 + 1e-9), t
 
 
+def test_a_refined_teacher_is_never_slower_and_says_so():
+    graph, cluster = layered_graph(120, seed=4), presets.get("4gpu")
+    plain = pretrain.make_environment(graph, cluster, 16, ("single", "round_robin"))
+    refined = pretrain.make_environment(graph, cluster, 16, ("single", "round_robin"), refine_seconds=5.0)
+    assert refined.teacher == plain.teacher + pretrain.SEARCHED
+    assert refined.teacher_step_time <= plain.teacher_step_time and len(refined.teacher_devices) == 16
+    res = refined.sim.run_batch(refined.grouping.expand(refined.teacher_devices[None, :]))
+    assert res.step_time[0] == pytest.approx(refined.teacher_step_time) and not res.oom[0]
+    cached = {"teacher": plain.teacher, "devices": plain.teacher_devices.tolist(), "step_time": plain.teacher_step_time}
+    again = pretrain.make_environment(graph, cluster, 16, ("single", "round_robin"), cached, refine_seconds=5.0)
+    assert again.teacher.endswith(pretrain.SEARCHED)  # a teacher made without search is not reused
+    reused = pretrain.make_environment(graph, cluster, 16, ("single", "round_robin"), cached)
+    assert reused.teacher == plain.teacher
+
+
+@pytest.mark.parametrize("seconds", [-1.0, float("nan"), float("inf")])
+def test_refine_teachers_must_be_a_finite_number_of_seconds(seconds):
+    with pytest.raises(PlacerError, match="refine_teachers must be"):
+        pretrain.PretrainConfig(refine_teachers=seconds).check()
+
+
 # -- training ----------------------------------------------------------------------------------
 CONFIG = pretrain.PretrainConfig(samples=4, groups=12, hidden=16, seed=1, teachers=("single", "metis"))
 
@@ -274,3 +295,11 @@ def test_cli_pretrain_on_a_tiny_corpus(tmp_path, capsys):
 
     assert main(["pretrain", str(corpus), "--out", str(tmp_path / "x"), "--init", str(tmp_path)]) == 1
     assert "is not a policy folder" in capsys.readouterr().err
+
+    searched = tmp_path / "searched"  # training pairs' teachers improved by search, validation pairs' not
+    assert main(["pretrain", *args[:3], "--out", str(searched), *args[5:], "--refine-teachers", "0.5",
+                 "--budget-seconds", "1", "--json"]) == 0
+    capsys.readouterr()
+    teachers = json.loads((searched / "teachers.json").read_text())
+    assert {k: v["teacher"].endswith(pretrain.SEARCHED) for k, v in teachers.items()} == {
+        "layered50@2gpu": True, "layered60@2gpu": True, "layered70@2gpu": False}
