@@ -71,7 +71,7 @@ def has_train_command() -> bool:
 
 
 def start_server(data_dir: Path, port: int, train_command: str | None, workers: int = 1) -> subprocess.Popen:
-    import httpx
+    import httpx2 as httpx
 
     env = {**os.environ, "PLACER_BUNDLED_GRAPHS_DIR": "", "TF_CPP_MIN_LOG_LEVEL": "3"}
     env.pop("PLACER_API_KEYS", None)
@@ -121,7 +121,7 @@ def latency(client, graph_id: str, method: str, cluster: str, n: int) -> dict:
 async def load_run(url: str, place_graph_id: str, clients: int, seconds: float, method: str, cluster: str,
                    upload_bodies: list[bytes]) -> dict:
     """`clients` loops of mixed requests for `seconds`; every failure is counted, none retried."""
-    import httpx
+    import httpx2 as httpx
 
     lat: dict[str, list[float]] = {"placement": [], "upload": []}
     errors: dict[str, int] = {}
@@ -176,7 +176,7 @@ def main() -> int:
     if args.quick:
         args.requests, args.clients, args.load_seconds = 5, 4, 10.0
 
-    import httpx
+    import httpx2 as httpx
 
     from placer.graph_io import load_graph
     from placer.synthetic import layered_graph

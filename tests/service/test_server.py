@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 
-import httpx
+import httpx2 as httpx
 import pytest
 
 from tests.service.conftest import FAKE_TRAIN, gz, tiny_graph, wait_for
