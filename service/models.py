@@ -127,12 +127,17 @@ class PlacementCreate(BaseModel):
     refine_seconds: float = Field(0.0, ge=0, le=60, description="Then improve the answer by local search in "
                                                                 "the simulator for up to this long (0: not; "
                                                                 "objective step_time; rl: its zero-shot answer).")
+    refine_sweeps: int | None = Field(None, ge=1, le=100_000, description="With refine_seconds: stop the "
+                                      "search after this many sweeps (the same answer on any machine when "
+                                      "refine_seconds does not stop it first).")
     seed: int = Field(0, ge=0, lt=2**31, description="method rl: random seed.")
 
     @model_validator(mode="after")
     def _one_graph(self) -> "PlacementCreate":
         if (self.graph_id is None) == (self.graph is None):
             raise ValueError("give exactly one of 'graph_id' and 'graph'")
+        if self.refine_sweeps is not None and not self.refine_seconds:
+            raise ValueError("refine_sweeps needs refine_seconds (the search's time limit)")
         return self
 
 
@@ -176,6 +181,14 @@ class TrainOptions(BaseModel):
                                                               "first where it beats the policy).")
     refine_seconds: float | None = Field(None, gt=0, le=60, description="When training ends, improve its best "
                                                                         "placement by local search for this long.")
+    refine_sweeps: int | None = Field(None, ge=1, le=100_000, description="With refine_seconds: at most this "
+                                                                          "many sweeps of the search.")
+
+    @model_validator(mode="after")
+    def _sweeps_need_seconds(self) -> "TrainOptions":
+        if self.refine_sweeps is not None and self.refine_seconds is None:
+            raise ValueError("refine_sweeps needs refine_seconds (the search's time limit)")
+        return self
 
     def flags(self) -> dict[str, Any]:
         """The options that are set."""

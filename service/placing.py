@@ -78,13 +78,15 @@ def place_one(name: str, graph: OpGraph, cluster: Cluster, *, objective: str = "
         raise PlacerError(f"method {name!r}: bad option value ({e})") from None
 
 
-def refined(placement: Placement | None, graph: OpGraph, cluster: Cluster, seconds: float) -> Placement | None:
-    """`placement` after `seconds` of local search (`placer.placers.refine`); unchanged when `seconds` is 0."""
+def refined(placement: Placement | None, graph: OpGraph, cluster: Cluster, seconds: float,
+            sweeps: int | None = None) -> Placement | None:
+    """`placement` after `seconds` (and at most `sweeps` sweeps) of local search (`placer.placers.refine`);
+    unchanged when `seconds` is 0."""
     if placement is None or seconds == 0:
         return placement
     from placer.placers.refine import refine
 
-    return refine(graph, cluster, placement, seconds=seconds)
+    return refine(graph, cluster, placement, seconds=seconds, max_sweeps=sweeps)
 
 
 def candidates(objective: str, names: list[str] | None = None) -> list[str]:

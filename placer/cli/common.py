@@ -104,6 +104,27 @@ def check_budget(seconds: float | None) -> None:
         raise PlacerError(f"--budget-seconds must be positive, got {seconds:g}")
 
 
+def add_refine_sweeps(p: argparse.ArgumentParser) -> None:
+    """``--refine-sweeps N``, beside a command's ``--refine-seconds``."""
+    p.add_argument("--refine-sweeps", type=int, metavar="N",
+                   help="with --refine-seconds: stop the local search after N sweeps, so that the same input "
+                        "gives the same placement on any machine (when S is generous enough not to stop it first)")
+
+
+def check_refine(seconds: float | None, sweeps: int | None, objective: str) -> None:
+    """A PlacerError unless ``--refine-seconds``/``--refine-sweeps`` make sense together and for `objective`."""
+    from placer.errors import PlacerError
+
+    if seconds is not None and not seconds > 0:
+        raise PlacerError(f"--refine-seconds must be positive, got {seconds!r}")
+    if seconds is not None and objective == "throughput":
+        raise PlacerError(f"--refine-seconds refines step time, not {objective!r}")
+    if sweeps is not None and seconds is None:
+        raise PlacerError("--refine-sweeps needs --refine-seconds (the search's time limit)")
+    if sweeps is not None and sweeps < 1:
+        raise PlacerError(f"--refine-sweeps must be at least 1, got {sweeps}")
+
+
 class StopOnSignal:
     """While in a ``with`` block, SIGINT (Ctrl-C) and SIGTERM ask a long run to stop.
 

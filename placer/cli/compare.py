@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from placer.cli.common import add_objective
+from placer.cli.common import add_objective, add_refine_sweeps, check_refine
 
 
 def add_parser(sub) -> None:
@@ -32,6 +32,7 @@ def add_parser(sub) -> None:
     p.add_argument("--refine-seconds", type=float, metavar="S",
                    help="then improve every method's placement by S seconds of local search in the simulator "
                         "(the same for all; step time objective); the table also shows each method's own")
+    add_refine_sweeps(p)
     p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
     p.add_argument("--plot", metavar="PNG", help="also draw a bar chart of step time / lower bound to this file")
     p.add_argument("--save", metavar="JSON", help="write the rows to this file after every run (for --resume)")
@@ -75,10 +76,7 @@ def run(args) -> int:
         rl_options["policy"] = args.rl_policy
     if rl_options and "rl" not in methods:
         raise PlacerError("--rl-budget-seconds/--rl-policy need rl among --methods (e.g. --methods all,rl)")
-    if args.refine_seconds is not None and not args.refine_seconds > 0:
-        raise PlacerError(f"--refine-seconds must be positive, got {args.refine_seconds!r}")
-    if args.refine_seconds is not None and args.objective != "step_time":
-        raise PlacerError(f"--refine-seconds refines step time, not {args.objective!r}")
+    check_refine(args.refine_seconds, args.refine_sweeps, args.objective)
     clusters = [load_cluster(c) for c in args.cluster]
     graphs = [load_graph(g) for g in args.graphs]
     reuse = _earlier_rows(args.save) if args.resume else {}
@@ -97,7 +95,8 @@ def run(args) -> int:
               file=sys.stderr, flush=True)
 
     rows = compare(graphs, clusters, methods, progress=progress, reuse=reuse, objective=args.objective,
-                   method_options={"rl": rl_options}, refine_seconds=args.refine_seconds)
+                   method_options={"rl": rl_options}, refine_seconds=args.refine_seconds,
+                   refine_sweeps=args.refine_sweeps)
     key = "max_load" if args.objective == "throughput" else "step_time"
     if args.plot:
         from placer.plots import compare_chart

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from placer.cli.common import add_graph_and_cluster, add_json_flag, add_objective
+from placer.cli.common import add_graph_and_cluster, add_json_flag, add_objective, add_refine_sweeps
 
 
 def add_parser(sub) -> None:
@@ -27,6 +27,7 @@ def add_parser(sub) -> None:
     p.add_argument("--refine-seconds", type=float, metavar="S",
                    help="then improve the placement by local search in the simulator (moves of whole op groups "
                         "to other devices) for up to S seconds; any method, step time objective")
+    add_refine_sweeps(p)
     p.add_argument("-o", "--output", help="write the placement JSON (the Placement contract) to this file")
     add_json_flag(p, "the placement")
     p.set_defaults(run=run)
@@ -44,7 +45,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from placer.cli.common import human_bytes, human_seconds, load_graph_and_cluster, print_json
+    from placer.cli.common import check_refine, human_bytes, human_seconds, load_graph_and_cluster, print_json
     from placer.errors import PlacerError
     from placer.placement import save_placement
     from placer.placers import registry
@@ -64,15 +65,12 @@ def run(args) -> int:
         options["policy"] = args.policy
         if args.best_of is not None:
             options["best_of"] = args.best_of
-    if args.refine_seconds is not None and not args.refine_seconds > 0:
-        raise PlacerError(f"--refine-seconds must be positive, got {args.refine_seconds!r}")
-    if args.refine_seconds is not None and args.objective != "step_time":
-        raise PlacerError(f"--refine-seconds refines step time, not {args.objective!r}")
+    check_refine(args.refine_seconds, args.refine_sweeps, args.objective)
     placement = registry.place(args.method, graph, cluster, objective=args.objective, **options)
     if args.refine_seconds is not None:
         from placer.placers.refine import refine
 
-        placement = refine(graph, cluster, placement, seconds=args.refine_seconds)
+        placement = refine(graph, cluster, placement, seconds=args.refine_seconds, max_sweeps=args.refine_sweeps)
     if args.output:
         save_placement(placement, args.output)
     if args.json:

@@ -19,7 +19,7 @@ the run "interrupted" and exit with code 130.
 from __future__ import annotations
 
 from placer.cli.common import (StopOnSignal, add_graph_and_cluster, add_json_flag, add_objective, add_run_folder,
-                               check_budget, run_folder)
+                               add_refine_sweeps, check_budget, check_refine, run_folder)
 
 CHECKPOINT_EVERY_SECONDS = 30.0
 DEFAULT_BUDGET_SECONDS = 600.0
@@ -53,6 +53,7 @@ def add_parser(sub) -> None:
     p.add_argument("--refine-seconds", type=float, default=None, metavar="S",
                    help="when training ends (not when interrupted), improve its best placement by S seconds of "
                         "local search in the simulator and write DIR/refined_placement.json (step time objective)")
+    add_refine_sweeps(p)
     p.add_argument("--ray", metavar="ADDRESS", default=None,
                    help="score each step's samples on Ray workers (simulated, or with --reward measured timed in "
                         "TensorFlow on each worker's machine): 'auto' (a running Ray cluster, else a local one) "
@@ -75,10 +76,7 @@ def run(args) -> int:
     check_budget(args.budget_seconds)
     if args.steps is not None and args.steps < 1:
         raise PlacerError(f"--steps must be at least 1, got {args.steps}")
-    if args.refine_seconds is not None and not args.refine_seconds > 0:
-        raise PlacerError(f"--refine-seconds must be positive, got {args.refine_seconds!r}")
-    if args.refine_seconds is not None and args.objective == "throughput":
-        raise PlacerError("--refine-seconds refines step time, not 'throughput'")
+    check_refine(args.refine_seconds, args.refine_sweeps, args.objective)
     budget = args.budget_seconds
     if budget is None and args.steps is None:
         budget = DEFAULT_BUDGET_SECONDS
@@ -265,7 +263,8 @@ class _Session:
         t = self.trainer
         if self.args.refine_seconds is None or not t.state.best.group_devices:
             return None
-        refined = refine(t.graph, t.cluster, t.best_placement(), seconds=self.args.refine_seconds)
+        refined = refine(t.graph, t.cluster, t.best_placement(), seconds=self.args.refine_seconds,
+                         max_sweeps=getattr(self.args, "refine_sweeps", None))
         save_placement(refined, self.out / "refined_placement.json")
         return refined
 

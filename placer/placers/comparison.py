@@ -22,7 +22,7 @@ def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: lis
             progress: Callable[[int, int, dict[str, Any]], None] | None = None,
             reuse: dict[tuple[str, str, str], dict[str, Any]] | None = None,
             method_options: dict[str, dict[str, Any]] | None = None,
-            refine_seconds: float | None = None,
+            refine_seconds: float | None = None, refine_sweeps: int | None = None,
             **place_options: Any) -> list[dict[str, Any]]:
     """One row per (graph, cluster, method), in that nesting order.
 
@@ -42,6 +42,7 @@ def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: lis
     refine_seconds : then improve every placement by this much local search
         (`placer.placers.refine`, the same for every method); the row's
         ``step_time`` is the refined one, ``unrefined_step_time`` the method's own.
+    refine_sweeps : with `refine_seconds`, at most this many sweeps of the search.
 
     Returns
     -------
@@ -59,7 +60,8 @@ def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: lis
                 row: dict[str, Any] = {"graph": graph.name, "cluster": cluster.name, "method": method}
                 earlier = (reuse or {}).get((graph.name, cluster.name, method))
                 if (earlier is not None and earlier.get("objective", "step_time") == objective
-                        and earlier.get("refine_seconds") == refine_seconds):
+                        and earlier.get("refine_seconds") == refine_seconds
+                        and earlier.get("refine_sweeps") == refine_sweeps):
                     rows.append(earlier)
                     if progress is not None:
                         progress(len(rows), total, earlier)
@@ -69,7 +71,9 @@ def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: lis
                     p = registry.place(method, graph, cluster, **options)
                     if refine_seconds is not None:
                         row.update(unrefined_step_time=p.step_time, refine_seconds=refine_seconds)
-                        p = refine(graph, cluster, p, seconds=refine_seconds)
+                        if refine_sweeps is not None:
+                            row["refine_sweeps"] = refine_sweeps
+                        p = refine(graph, cluster, p, seconds=refine_seconds, max_sweeps=refine_sweeps)
                 except KeyboardInterrupt:
                     raise
                 except Exception as e:  # one method failing must not sink the comparison

@@ -46,6 +46,7 @@ def main():
     p.add_argument("--warm-start", choices=("heuristic", "none"), default=None)
     p.add_argument("--init", default=None)
     p.add_argument("--refine-seconds", type=float, default=None)
+    p.add_argument("--refine-sweeps", type=int, default=None)
     a = p.parse_args()
     with gzip.open(a.graph) as f:
         graph = json.load(f)
@@ -93,7 +94,7 @@ def main():
                 write_atomic(os.path.join(a.out, "refined_placement.json"), {
                     "graph": graph["name"], "cluster": cluster["name"], "method": "rl",
                     "devices": {n["name"]: device for n in graph["nodes"]}, "step_time": step_time(step) / 2,
-                    "peak_memory": {}, "oom": False, "meta": {"refined": {"moves": 1}},
+                    "peak_memory": {}, "oom": False, "meta": {"refined": {"moves": 1, "max_sweeps": a.refine_sweeps}},
                 })
             progress("done")
             return 0

@@ -43,7 +43,8 @@ async def create_placement(body: PlacementCreate, response: Response, settings: 
         raise PlacerError(f"refine_seconds refines step time, not {body.objective!r}")
     if body.method == placing.RL:
         zero_shot = await run_in_threadpool(placing.zero_shot, graph, cluster)
-        zero_shot = await run_in_threadpool(placing.refined, zero_shot, graph, cluster, body.refine_seconds)
+        zero_shot = await run_in_threadpool(placing.refined, zero_shot, graph, cluster, body.refine_seconds,
+                                            body.refine_sweeps)
         job = await _start_and_wait(body, graph, cluster, settings, storage, jobs)
         contract = _faster(JobRunner.result(job), zero_shot.to_dict() if zero_shot else None) or _empty(graph.name,
                                                                                                         cluster.name)
@@ -52,7 +53,8 @@ async def create_placement(body: PlacementCreate, response: Response, settings: 
             raise PlacerError("method 'best' runs every heuristic with its defaults and takes no options")
         best, steps = await run_in_threadpool(placing.place_best, graph, cluster, objective=body.objective,
                                               names=body.candidates, budget_seconds=settings.best_seconds)
-        best = await run_in_threadpool(placing.refined, best, graph, cluster, body.refine_seconds)
+        best = await run_in_threadpool(placing.refined, best, graph, cluster, body.refine_seconds,
+                                       body.refine_sweeps)
         contract = {**best.to_dict(), "method": f"best:{best.method}"}
     else:
         placement = await run_in_threadpool(placing.place_one, body.method, graph, cluster,
@@ -61,7 +63,8 @@ async def create_placement(body: PlacementCreate, response: Response, settings: 
             steps = await run_in_threadpool(placing.baselines, graph, cluster, objective=body.objective,
                                             names=body.candidates, budget_seconds=settings.best_seconds,
                                             known=placement)
-        placement = await run_in_threadpool(placing.refined, placement, graph, cluster, body.refine_seconds)
+        placement = await run_in_threadpool(placing.refined, placement, graph, cluster, body.refine_seconds,
+                                            body.refine_sweeps)
         contract = placement.to_dict()
     record = PlacementRecord(
         id=new_id("p"), graph_id=body.graph_id, method=body.method, cluster=cluster.name,

@@ -145,6 +145,8 @@ def test_refine_seconds_refines_every_method_alike(graph_files, tmp_path, capsys
         assert row["refine_seconds"] == 5
         assert row["unrefined_step_time"] == pytest.approx(plain[method]["step_time"])
         assert row["step_time"] <= row["unrefined_step_time"]
+    assert main([*argv, "--refine-seconds", "5", "--refine-sweeps", "1", "--resume"]) == 0  # another N: placed again
+    assert all(r["refine_sweeps"] == 1 for r in json.loads(capsys.readouterr().out))
     assert main(["compare", graph_files[0], "--cluster", "4gpu", "--methods", "single", "--refine-seconds", "1"]) == 0
     assert "unrefined_step_time" in capsys.readouterr().out
 
@@ -152,6 +154,7 @@ def test_refine_seconds_refines_every_method_alike(graph_files, tmp_path, capsys
 @pytest.mark.parametrize("extra, message", [
     (["--refine-seconds", "-1"], "--refine-seconds must be positive"),
     (["--refine-seconds", "1", "--objective", "throughput"], "--refine-seconds refines step time"),
+    (["--refine-sweeps", "2"], "--refine-sweeps needs --refine-seconds"),
 ])
 def test_bad_refine_seconds(graph_files, capsys, extra, message):
     assert main(["compare", graph_files[0], "--cluster", "2gpu", "--methods", "single", *extra]) == 1

@@ -58,10 +58,23 @@ def test_refine_seconds_improves_the_placement_and_says_so(graph_file, tmp_path,
     assert after["meta"]["refined"]["start_step_time"] == pytest.approx(before["step_time"])
 
 
+def test_refine_sweeps_repeats_the_same_placement(graph_file, tmp_path):
+    """--refine-sweeps N with generous seconds: the search stops by sweeps, so two runs agree op for op."""
+    argv = ["place", str(graph_file), "--cluster", "4gpu", "--method", "round_robin", "--refine-seconds", "60",
+            "--refine-sweeps", "2"]
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    assert main([*argv, "-o", str(first)]) == 0 and main([*argv, "-o", str(second)]) == 0
+    a, b = json.loads(first.read_text()), json.loads(second.read_text())
+    assert a["devices"] == b["devices"] and a["step_time"] == b["step_time"]
+    assert a["meta"]["refined"]["sweeps"] <= 2
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--refine-seconds", "0"], "--refine-seconds must be positive"),
     (["--refine-seconds", "nan"], "--refine-seconds must be positive"),
     (["--refine-seconds", "1", "--objective", "throughput"], "--refine-seconds refines step time"),
+    (["--refine-sweeps", "3"], "--refine-sweeps needs --refine-seconds"),
+    (["--refine-seconds", "1", "--refine-sweeps", "0"], "--refine-sweeps must be at least 1"),
 ])
 def test_bad_refine_seconds_are_one_line(graph_file, capsys, argv, message):
     assert main(["place", str(graph_file), "--cluster", "2gpu", "--method", "single", *argv]) == 1

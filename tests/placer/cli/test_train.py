@@ -71,6 +71,7 @@ def test_refine_seconds_writes_a_refined_placement_never_slower(cli, graph_file,
 @pytest.mark.parametrize("argv, message", [
     (["--refine-seconds", "0"], "--refine-seconds must be positive"),
     (["--refine-seconds", "1", "--objective", "throughput"], "--refine-seconds refines step time"),
+    (["--refine-seconds", "1", "--refine-sweeps", "0"], "--refine-sweeps must be at least 1"),
     (["--steps", "0"], "--steps must be at least 1"),
     (["--budget-seconds", "-3"], "--budget-seconds must be positive"),
     (["--samples", "1", "--steps", "1"], "samples must be at least 2"),

@@ -33,13 +33,14 @@ class TestJobs:
     def test_refined_result_is_answered_when_faster(self, client, graph_id):
         """Option refine_seconds becomes --refine-seconds; the refined placement it writes is the job's result."""
         job = client.post("/v1/jobs", json={"graph_id": graph_id, "budget_seconds": 60,
-                                            "options": {"steps": 2, "refine_seconds": 1.5}}).json()
-        assert job["options"] == {"steps": 2, "refine_seconds": 1.5}
+                                            "options": {"steps": 2, "refine_seconds": 1.5, "refine_sweeps": 3}}).json()
+        assert job["options"] == {"steps": 2, "refine_seconds": 1.5, "refine_sweeps": 3}
         done = wait_for(lambda: (j := _job(client, job["id"]))["state"] == "done" and j)
-        assert done["result"]["meta"]["refined"] and done["result"]["step_time"] == done["progress"]["best_step_time"] / 2
-        for bad in (0, 61):
-            r = client.post("/v1/jobs", json={"graph_id": graph_id, "options": {"refine_seconds": bad}})
-            assert r.status_code == 422 and "refine_seconds" in str(r.json()["detail"])
+        assert done["result"]["meta"]["refined"]["max_sweeps"] == 3  # passed on as --refine-sweeps
+        assert done["result"]["step_time"] == done["progress"]["best_step_time"] / 2
+        for bad in ({"refine_seconds": 0}, {"refine_seconds": 61}, {"refine_sweeps": 3}):
+            r = client.post("/v1/jobs", json={"graph_id": graph_id, "options": bad})
+            assert r.status_code == 422 and "refine_s" in str(r.json()["detail"])
 
     def test_inline_graph(self, client):
         r = client.post("/v1/jobs", json={"graph": tiny_graph("inline"), "budget_seconds": 0.2})

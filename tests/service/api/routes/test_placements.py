@@ -205,6 +205,12 @@ class TestRefine:
         assert p["baselines"]["round_robin"] == plain["step_time"]
         assert client.get(f"/v1/placements/{p['id']}").json()["meta"]["refined"] == p["meta"]["refined"]
 
+    def test_refine_sweeps_gives_the_same_answer_twice(self, client, graph_id):
+        body = {"graph_id": graph_id, "cluster": "4gpu", "method": "round_robin", "refine_seconds": 60,
+                "refine_sweeps": 2}
+        first, second = (client.post("/v1/placements", json=body).json() for _ in range(2))
+        assert first["devices"] == second["devices"] and first["meta"]["refined"]["sweeps"] <= 2
+
     @pytest.mark.parametrize("method", ["best", "rl"])
     def test_best_and_the_zero_shot_answer_are_refined_too(self, client, graph_id, method, monkeypatch):
         monkeypatch.setenv("FAKE_TRAIN_STEP_TIME", "10")  # the job never beats the instant answer
@@ -217,6 +223,8 @@ class TestRefine:
         ({"refine_seconds": -1}, "refine_seconds"),
         ({"refine_seconds": 61}, "refine_seconds"),
         ({"refine_seconds": 1, "objective": "throughput"}, "refine_seconds refines step time"),
+        ({"refine_sweeps": 2}, "refine_sweeps needs refine_seconds"),
+        ({"refine_seconds": 1, "refine_sweeps": 0}, "refine_sweeps"),
     ])
     def test_bad_refine_seconds(self, client, graph_id, heuristic, extra, message):
         r = client.post("/v1/placements", json={"graph_id": graph_id, "method": heuristic, **extra})
