@@ -133,7 +133,8 @@ class _Session:
         from placer.rl.finetune import WARM_START_METHOD, FineTuner
 
         fine_tuning = saved.get("state", {}).get("warm_start", {}).get("method") == WARM_START_METHOD
-        trainer = (FineTuner if fine_tuning else Trainer)(graph, cluster, config)
+        trainer = (FineTuner if fine_tuning else Trainer)(graph, cluster, config,
+                                                          reference=checkpoint.reference_of(saved))
         checkpoint.restore(trainer, self.out, saved)
         return trainer, True
 

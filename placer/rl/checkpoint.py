@@ -4,7 +4,8 @@ Layout inside a run's folder::
 
     checkpoint/step-N*        tf.train.Checkpoint of the policy and Adam (latest only)
     trainer_state.json        config, step, samples, elapsed, baseline, best placement, warm start,
-                              and which checkpoint holds the matching weights
+                              the heuristic placement the op groups were shaped by, and which
+                              checkpoint holds the matching weights
 
 The JSON is written (atomically) after the checkpoint, so it never points at
 weights that are not on disk.
@@ -17,6 +18,8 @@ import shutil
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from placer.errors import PlacerError
 from placer.graph_io import read_json_file, write_atomic
@@ -49,6 +52,9 @@ def save(trainer: Trainer, directory: str | Path) -> Path:
         "num_groups": trainer.grouping.num_groups,
         "config": asdict(trainer.config),
         "state": trainer.state.to_dict(),
+        "reference": None if trainer.reference is None else {
+            "name": trainer.reference[0], "devices": np.asarray(trainer.reference[1]).tolist(),
+            "step_time": float(trainer.reference[2])},
         "checkpoint": f"{CHECKPOINT_DIR}/{prefix}",
     }
     path = directory / STATE_FILE
@@ -73,6 +79,20 @@ def load_state(directory: str | Path) -> dict[str, Any] | None:
 def config_of(saved: dict[str, Any]) -> TrainConfig:
     """The config a saved run was trained with."""
     return TrainConfig(**saved["config"])
+
+
+def reference_of(saved: dict[str, Any]) -> tuple[str, np.ndarray, float] | None:
+    """The heuristic placement a saved run's groups were shaped by (``Trainer(reference=...)``).
+
+    A resumed run must group ops as it did at first, or its best placement
+    (devices per group) would be read on other groups; the heuristics cannot
+    simply run again, since some are time-bounded (`pipeline_dp`). None for
+    a run without a heuristic warm start, or one saved before this was kept.
+    """
+    ref = saved.get("reference")
+    if not ref:
+        return None
+    return ref["name"], np.asarray(ref["devices"], dtype=np.int64), float(ref["step_time"])
 
 
 def restore(trainer: Trainer, directory: str | Path, saved: dict[str, Any] | None = None) -> None:

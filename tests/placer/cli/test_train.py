@@ -81,6 +81,28 @@ def test_bad_options_are_one_line_errors(cli, graph_file, tmp_path, argv, messag
     assert r.code == 1 and message in r.err and "Traceback" not in r.err
 
 
+def test_resume_groups_ops_as_the_run_began(cli, graph_file, tmp_path, monkeypatch):
+    """The heuristic warm start shapes the op groups; on resume the heuristics may answer otherwise (pipeline_dp
+    is time-bounded), so the run keeps the one it began with and its best placement stays the one it scored."""
+    import numpy as np
+
+    from placer.rl.trainer import Trainer
+
+    out = tmp_path / "run"
+    argv = ["train", graph_file, "--cluster", "4gpu", "--out", out, "--samples", "8", "--groups", "12"]
+    assert cli(*argv, "--steps", "2").code == 0
+    before = json.loads((out / "best_placement.json").read_text())
+    monkeypatch.setattr(Trainer, "_best_heuristic", lambda self: (
+        "round_robin", np.arange(len(self.graph)) % len(self.cluster), 1.0))
+    r = cli(*argv, "--steps", "3", "--resume")
+    assert r.code == 0, r.err
+    after = json.loads((out / "best_placement.json").read_text())
+    assert after["meta"]["warm_start"]["heuristic"] == before["meta"]["warm_start"]["heuristic"]
+    assert after["step_time"] <= before["step_time"]
+    if after["meta"]["found_at_step"] == before["meta"]["found_at_step"]:
+        assert after["devices"] == before["devices"]
+
+
 def test_sigterm_checkpoints_and_marks_interrupted(graph_file, tmp_path):
     """The service stops jobs with SIGTERM: the run saves, says 'interrupted', and can resume."""
     out = tmp_path / "run"

@@ -48,3 +48,18 @@ def test_nothing_to_resume(pair, tmp_path):
     assert checkpoint.load_state(tmp_path) is None
     with pytest.raises(PlacerError, match="no training run"):
         checkpoint.restore(Trainer(two_chains(), pair, _config()), tmp_path)
+
+
+def test_the_warm_start_placement_is_saved_for_the_resume(chains, pair, tmp_path):
+    """The heuristic placement that shaped the groups comes back as it was (none without a warm start)."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    trainer = Trainer(chains, pair, replace(_config(), warm_start="heuristic"))
+    checkpoint.save(trainer, tmp_path)
+    name, devices, step_time = checkpoint.reference_of(checkpoint.load_state(tmp_path))
+    assert (name, step_time) == (trainer.reference[0], trainer.reference[2])
+    assert np.array_equal(devices, trainer.reference[1])
+    checkpoint.save(Trainer(chains, pair, _config()), tmp_path / "cold")
+    assert checkpoint.reference_of(checkpoint.load_state(tmp_path / "cold")) is None
