@@ -22,7 +22,10 @@ of ``graphs/``, on one cluster:
   placement, each then improved by ``--refine-seconds`` of local search
   (`placer.placers.refine`, the same search and budget for both);
 - ``refine_rl``: per-graph RL trained afresh for ``--rl-budget`` seconds (as
-  stage ``rl``, whose placement is not kept), then the same search.
+  stage ``rl``, whose placement is not kept), then the same search;
+- ``rl_searched``: per-graph RL as stage ``rl``, but its warm start is the best
+  heuristic after ``--refine-seconds`` of that search (``placer train``'s
+  ``--warm-start-search``), against stage ``rl``'s result.
 
 Each stage's result is saved per graph in the JSON as it finishes, so an
 interrupted run resumes (``--redo STAGE`` recomputes one). Also times placing
@@ -53,7 +56,7 @@ from placer import presets  # noqa: E402
 from placer.graph_io import load_graph, write_atomic  # noqa: E402
 from placer.placers import registry  # noqa: E402
 
-STAGES = ("heuristics", "rl", "zero_shot", "finetune", "finetune_heuristic", "refine", "refine_rl")
+STAGES = ("heuristics", "rl", "zero_shot", "finetune", "finetune_heuristic", "refine", "refine_rl", "rl_searched")
 
 
 def default_graphs() -> list[tuple[str, Path, str]]:
@@ -177,6 +180,36 @@ def stage_refine_rl(graph, cluster, heur: dict, args) -> dict:
     return {"rl_budget_seconds": args.rl_budget, "seconds": args.refine_seconds, "start_step_time": start.step_time,
             "step_time": p.step_time, "oom": p.oom,
             **{k: p.meta["refined"][k] for k in ("moves", "sweeps", "local_optimum")}}
+
+
+def stage_rl_searched(graph, cluster, heur: dict, args) -> dict:
+    from placer.placers.refine import refine
+    from placer.rl.trainer import TrainConfig, Trainer, train
+
+    h = registry.place(heur["best"], graph, cluster)
+    start = refine(graph, cluster, h, seconds=args.refine_seconds)  # as Trainer._searched does
+    trainer = Trainer(graph, cluster, TrainConfig(groups=args.groups, seed=args.seed),
+                      reference=(f"{h.method}+search", start.assignment(graph, cluster), start.step_time))
+    train(trainer, budget_seconds=args.rl_budget)
+    b = trainer.state.best
+    return {"budget_seconds": args.rl_budget, "search_seconds": args.refine_seconds,
+            "heuristic_step_time": h.step_time, "start_step_time": start.step_time,
+            "projected_step_time": trainer.state.warm_start.get("projected_step_time"),
+            "step_time": b.step_time, "oom": b.oom, "steps": trainer.state.step, "found_at_step": b.step}
+
+
+def rl_searched_table(results: dict) -> str:
+    lines = ["| graph | best heuristic | RL 90 s from it (stage rl) | + search: warm start | RL 90 s from that | "
+             "change | RL 600 s | vs RL 600 s |", "|---|---|---|---|---|---|---|---|"]
+    for name, r in results["graphs"].items():
+        s, rl, rl600 = r.get("rl_searched"), r.get("rl"), r.get("rl_600")
+        if not (s and rl and rl600):
+            continue
+        ms = lambda x: f"{x * 1e3:.1f} ms"  # noqa: E731
+        lines.append(f"| {name} | {ms(s['heuristic_step_time'])} ({r['heuristics']['best']}) | {ms(rl['step_time'])} | "
+                     f"{ms(s['start_step_time'])} | {ms(s['step_time'])} | {s['step_time'] / rl['step_time'] - 1:+.1%} | "
+                     f"{ms(rl600)} | {s['step_time'] / rl600 - 1:+.1%} |")
+    return "\n".join(lines)
 
 
 def refine_table(results: dict) -> str:
@@ -315,7 +348,7 @@ def main() -> int:
         for stage in STAGES:
             if stage not in args.stages or (stage in r and stage not in args.redo):
                 continue
-            if (stage in ("rl", "refine", "refine_rl") and "heuristics" not in r
+            if (stage in ("rl", "refine", "refine_rl", "rl_searched") and "heuristics" not in r
                     or stage.startswith("finetune") and "rl" not in r):
                 print(f"{label}: {stage} needs the earlier stages; skipped", flush=True)
                 continue
@@ -330,6 +363,8 @@ def main() -> int:
                 r[stage] = stage_refine(graph, cluster, policy, r["heuristics"], args)
             elif stage == "refine_rl":
                 r[stage] = stage_refine_rl(graph, cluster, r["heuristics"], args)
+            elif stage == "rl_searched":
+                r[stage] = stage_rl_searched(graph, cluster, r["heuristics"], args)
             else:
                 r[stage] = stage_finetune(graph, cluster, policy, r["rl"], r["heuristics"], args,
                                           heuristic=stage == "finetune_heuristic")
@@ -375,11 +410,24 @@ def main() -> int:
                 "geomean_rl_over_rl_600s": _geo([r["refine_rl"]["start_step_time"] / r["rl_600"] for r in with_rl]),
                 "geomean_refined_rl_over_rl_600s": _geo([r["refine_rl"]["step_time"] / r["rl_600"] for r in with_rl]),
             })
+    searched = [r for r in results["graphs"].values() if r.get("rl_searched") and r.get("rl") and r.get("rl_600")]
+    if searched:
+        results["rl_searched_table"] = rl_searched_table(results)
+        results["rl_searched_summary"] = {
+            "graphs": len(searched), "search_seconds": searched[0]["rl_searched"]["search_seconds"],
+            "geomean_searched_over_rl": _geo([r["rl_searched"]["step_time"] / r["rl"]["step_time"] for r in searched]),
+            "geomean_searched_over_rl_600s": _geo([r["rl_searched"]["step_time"] / r["rl_600"] for r in searched]),
+            "geomean_rl_over_rl_600s": _geo([r["rl"]["step_time"] / r["rl_600"] for r in searched]),
+            "faster_than_rl": sum(r["rl_searched"]["step_time"] < r["rl"]["step_time"] for r in searched),
+        }
     save()
     print(results["table"])
     if "refine_table" in results:
         print(results["refine_table"])
         print(json.dumps(results["refine_summary"], indent=1))
+    if "rl_searched_table" in results:
+        print(results["rl_searched_table"])
+        print(json.dumps(results["rl_searched_summary"], indent=1))
     if "summary" in results:
         print(json.dumps(results["summary"], indent=1))
     return 0

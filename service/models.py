@@ -176,6 +176,9 @@ class TrainOptions(BaseModel):
     samples: int | None = Field(None, ge=1, le=4096, description="Placements sampled per step.")
     groups: int | None = Field(None, ge=1, le=4096, description="Most groups the ops are coarsened into.")
     warm_start: Literal["heuristic", "none"] | None = Field(None, description="Imitate the best heuristic first.")
+    warm_start_search: float | None = Field(None, ge=0, le=60, description="First improve that heuristic "
+                                                                           "placement by local search for this "
+                                                                           "long (seconds; 0: not).")
     init: Literal["shipped"] | None = Field(None, description="Fine-tune the shipped pre-trained policy (with "
                                                               "warm_start 'heuristic': imitating the best heuristic "
                                                               "first where it beats the policy).")
@@ -185,9 +188,13 @@ class TrainOptions(BaseModel):
                                                                           "many sweeps of the search.")
 
     @model_validator(mode="after")
-    def _sweeps_need_seconds(self) -> "TrainOptions":
+    def _consistent(self) -> "TrainOptions":
         if self.refine_sweeps is not None and self.refine_seconds is None:
             raise ValueError("refine_sweeps needs refine_seconds (the search's time limit)")
+        if self.warm_start_search and (self.warm_start == "none" or (
+                self.init is not None and self.warm_start != "heuristic")):
+            raise ValueError("warm_start_search improves the heuristic warm start" + (
+                ": with init, set warm_start 'heuristic'" if self.init is not None else ", not warm_start 'none'"))
         return self
 
     def flags(self) -> dict[str, Any]:

@@ -47,6 +47,10 @@ def add_parser(sub) -> None:
                    help="'heuristic' (default): first imitate the best heuristic placement; "
                         "'none': the paper's cold start. With --init the default is 'none' (start from the "
                         "policy alone); 'heuristic' first imitates the best heuristic where it beats the policy")
+    p.add_argument("--warm-start-search", type=float, default=None, metavar="S",
+                   help="first improve the heuristic warm start by S seconds of local search in the simulator "
+                        "(step time objective; default 0: imitate the heuristic as it is); where REINFORCE "
+                        "starts decides much of where it ends (README: Learned placer)")
     p.add_argument("--init", metavar="POLICY",
                    help="fine-tune: start from this pre-trained policy folder (`placer pretrain`), or 'shipped' "
                         "for the package's own (by default without a heuristic warm start; see --warm-start)")
@@ -77,6 +81,15 @@ def run(args) -> int:
     if args.steps is not None and args.steps < 1:
         raise PlacerError(f"--steps must be at least 1, got {args.steps}")
     check_refine(args.refine_seconds, args.refine_sweeps, args.objective)
+    if args.warm_start_search is not None and not args.warm_start_search >= 0:
+        raise PlacerError(f"--warm-start-search must be 0 or more seconds, got {args.warm_start_search!r}")
+    if args.warm_start_search:
+        if args.objective == "throughput":
+            raise PlacerError("--warm-start-search improves step time, not 'throughput'")
+        if args.warm_start == "none" or (args.init is not None and args.warm_start != "heuristic"):
+            raise PlacerError("--warm-start-search improves the heuristic warm start"
+                              + (": with --init, add --warm-start heuristic" if args.init is not None else
+                                 ", not --warm-start none"))
     budget = args.budget_seconds
     if budget is None and args.steps is None:
         budget = DEFAULT_BUDGET_SECONDS
@@ -110,7 +123,8 @@ class _Session:
         args = self.args
         graph, cluster = load_graph_and_cluster(args)
         given = {k: v for k, v in (("seed", args.seed), ("samples", args.samples), ("groups", args.groups),
-                                   ("warm_start", args.warm_start), ("objective", args.objective)) if v is not None}
+                                   ("warm_start", args.warm_start), ("objective", args.objective),
+                                   ("warm_start_search", getattr(args, "warm_start_search", None))) if v is not None}
         saved = checkpoint.load_state(self.out)
         if saved is not None and not args.resume:
             raise PlacerError(f"{str(self.out)!r} already holds a training run; pass --resume to continue it "

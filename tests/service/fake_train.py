@@ -45,6 +45,7 @@ def main():
     p.add_argument("--groups", type=int, default=None)
     p.add_argument("--warm-start", choices=("heuristic", "none"), default=None)
     p.add_argument("--init", default=None)
+    p.add_argument("--warm-start-search", type=float, default=None)
     p.add_argument("--refine-seconds", type=float, default=None)
     p.add_argument("--refine-sweeps", type=int, default=None)
     a = p.parse_args()

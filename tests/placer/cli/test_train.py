@@ -72,6 +72,10 @@ def test_refine_seconds_writes_a_refined_placement_never_slower(cli, graph_file,
     (["--refine-seconds", "0"], "--refine-seconds must be positive"),
     (["--refine-seconds", "1", "--objective", "throughput"], "--refine-seconds refines step time"),
     (["--refine-seconds", "1", "--refine-sweeps", "0"], "--refine-sweeps must be at least 1"),
+    (["--warm-start-search", "-1"], "--warm-start-search must be 0 or more seconds"),
+    (["--warm-start-search", "1", "--warm-start", "none"], "not --warm-start none"),
+    (["--warm-start-search", "1", "--init", "shipped"], "with --init, add --warm-start heuristic"),
+    (["--warm-start-search", "1", "--objective", "throughput"], "improves step time"),
     (["--steps", "0"], "--steps must be at least 1"),
     (["--budget-seconds", "-3"], "--budget-seconds must be positive"),
     (["--samples", "1", "--steps", "1"], "samples must be at least 2"),
@@ -79,6 +83,19 @@ def test_refine_seconds_writes_a_refined_placement_never_slower(cli, graph_file,
 def test_bad_options_are_one_line_errors(cli, graph_file, tmp_path, argv, message):
     r = cli("train", graph_file, "--cluster", "2gpu", "--out", tmp_path / "o", *argv)
     assert r.code == 1 and message in r.err and "Traceback" not in r.err
+
+
+@pytest.mark.parametrize("flag, searched", [([], False), (["--warm-start-search", "1"], True),
+                                           (["--warm-start-search", "0"], False)])
+def test_the_heuristic_warm_start_is_searched_first_when_asked(cli, graph_file, tmp_path, flag, searched):
+    out = tmp_path / "run"
+    r = cli("train", graph_file, "--cluster", "4gpu", "--out", out, "--steps", "1", "--samples", "8", "--groups", "12",
+            *flag, "--json")
+    assert r.code == 0, r.err
+    warm = json.loads((out / "best_placement.json").read_text())["meta"]["warm_start"]
+    assert warm["heuristic"].endswith("+search") == searched and json.loads(r.out)["warm_start"] == warm
+    config = json.loads((out / "trainer_state.json").read_text())["config"]
+    assert config["warm_start_search"] == (float(flag[1]) if flag else 0.0)
 
 
 def test_resume_groups_ops_as_the_run_began(cli, graph_file, tmp_path, monkeypatch):

@@ -53,6 +53,21 @@ def test_warm_start_imitates_the_best_heuristic(chains, pair):
     assert trainer.state.best.step == 0
 
 
+def test_warm_start_search_imitates_the_searched_heuristic():
+    """warm_start_search: the heuristic is improved by local search first, never made slower, and imitated."""
+    from placer import presets
+    from placer.synthetic import layered_graph
+
+    g, c = layered_graph(200, seed=4), presets.get("4gpu")
+    plain = Trainer(g, c, _config(warm_start="heuristic")).reference
+    searched = Trainer(g, c, _config(warm_start="heuristic", warm_start_search=5.0))
+    name, devices, step_time = searched.reference
+    assert name == plain[0] + "+search" and step_time <= plain[2]
+    assert searched.sim.run(devices).step_time == pytest.approx(step_time)
+    info = searched.warm_start()
+    assert info["heuristic"] == name and info["projected_step_time"] <= plain[2] + 1e-12
+
+
 def test_an_interrupted_warm_start_is_left_to_do_again(chains, pair):
     """Stopped by the caller (Ctrl-C, SIGTERM), the imitation is not recorded as done: a resume runs it."""
     trainer = Trainer(chains, pair, _config(warm_start="heuristic", imitation_steps=50))
@@ -68,10 +83,18 @@ def test_an_interrupted_warm_start_is_left_to_do_again(chains, pair):
     ("learning_rate", -1.0, "positive number"),
     ("warm_start", "magic", "warm_start must be one of"),
     ("baseline_decay", 1.0, "baseline_decay"),
+    ("warm_start_search", -1.0, "non-negative number of seconds"),
+    ("warm_start_search", float("nan"), "non-negative number of seconds"),
 ])
 def test_bad_config_is_refused(field, value, message):
     with pytest.raises(PlacerError, match=message):
         TrainConfig(**{field: value}).check()
+
+
+def test_warm_start_search_needs_a_heuristic_warm_start_of_step_time():
+    for kw in ({"warm_start": "none"}, {"objective": "throughput"}):
+        with pytest.raises(PlacerError, match="warm_start_search improves"):
+            TrainConfig(warm_start_search=1.0, **kw).check()
 
 
 def test_train_needs_a_limit(chains, pair):

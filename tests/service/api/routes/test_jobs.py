@@ -42,6 +42,15 @@ class TestJobs:
             r = client.post("/v1/jobs", json={"graph_id": graph_id, "options": bad})
             assert r.status_code == 422 and "refine_s" in str(r.json()["detail"])
 
+    def test_warm_start_search_is_passed_on_and_checked(self, client, graph_id):
+        job = client.post("/v1/jobs", json={"graph_id": graph_id, "options": {"steps": 1, "warm_start_search": 2}})
+        assert job.status_code == 201 and job.json()["options"] == {"steps": 1, "warm_start_search": 2}
+        wait_for(lambda: _job(client, job.json()["id"])["state"] == "done")
+        for bad in ({"warm_start_search": -1}, {"warm_start_search": 2, "warm_start": "none"},
+                    {"warm_start_search": 2, "init": "shipped"}):
+            r = client.post("/v1/jobs", json={"graph_id": graph_id, "options": bad})
+            assert r.status_code == 422 and "warm_start_search" in str(r.json()["detail"])
+
     def test_inline_graph(self, client):
         r = client.post("/v1/jobs", json={"graph": tiny_graph("inline"), "budget_seconds": 0.2})
         assert r.status_code == 201 and r.json()["graph_id"] is None and r.json()["graph_name"] == "inline"
