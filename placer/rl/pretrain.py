@@ -638,8 +638,10 @@ def plot_curve(p: Pretrainer, png: Path) -> None:
 
 def run(p: Pretrainer, out: Path, *, budget_seconds: float, name: str = "pretrained", version: str = "1",
         on_step: Callable[[dict[str, Any]], None] | None = None, should_stop: Callable[[], bool] = lambda: False,
-        resumed: bool = False, on_temperature: Callable[[float, float], None] | None = None) -> str:
-    """Train until the budget (whole run, resumes included) is spent; returns ``"done"`` or ``"interrupted"``.
+        resumed: bool = False, on_temperature: Callable[[float, float], None] | None = None,
+        max_steps: int | None = None) -> str:
+    """Train until the budget (whole run, resumes included) is spent, or `max_steps` steps are made in all
+    (a limit that does not depend on the machine's speed, for tests); returns ``"done"`` or ``"interrupted"``.
 
     Writes history.csv, progress.json, curve.png, checkpoints and ``out/policy`` as it goes; once
     done, chooses the exported policy's sampling temperature (`tune_sampling`; `on_temperature`
@@ -660,7 +662,7 @@ def run(p: Pretrainer, out: Path, *, budget_seconds: float, name: str = "pretrai
         export(p, out, name, version)
     reason = "done"
     try:
-        while s.elapsed_seconds < budget_seconds:
+        while s.elapsed_seconds < budget_seconds and (max_steps is None or s.step < max_steps):
             if should_stop():
                 reason = "interrupted"
                 break

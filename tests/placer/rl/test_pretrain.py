@@ -196,7 +196,7 @@ def test_validation_graphs_choose_the_exported_checkpoint(session, tmp_path, mon
     p = pretrain.Pretrainer(train, CONFIG, validation=val)
     monkeypatch.setattr(pretrain, "EVAL_EVERY_SECONDS", 0.0)  # evaluate after every step
     monkeypatch.setattr(pretrain, "CHECKPOINT_EVERY_SECONDS", 0.0)
-    assert pretrain.run(p, tmp_path, budget_seconds=3.0, name="t", version="1") == "done"
+    assert pretrain.run(p, tmp_path, budget_seconds=600.0, name="t", version="1", max_steps=6) == "done"
     evals = p.state.evals
     assert len(evals) > 3 and all(set(e["validation_ratios"]) == {v.key for v in val} for e in evals)
     scores = [e["validation_geomean_ratio"] for e in evals]
