@@ -183,17 +183,16 @@ def stage_refine_rl(graph, cluster, heur: dict, args) -> dict:
 
 
 def stage_rl_searched(graph, cluster, heur: dict, args) -> dict:
-    from placer.placers.refine import refine
-    from placer.rl.trainer import TrainConfig, Trainer, train
+    from placer.rl.trainer import TrainConfig, Trainer, searched_reference, train
 
     h = registry.place(heur["best"], graph, cluster)
-    start = refine(graph, cluster, h, seconds=args.refine_seconds)  # as Trainer._searched does
-    trainer = Trainer(graph, cluster, TrainConfig(groups=args.groups, seed=args.seed),
-                      reference=(f"{h.method}+search", start.assignment(graph, cluster), start.step_time))
+    reference = searched_reference(graph, cluster, (h.method, h.assignment(graph, cluster), h.step_time),
+                                   args.refine_seconds)  # what --warm-start-search imitates
+    trainer = Trainer(graph, cluster, TrainConfig(groups=args.groups, seed=args.seed), reference=reference)
     train(trainer, budget_seconds=args.rl_budget)
     b = trainer.state.best
     return {"budget_seconds": args.rl_budget, "search_seconds": args.refine_seconds,
-            "heuristic_step_time": h.step_time, "start_step_time": start.step_time,
+            "heuristic_step_time": h.step_time, "start_step_time": reference[2],
             "projected_step_time": trainer.state.warm_start.get("projected_step_time"),
             "step_time": b.step_time, "oom": b.oom, "steps": trainer.state.step, "found_at_step": b.step}
 

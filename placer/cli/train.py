@@ -124,7 +124,7 @@ class _Session:
         graph, cluster = load_graph_and_cluster(args)
         given = {k: v for k, v in (("seed", args.seed), ("samples", args.samples), ("groups", args.groups),
                                    ("warm_start", args.warm_start), ("objective", args.objective),
-                                   ("warm_start_search", getattr(args, "warm_start_search", None))) if v is not None}
+                                   ("warm_start_search", args.warm_start_search)) if v is not None}
         saved = checkpoint.load_state(self.out)
         if saved is not None and not args.resume:
             raise PlacerError(f"{str(self.out)!r} already holds a training run; pass --resume to continue it "
@@ -279,7 +279,7 @@ class _Session:
         if self.args.refine_seconds is None or not t.state.best.group_devices:
             return None
         refined = refine(t.graph, t.cluster, t.best_placement(), seconds=self.args.refine_seconds,
-                         max_sweeps=getattr(self.args, "refine_sweeps", None))
+                         max_sweeps=self.args.refine_sweeps)
         save_placement(refined, self.out / "refined_placement.json")
         return refined
 

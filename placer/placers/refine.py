@@ -34,6 +34,8 @@ DEFAULT_GROUPS = 128
 """The shipped policy's G: a zero-shot placement is refined in the groups it was made of."""
 COMBINED_MOVES = 8
 """The most improving moves of different groups tried together after a sweep."""
+SEARCHED = "+search"
+"""Suffix of a placement's (or teacher's) name once this search has improved it."""
 CHUNK_ENTRIES = 16_000_000
 """Placements x ops simulated in one batch (128 MB of device indices): a fine level of a big graph has
 thousands of moves."""

@@ -53,6 +53,7 @@ from placer.cluster import Cluster
 from placer.errors import PlacerError
 from placer.graph import OpGraph
 from placer.graph_io import read_json_file, write_atomic
+from placer.placers.refine import SEARCHED, descend
 from placer.rl.features import NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, device_features, group_features
 from placer.rl.grouping import Grouping, group_graph
 from placer.rl.numpy_policy import decode as numpy_decode
@@ -295,10 +296,6 @@ def _canonical(sim: Simulator, grouping: Grouping, cluster: Cluster, devices: np
     return devices
 
 
-SEARCHED = "+search"
-"""Suffix of a teacher's name once local search has improved it."""
-
-
 def make_environment(graph: OpGraph, cluster: Cluster, groups: int, teachers: tuple[str, ...],
                      cached: dict[str, Any] | None = None, refine_seconds: float = 0.0) -> Environment:
     """Group, featurise and find the teacher of one (graph, cluster) pair.
@@ -320,8 +317,6 @@ def make_environment(graph: OpGraph, cluster: Cluster, groups: int, teachers: tu
     else:
         teacher, devices, step_time = teacher_placement(graph, cluster, sim, grouping, teachers)
         if refine_seconds > 0:
-            from placer.placers.refine import descend
-
             found = descend(sim, grouping.group_of_op, grouping.expand(devices), seconds=refine_seconds)
             teacher = teacher + SEARCHED
             devices = grouping.project(found.assignment, len(cluster))  # moves were of whole groups: exact

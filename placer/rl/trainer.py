@@ -188,6 +188,21 @@ class StepStats:
               "mean_reward", "baseline", "entropy", "oom_fraction", "loss", "grad_norm", "samples_per_second")
 
 
+def searched_reference(graph: OpGraph, cluster: Cluster, reference: tuple[str, np.ndarray, float],
+                       seconds: float) -> tuple[str, np.ndarray, float]:
+    """A warm start's ``(name, device per op, step time)`` after `seconds` of local search
+    (`placer.placers.refine`), named ``NAME+search``.
+
+    Which basin REINFORCE ends in depends much on where it starts: from a
+    searched start 90 s runs ended faster on 9 of 10 graphs, but 9% slower
+    on one (README, *Learned placer*; ``bench_pretrain.py --stages rl_searched``).
+    """
+    from placer.placers.refine import SEARCHED, refine
+
+    name, devices, _ = reference
+    found = refine(graph, cluster, Placement.from_assignment(graph, cluster, devices, name), seconds=seconds)
+    return f"{name}{SEARCHED}", found.assignment(graph, cluster), float(found.step_time)
+
 class Trainer:
     """Trains a placement policy for one graph on one cluster.
 
@@ -228,7 +243,7 @@ class Trainer:
             if reference is None:
                 reference = self._best_heuristic()
                 if self.config.warm_start_search > 0:
-                    reference = self._searched(reference)
+                    reference = searched_reference(graph, cluster, reference, self.config.warm_start_search)
             self.reference = reference
             self.heuristic_seconds = time.perf_counter() - t0
         self.grouping: Grouping = group_graph(graph, cluster, self.config.groups, self.times,
@@ -389,20 +404,6 @@ class Trainer:
                 break
         self.optimizer.learning_rate.assign(lr)
         return steps, per_group
-
-    def _searched(self, reference: tuple[str, np.ndarray, float]) -> tuple[str, np.ndarray, float]:
-        """`reference` after ``warm_start_search`` seconds of local search, named ``NAME+search``.
-
-        Which basin REINFORCE ends in depends much on where it starts: from a
-        searched start 90 s runs ended faster on 9 of 10 graphs, but 9% slower
-        on one (README, *Learned placer*; ``bench_pretrain.py --stages rl_searched``).
-        """
-        from placer.placers.refine import refine
-
-        name, devices, _ = reference
-        start = self.sim.evaluate(Placement.from_assignment(self.graph, self.cluster, devices, name))
-        found = refine(self.graph, self.cluster, start, seconds=self.config.warm_start_search)
-        return f"{name}+search", found.assignment(self.graph, self.cluster), float(found.step_time)
 
     def _best_heuristic(self) -> tuple[str, np.ndarray, float]:
         """The registered heuristic (or single device) whose placement simulates fastest without OOM."""
