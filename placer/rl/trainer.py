@@ -188,6 +188,52 @@ class StepStats:
               "mean_reward", "baseline", "entropy", "oom_fraction", "loss", "grad_norm", "samples_per_second")
 
 
+def throughput_cost(model: ThroughputModel, ops: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Max load ``[K]`` of placements of ops ``[K, N]``, whether some device's weights exceed its
+    memory ``[K]``, and the worst such overflow (as a fraction of that memory) ``[K]``."""
+    cost = model.max_load_batch(ops)
+    held = np.zeros((len(ops), model.num_devices))
+    np.add.at(held, (np.arange(len(ops))[:, None], ops), model.params[None, :])
+    overflow = np.max(held / model.memory_bytes[None, :] - 1.0, axis=1)
+    return cost, overflow > 0, overflow
+
+
+def ranked_heuristics(graph: OpGraph, cluster: Cluster, objective: str = "step_time", *,
+                      sim: Simulator | None = None, throughput: ThroughputModel | None = None,
+                      ) -> list[tuple[str, np.ndarray, float, bool]]:
+    """Every registered heuristic's placement and each single device, fastest first.
+
+    Returns ``(name, device per op, cost, oom)`` sorted with placements that fit
+    first, then by cost (the simulated step time, or the max load with
+    ``objective="throughput"``). A heuristic that cannot place the graph is
+    left out. `sim` and `throughput` reuse a caller's models.
+    """
+    from placer.placers import registry
+
+    sim = sim or Simulator(graph, cluster)
+    if objective == "throughput" and throughput is None:
+        throughput = ThroughputModel(graph, cluster, sim.times)
+
+    def scored(name: str, assignment: np.ndarray, step_time: float | None = None, oom: bool | None = None):
+        if objective == "throughput":
+            cost, over, _ = throughput_cost(throughput, assignment[None, :])
+            return name, assignment, float(cost[0]), bool(over[0])
+        if step_time is None:
+            r = sim.run(assignment)
+            step_time, oom = r.step_time, r.oom
+        return name, assignment, float(step_time), bool(oom)
+
+    candidates = [scored(f"single_device:{cluster.devices[d].name}", np.full(len(graph), d, dtype=np.int64))
+                  for d in range(len(cluster))]
+    for name in registry.names(heuristic_only=True):
+        try:
+            p = registry.place(name, graph, cluster, objective=objective)
+        except PlacerError:
+            continue
+        candidates.append(scored(name, p.assignment(graph, cluster), p.step_time, p.oom))
+    return sorted(candidates, key=lambda c: (c[3], c[2]))
+
+
 def searched_reference(graph: OpGraph, cluster: Cluster, reference: tuple[str, np.ndarray, float],
                        seconds: float) -> tuple[str, np.ndarray, float]:
     """A warm start's ``(name, device per op, step time)`` after `seconds` of local search
@@ -343,12 +389,7 @@ class Trainer:
 
     def _score_throughput(self, ops: np.ndarray):
         """Max load per placement; OOM when some device's weights exceed its memory."""
-        m = self.throughput
-        cost = m.max_load_batch(ops)
-        held = np.zeros((len(ops), m.num_devices))
-        np.add.at(held, (np.arange(len(ops))[:, None], ops), m.params[None, :])
-        overflow = np.max(held / m.memory_bytes[None, :] - 1.0, axis=1)
-        oom = overflow > 0
+        cost, oom, overflow = throughput_cost(self.throughput, ops)
         reward = -np.sqrt(cost / self.throughput_bound)
         reward = reward - oom * self.config.oom_penalty * (1.0 + np.maximum(overflow, 0.0))
         return cost, oom, reward
@@ -406,32 +447,10 @@ class Trainer:
         return steps, per_group
 
     def _best_heuristic(self) -> tuple[str, np.ndarray, float]:
-        """The registered heuristic (or single device) whose placement simulates fastest without OOM."""
-        from placer.placers import registry
-
-        candidates: list[tuple[bool, float, str, np.ndarray]] = []
-        objective = self.config.objective
-        for d in range(len(self.cluster)):
-            a = np.full(len(self.graph), d, dtype=np.int64)
-            if self.throughput is not None:
-                cost, oom, _ = self._score_throughput(a[None, :])
-                candidates.append((bool(oom[0]), float(cost[0]), f"single_device:{self.cluster.devices[d].name}", a))
-                continue
-            r = self.sim.run(a)
-            candidates.append((r.oom, r.step_time, f"single_device:{self.cluster.devices[d].name}", a))
-        for name in registry.names(heuristic_only=True):
-            try:
-                p = registry.place(name, self.graph, self.cluster, objective=objective)
-            except PlacerError:
-                continue
-            a = p.assignment(self.graph, self.cluster)
-            if self.throughput is not None:
-                cost, oom, _ = self._score_throughput(a[None, :])
-                candidates.append((bool(oom[0]), float(cost[0]), name, a))
-                continue
-            candidates.append((p.oom, float(p.step_time), name, a))
-        oom, step_time, name, assignment = min(candidates, key=lambda c: (c[0], c[1]))
-        return name, assignment, step_time
+        """The registered heuristic (or single device) whose placement scores best without OOM."""
+        name, assignment, cost, _ = ranked_heuristics(self.graph, self.cluster, self.config.objective,
+                                                      sim=self.sim, throughput=self.throughput)[0]
+        return name, assignment, cost
 
     # -- REINFORCE ---------------------------------------------------------------
     def step(self) -> StepStats:
