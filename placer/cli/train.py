@@ -10,7 +10,8 @@ and reads the files it writes in DIR (names are a contract):
 - ``best_placement.json``: the best placement so far (the Placement
   contract, method "rl"), rewritten at each checkpoint and at the end;
 - ``history.csv`` (one row per step), ``curve.png`` (at the end);
-- ``trainer_state.json`` and ``checkpoint/``: what ``--resume`` continues from.
+- ``trainer_state.json`` and ``checkpoint/``: what ``--resume`` continues from
+  (with ``--starts K``: ``race_state.json``, and each start's in ``starts/N/``).
 
 SIGINT (Ctrl-C) and SIGTERM finish the current step, save a checkpoint, mark
 the run "interrupted" and exit with code 130.
@@ -51,6 +52,10 @@ def add_parser(sub) -> None:
                    help="first improve the heuristic warm start by S seconds of local search in the simulator "
                         "(step time objective; default 0: imitate the heuristic as it is); where REINFORCE "
                         "starts decides much of where it ends (README: Learned placer)")
+    p.add_argument("--starts", type=int, default=None, metavar="K",
+                   help="race REINFORCE from the K fastest distinct heuristic placements (2-8), keeping the "
+                        "faster half each round until one start has the rest of the budget (successive halving; "
+                        "default 1: the fastest heuristic alone). Not with --init, --ray or --reward measured")
     p.add_argument("--init", metavar="POLICY",
                    help="fine-tune: start from this pre-trained policy folder (`placer pretrain`), or 'shipped' "
                         "for the package's own (by default without a heuristic warm start; see --warm-start)")
@@ -90,11 +95,29 @@ def run(args) -> int:
             raise PlacerError("--warm-start-search improves the heuristic warm start"
                               + (": with --init, add --warm-start heuristic" if args.init is not None else
                                  ", not --warm-start none"))
+    _check_starts(args)
     budget = args.budget_seconds
     if budget is None and args.steps is None:
         budget = DEFAULT_BUDGET_SECONDS
     session = _Session(args, out, budget)
     return session.run()
+
+
+def _check_starts(args) -> None:
+    """--starts K: a number of heuristic warm starts the trainer can race."""
+    from placer.errors import PlacerError
+    from placer.rl.race import MAX_STARTS
+
+    if args.starts is None:
+        return
+    if not 1 <= args.starts <= MAX_STARTS:
+        raise PlacerError(f"--starts must be 1 to {MAX_STARTS}, got {args.starts}")
+    if args.starts == 1:
+        return
+    for given, flag in ((args.init is not None, "--init"), (args.warm_start == "none", "--warm-start none"),
+                        (args.ray is not None, "--ray"), (args.reward == "measured", "--reward measured")):
+        if given:
+            raise PlacerError(f"--starts races heuristic warm starts in the simulator; it does not go with {flag}")
 
 
 def imitated_heuristic(warm_start: dict) -> dict | None:
@@ -110,14 +133,18 @@ class _Session:
     def __init__(self, args, out, budget):
         self.args, self.out, self.budget = args, out, budget
         self.stop = StopOnSignal()
-        self.trainer = None
+        self.trainer = None  # a Trainer, or a Race (placer.rl.race) with --starts K
         self.last = None  # the latest StepStats
+
+    @property
+    def racing(self) -> bool:
+        return hasattr(self.trainer, "arms")
 
     # -- set-up ----------------------------------------------------------------
     def _make_trainer(self):
         from placer.cli.common import load_graph_and_cluster
         from placer.errors import PlacerError
-        from placer.rl import checkpoint
+        from placer.rl import checkpoint, race
         from placer.rl.trainer import TrainConfig, Trainer
 
         args = self.args
@@ -126,10 +153,18 @@ class _Session:
                                    ("warm_start", args.warm_start), ("objective", args.objective),
                                    ("warm_start_search", args.warm_start_search)) if v is not None}
         saved = checkpoint.load_state(self.out)
-        if saved is not None and not args.resume:
+        raced = race.load_race_state(self.out)
+        if (saved is not None or raced is not None) and not args.resume:
             raise PlacerError(f"{str(self.out)!r} already holds a training run; pass --resume to continue it "
                               "or choose another --out")
+        starts = getattr(args, "starts", None)
+        if raced is not None:
+            return self._resume_race(graph, cluster, raced, given), True
+        if saved is not None and starts is not None and starts > 1:
+            raise PlacerError(f"the run in {str(self.out)!r} trained from one warm start; resume it without --starts")
         init = getattr(args, "init", None)
+        if saved is None and starts is not None and starts > 1:
+            return self._new_race(graph, cluster, TrainConfig(**given), starts), False
         if saved is None:  # nothing saved yet (new run, or stopped before its first checkpoint): start fresh
             if init is not None:
                 from placer.rl.finetune import fine_tuner
@@ -151,6 +186,36 @@ class _Session:
                                                           reference=checkpoint.reference_of(saved))
         checkpoint.restore(trainer, self.out, saved)
         return trainer, True
+
+    def _new_race(self, graph, cluster, config, count: int):
+        """A race of the `count` fastest distinct heuristics; where they all agree, a run from that one."""
+        import sys
+        import time
+
+        from placer.rl.race import Race, race_starts
+        from placer.rl.trainer import Trainer
+
+        t0 = time.perf_counter()
+        starts = race_starts(graph, cluster, count, config)
+        if len(starts) > 1:
+            return Race(graph, cluster, config, starts, heuristic_seconds=time.perf_counter() - t0)
+        print(f"note: the heuristics place {graph.name!r} on {cluster.name!r} all alike; training from "
+              f"{starts[0][0]} alone", file=sys.stderr)
+        return Trainer(graph, cluster, config, reference=starts[0])
+
+    def _resume_race(self, graph, cluster, raced: dict, given: dict):
+        from placer.errors import PlacerError
+        from placer.rl.race import restore_race
+
+        starts = getattr(self.args, "starts", None)
+        if starts is not None and starts != raced["starts"]:
+            raise PlacerError(f"cannot resume with --starts {starts}: the run in {str(self.out)!r} races "
+                              f"{raced['starts']} starts")
+        for key, value in given.items():
+            if raced["config"].get(key) != value:
+                raise PlacerError(f"cannot resume with {key}={value!r}: the run in {str(self.out)!r} was trained "
+                                  f"with {key}={raced['config'].get(key)!r}")
+        return restore_race(graph, cluster, self.out, raced)
 
     # -- the run -----------------------------------------------------------------
     def run(self) -> int:
@@ -191,6 +256,7 @@ class _Session:
         return 0
 
     def _loop(self, resumed: bool) -> str:
+        import functools
         import time
 
         from placer.rl.trainer import PENDING_IMITATION, train
@@ -199,7 +265,10 @@ class _Session:
         history = _History(self.out / "history.csv", keep_until=trainer.state.step if resumed else 0)
         bar = _ProgressLine(self.args.steps, self.budget)
         pending = trainer.state.warm_start.get(PENDING_IMITATION)
-        if pending == "start":
+        if self.racing:
+            bar.note(f"racing {len(trainer.arms)} warm starts: "
+                     + ", ".join(f"{a.reference[0]} {_ms(a.reference[2])}" for a in trainer.arms))
+        elif pending == "start":
             bar.note("warm start: imitating the policy's best zero-shot sample...")
         elif pending == "heuristic" or (not trainer.state.warm_start and trainer.config.warm_start == "heuristic"):
             bar.note("warm start: imitating the best heuristic...")
@@ -216,8 +285,9 @@ class _Session:
                 last_save = time.monotonic()
 
         try:
-            return train(trainer, budget_seconds=self.budget, max_steps=self.args.steps, on_step=on_step,
-                         should_stop=lambda: self.stop.requested)
+            run = trainer.run if self.racing else functools.partial(train, trainer)
+            return run(budget_seconds=self.budget, max_steps=self.args.steps, on_step=on_step,
+                       should_stop=lambda: self.stop.requested)
         finally:
             bar.close()
             history.close()
@@ -230,7 +300,10 @@ class _Session:
 
         if self.trainer is None:
             return
-        checkpoint.save(self.trainer, self.out)
+        if self.racing:  # each start's checkpoint, then race_state.json
+            self.trainer.save(self.out)
+        else:
+            checkpoint.save(self.trainer, self.out)
         if self.trainer.state.best.group_devices:
             save_placement(self.trainer.best_placement(), self.out / "best_placement.json")
 
@@ -254,7 +327,8 @@ class _Session:
                 "groups": t.grouping.num_groups, "out": str(self.out),
                 "refined_step_time": refined.step_time if refined else None,
                 "files": {name: str(self.out / name) for name in
-                          ("best_placement.json", "history.csv", "curve.png", "progress.json", "trainer_state.json")},
+                          ("best_placement.json", "history.csv", "curve.png", "progress.json",
+                           "race_state.json" if self.racing else "trainer_state.json")},
             })
         elif self.trainer.state.best.group_devices:
             b = self.trainer.state.best
@@ -264,6 +338,14 @@ class _Session:
                   f"{' (OUT OF MEMORY)' if b.oom else ''} after {self.trainer.state.step} steps, "
                   f"{self.trainer.state.samples} samples, {self.trainer.state.elapsed_seconds:.1f} s "
                   f"(lower bound {_ms(self.trainer.sim.lower_bound)}{heur})")
+            race = self.trainer.state.warm_start.get("race")
+            if race:
+                print("raced warm starts: " + "; ".join(
+                    f"{r['heuristic']} {_ms(r['heuristic_step_time'])} -> "
+                    f"{_ms(r['best_step_time']) if r['best_step_time'] is not None else 'not trained'} "
+                    f"({r['steps']} steps, {r['elapsed_seconds']:.0f} s"
+                    + (f", dropped after round {r['dropped_after_round'] + 1})" if r['dropped_after_round'] is not None
+                       else ")") for r in race["starts"]))
             print(f"wrote {self.out / 'best_placement.json'}, history.csv, curve.png")
             if refined:
                 r = refined.meta["refined"]

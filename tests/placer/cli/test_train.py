@@ -76,6 +76,11 @@ def test_refine_seconds_writes_a_refined_placement_never_slower(cli, graph_file,
     (["--warm-start-search", "1", "--warm-start", "none"], "not --warm-start none"),
     (["--warm-start-search", "1", "--init", "shipped"], "with --init, add --warm-start heuristic"),
     (["--warm-start-search", "1", "--objective", "throughput"], "improves step time"),
+    (["--starts", "9"], "--starts must be 1 to 8"),
+    (["--starts", "0"], "--starts must be 1 to 8"),
+    (["--starts", "2", "--init", "shipped"], "does not go with --init"),
+    (["--starts", "2", "--warm-start", "none"], "does not go with --warm-start none"),
+    (["--starts", "2", "--reward", "measured"], "does not go with --reward measured"),
     (["--steps", "0"], "--steps must be at least 1"),
     (["--budget-seconds", "-3"], "--budget-seconds must be positive"),
     (["--samples", "1", "--steps", "1"], "samples must be at least 2"),
@@ -96,6 +101,35 @@ def test_the_heuristic_warm_start_is_searched_first_when_asked(cli, graph_file, 
     assert warm["heuristic"].endswith("+search") == searched and json.loads(r.out)["warm_start"] == warm
     config = json.loads((out / "trainer_state.json").read_text())["config"]
     assert config["warm_start_search"] == (float(flag[1]) if flag else 0.0)
+
+
+def test_starts_races_heuristic_warm_starts_and_resumes(cli, graph_file, tmp_path):
+    out = tmp_path / "race"
+    argv = ["train", graph_file, "--cluster", "4gpu", "--out", out, "--samples", "8", "--groups", "12"]
+    r = cli(*argv, "--steps", "12", "--starts", "3", "--json")
+    assert r.code == 0, r.err
+    summary = json.loads(r.out)
+    assert summary["state"] == "done" and summary["step"] == 12 and summary["samples"] == 96
+    assert (out / "race_state.json").exists() and not (out / "trainer_state.json").exists()
+    assert all((out / "starts" / str(i) / "trainer_state.json").exists() for i in range(3))
+    best = Placement.from_dict(json.loads((out / "best_placement.json").read_text()))
+    starts = best.meta["race"]["starts"]
+    assert len(starts) == 3 and sum(s["steps"] for s in starts) == 12
+    assert best.step_time == min(s["best_step_time"] for s in starts) == summary["best_step_time"]
+    assert json.loads((out / "progress.json").read_text())["step"] == 12
+
+    r = cli(*argv, "--steps", "20", "--starts", "2", "--resume")
+    assert r.code == 1 and "races 3 starts" in r.err
+    r = cli(*argv, "--steps", "20", "--resume")
+    assert r.code == 0, r.err
+    assert "raced warm starts: " in r.out and "dropped after round 1" in r.out
+    lines = (out / "history.csv").read_text().splitlines()
+    assert [int(line.split(",")[0]) for line in lines[1:]] == list(range(1, 21))
+
+    plain = tmp_path / "plain"
+    assert cli("train", graph_file, "--cluster", "4gpu", "--out", plain, "--steps", "1", *FAST).code == 0
+    r = cli("train", graph_file, "--cluster", "4gpu", "--out", plain, "--steps", "2", "--starts", "2", "--resume")
+    assert r.code == 1 and "resume it without --starts" in r.err
 
 
 def test_resume_groups_ops_as_the_run_began(cli, graph_file, tmp_path, monkeypatch):
