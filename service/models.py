@@ -179,6 +179,9 @@ class TrainOptions(BaseModel):
     warm_start_search: float | None = Field(None, ge=0, le=60, description="First improve that heuristic "
                                                                            "placement by local search for this "
                                                                            "long (seconds; 0: not).")
+    starts: int | None = Field(None, ge=1, le=8, description="Race REINFORCE from this many of the fastest "
+                                                             "heuristic placements, keeping the faster half each "
+                                                             "round (successive halving; default 1).")
     init: Literal["shipped"] | None = Field(None, description="Fine-tune the shipped pre-trained policy (with "
                                                               "warm_start 'heuristic': imitating the best heuristic "
                                                               "first where it beats the policy).")
@@ -195,6 +198,9 @@ class TrainOptions(BaseModel):
                 self.init is not None and self.warm_start != "heuristic")):
             raise ValueError("warm_start_search improves the heuristic warm start" + (
                 ": with init, set warm_start 'heuristic'" if self.init is not None else ", not warm_start 'none'"))
+        if self.starts is not None and self.starts > 1 and (self.init is not None or self.warm_start == "none"):
+            raise ValueError("starts races heuristic warm starts: not with " + (
+                "init" if self.init is not None else "warm_start 'none'"))
         return self
 
     def flags(self) -> dict[str, Any]:

@@ -601,12 +601,14 @@ async function startJob(event) {
     return;
   }
   await guarded($("#train-btn"), async () => {
+    const starts = Number($("#starts").value);
     const job = await api("POST", "/v1/jobs", {
       json: {
         graph_id: state.graphId,
         cluster: $("#cluster").value,
         budget_seconds: Number($("#budget").value),
         seed: Number($("#seed").value),
+        options: starts === 1 ? {} : { starts },
       },
     });
     await refreshJobs();

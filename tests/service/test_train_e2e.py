@@ -39,3 +39,20 @@ def test_rl_placement_through_a_real_training_job(make_client):
     assert job["progress"]["best_step_time"] == pytest.approx(p["step_time"])
     simulated = Simulator(graph, presets.get("2gpu")).evaluate(Placement.from_dict(job["result"]))
     assert simulated.step_time == pytest.approx(p["step_time"], rel=1e-9)
+
+
+def test_every_job_option_is_a_flag_of_placer_train_and_of_the_stand_in():
+    """The service passes each set TrainOptions field as --flag-name; the real CLI and the stand-in must know it."""
+    import subprocess
+    from pathlib import Path
+
+    from placer.cli.main import build_parser
+    from service.models import TrainOptions
+
+    train = build_parser()._subparsers._group_actions[0].choices["train"]
+    real = {flag for action in train._actions for flag in action.option_strings}
+    stand_in = subprocess.run([sys.executable, str(Path(__file__).with_name("fake_train.py")), "--help"],
+                              capture_output=True, text=True).stdout
+    for name in TrainOptions.model_fields:
+        flag = "--" + name.replace("_", "-")
+        assert flag in real and flag in stand_in, flag

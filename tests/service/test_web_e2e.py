@@ -118,6 +118,9 @@ def test_upload_place_timeline_and_train(browser, server, tmp_path):
 
     budget.clear()
     budget.send_keys("3")
+    starts = find("#starts")
+    starts.clear()
+    starts.send_keys("2")  # races two warm starts: passed on as the job option
     find("#train-btn").click()
     wait.until(lambda _: find("#job-detail").is_displayed())
     try:
@@ -130,4 +133,8 @@ def test_upload_place_timeline_and_train(browser, server, tmp_path):
     assert d.find_elements(By.CSS_SELECTOR, "#curve path.curve-best")
     assert "best placement so far" in find("#job-result").text
     assert find("#jobs-table tbody tr").text.split()[0].startswith("j_")
+    import httpx2 as httpx
+
+    (job,) = httpx.get(f"{server.url}/v1/jobs").json()["data"]
+    assert job["options"] == {"starts": 2}
     _shot(d, "web-jobs.png")

@@ -51,6 +51,15 @@ class TestJobs:
             r = client.post("/v1/jobs", json={"graph_id": graph_id, "options": bad})
             assert r.status_code == 422 and "warm_start_search" in str(r.json()["detail"])
 
+    def test_starts_is_passed_on_and_checked(self, client, graph_id):
+        job = client.post("/v1/jobs", json={"graph_id": graph_id, "options": {"steps": 4, "starts": 2}})
+        assert job.status_code == 201 and job.json()["options"] == {"steps": 4, "starts": 2}
+        done = wait_for(lambda: (j := _job(client, job.json()["id"]))["state"] == "done" and j)
+        assert done["progress"]["step"] == 4
+        for bad in ({"starts": 0}, {"starts": 9}, {"starts": 2, "warm_start": "none"}, {"starts": 2, "init": "shipped"}):
+            r = client.post("/v1/jobs", json={"graph_id": graph_id, "options": bad})
+            assert r.status_code == 422 and "starts" in str(r.json()["detail"])
+
     def test_inline_graph(self, client):
         r = client.post("/v1/jobs", json={"graph": tiny_graph("inline"), "budget_seconds": 0.2})
         assert r.status_code == 201 and r.json()["graph_id"] is None and r.json()["graph_name"] == "inline"
