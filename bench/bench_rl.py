@@ -11,6 +11,14 @@ and one curve per run under ``bench/results/``.
     .venv/bin/python bench/bench_rl.py --budget-seconds 600            # the issue's figure
     .venv/bin/python bench/bench_rl.py --budget-seconds 60 --graphs graphs/rnnlm.json.gz
 
+``--starts K`` races K heuristic warm starts by successive halving
+(`placer.rl.race`, ``placer train --starts K``) instead of training from the
+fastest alone; ``--against`` names earlier results (``bench_rl_600s.json``) to
+set each row beside:
+
+    .venv/bin/python bench/bench_rl.py --budget-seconds 300 --starts 3 --clusters 4gpu \
+        --out bench/results/rl_race --against bench/results/rl/bench_rl_600s.json
+
 Each finished (graph, cluster) run is kept in ``OUT/rows/``; a rerun with the
 same budget skips those (so an interrupted benchmark resumes), and two
 processes given different ``--graphs`` can share one ``--out`` to use both
@@ -55,23 +63,34 @@ def best_heuristic(graph, cluster):
 
 
 def run_rl(graph, cluster, args, curve_path, reference):
-    """Train with the budget (the heuristics already ran: their time is reported apart); returns the figures."""
+    """Train with the budget (the heuristics already ran: their time is reported apart); returns the figures.
+
+    With ``--starts K`` the K fastest distinct heuristics are raced (running
+    them again to rank them is not counted, as the heuristics' time is not).
+    """
+    from placer.rl.race import Race, race_starts
     from placer.rl.trainer import TrainConfig, Trainer, train
 
     config = TrainConfig(samples=args.samples, groups=args.groups, seed=args.seed, warm_start=args.warm_start)
     t0 = time.perf_counter()
-    trainer = Trainer(graph, cluster, config, reference=reference)
+    if args.starts > 1:
+        trainer = Race(graph, cluster, config, race_starts(graph, cluster, args.starts, config))
+    else:
+        trainer = Trainer(graph, cluster, config, reference=reference)
     curve = []  # (elapsed, best) including the warm start's placement
 
     def on_step(s):
         curve.append((s.elapsed_seconds, s.best_step_time, s.min_step_time, s.mean_step_time))
 
-    train(trainer, budget_seconds=args.budget_seconds, on_step=on_step)
+    if args.starts > 1:
+        trainer.run(budget_seconds=args.budget_seconds, on_step=on_step)
+    else:
+        train(trainer, budget_seconds=args.budget_seconds, on_step=on_step)
     wall = time.perf_counter() - t0
     st = trainer.state
     final = st.best.step_time
     warm = st.warm_start
-    start_t = warm.get("seconds", 0.0) + trainer.setup_seconds
+    start_t = warm.get("seconds", 0.0) + getattr(trainer, "setup_seconds", 0.0)
     points = [(start_t, warm.get("projected_step_time", math.inf))] + [(c[0], c[1]) for c in curve]
     within = next((t for t, b in points if b <= final * 1.01), math.nan)
     rl_seconds = curve[-1][0] - curve[0][0] if len(curve) > 1 else math.nan
@@ -122,6 +141,9 @@ def main() -> int:
     ap.add_argument("--groups", type=int, default=256)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--warm-start", choices=("heuristic", "none"), default="heuristic")
+    ap.add_argument("--starts", type=int, default=1, help="race this many heuristic warm starts (default 1)")
+    ap.add_argument("--against", nargs="*", default=[], metavar="JSON",
+                    help="earlier bench_rl_*.json results to compare each row with (same graph and cluster)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "rl"), help="results folder")
     ap.add_argument("--report", action="store_true", help="only rebuild the table from OUT/rows/")
     args = ap.parse_args()
@@ -132,8 +154,8 @@ def main() -> int:
     return report(args, out)
 
 
-def _row_path(out, graph_name, cname, budget):
-    return out / "rows" / f"{graph_name}_{cname}_{budget:g}s.json"
+def _row_path(out, graph_name, cname, budget, starts=1):
+    return out / "rows" / (f"{graph_name}_{cname}_{budget:g}s" + (f"_{starts}starts" if starts > 1 else "") + ".json")
 
 
 def run_all(args, out):
@@ -143,7 +165,7 @@ def run_all(args, out):
     graphs = [load_graph(p) for p in paths] or [layered_graph(2000, seed=0), layered_graph(8000, seed=1)]
     for graph in graphs:
         for cname in args.clusters:
-            row_path = _row_path(out, graph.name, cname, args.budget_seconds)
+            row_path = _row_path(out, graph.name, cname, args.budget_seconds, args.starts)
             if row_path.exists():
                 print(f"{graph.name} on {cname}: kept from an earlier run, skipped", file=sys.stderr, flush=True)
                 continue
@@ -152,12 +174,12 @@ def run_all(args, out):
             h_name, h_step, h_assign, h_sec = best_heuristic(graph, cluster)
             print(f"  best heuristic {h_name} {h_step * 1e3:.3f} ms ({h_sec:.1f} s); RL for "
                   f"{args.budget_seconds:g} s...", file=sys.stderr, flush=True)
-            r = run_rl(graph, cluster, args, out / f"curve_{graph.name}_{cname}_{args.budget_seconds:g}s.png", (h_name, h_assign, h_step))
+            r = run_rl(graph, cluster, args, out / f"curve_{row_path.stem}.png", (h_name, h_assign, h_step))
             row = {"graph": graph.name, "ops": len(graph), "cluster": cname, "best_heuristic": h_name,
                    "heuristic_step_time": h_step, "heuristics_seconds": h_sec, **r,
                    "rl_vs_heuristic": r["rl_step_time"] / h_step, "rl_vs_lower_bound": r["rl_step_time"] / r["lower_bound"],
                    "budget_seconds": args.budget_seconds, "samples_per_step": args.samples, "max_groups": args.groups,
-                   "seed": args.seed, "warm_start_mode": args.warm_start}
+                   "seed": args.seed, "warm_start_mode": args.warm_start, "starts": args.starts}
             print(f"  RL {r['rl_step_time'] * 1e3:.3f} ms = {row['rl_vs_heuristic']:.3f} x heuristic, "
                   f"{row['rl_vs_lower_bound']:.3f} x lower bound; {r['steps']} steps, "
                   f"{r['samples_per_second']:.0f} samples/s, within 1% after {r['seconds_to_within_1pct']:.0f} s",
@@ -170,26 +192,46 @@ def run_all(args, out):
 def report(args, out) -> int:
     """Table, geometric mean and JSON from the kept rows of this budget."""
     rows = [json.loads(p.read_text()) for p in sorted((out / "rows").glob("*.json"))]
-    rows = [r for r in rows if r.get("budget_seconds") == args.budget_seconds]
+    rows = [r for r in rows if r.get("budget_seconds") == args.budget_seconds and r.get("starts", 1) == args.starts]
+    against = {}
+    for path in args.against:
+        earlier = json.loads(Path(path).read_text())
+        for r in earlier["rows"]:
+            against[r["graph"], r["cluster"]] = (r["rl_step_time"], earlier["args"]["budget_seconds"])
     rows.sort(key=lambda r: (r["graph"], r["cluster"]))
     ratios = [r["rl_vs_heuristic"] for r in rows if not r["rl_oom"]]
     geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios)) if ratios else math.nan
     header = ("| graph | ops | cluster | best heuristic | heuristic ms | RL ms | RL/heur | RL/LB | groups | steps "
-              "| samples/s | s to 1% of final |")
+              "| samples/s | s to 1% of final |" + (" earlier RL ms | vs earlier |" if against else ""))
     lines = [f"RL placer, budget {args.budget_seconds:g} s per graph and cluster, K={args.samples}, "
-             f"G<={args.groups}, warm start {args.warm_start}, seed {args.seed}, {len(rows)} runs", "", header,
-             "|" + "---|" * 12]
+             f"G<={args.groups}, warm start {args.warm_start}"
+             + (f" (race of {args.starts} starts)" if args.starts > 1 else "")
+             + f", seed {args.seed}, {len(rows)} runs", "", header, "|" + "---|" * (14 if against else 12)]
+    vs = []
     for r in rows:
-        lines.append(f"| {r['graph']} | {r['ops']} | {r['cluster']} | {r['best_heuristic']} | "
-                     f"{r['heuristic_step_time'] * 1e3:.3f} | {r['rl_step_time'] * 1e3:.3f} | "
-                     f"{r['rl_vs_heuristic']:.3f} | {r['rl_vs_lower_bound']:.3f} | {r['groups']} | {r['steps']} | "
-                     f"{r['samples_per_second']:.0f} | {r['seconds_to_within_1pct']:.0f} |")
+        line = (f"| {r['graph']} | {r['ops']} | {r['cluster']} | {r['best_heuristic']} | "
+                f"{r['heuristic_step_time'] * 1e3:.3f} | {r['rl_step_time'] * 1e3:.3f} | "
+                f"{r['rl_vs_heuristic']:.3f} | {r['rl_vs_lower_bound']:.3f} | {r['groups']} | {r['steps']} | "
+                f"{r['samples_per_second']:.0f} | {r['seconds_to_within_1pct']:.0f} |")
+        if against:
+            earlier = against.get((r["graph"], r["cluster"]))
+            if earlier:
+                vs.append(r["rl_step_time"] / earlier[0])
+                line += f" {earlier[0] * 1e3:.3f} ({earlier[1]:g} s) | {vs[-1] - 1:+.1%} |"
+            else:
+                line += " - | - |"
+        lines.append(line)
     lines += ["", f"geometric mean RL/heuristic: {geo:.3f} ({(1 - geo) * 100:.1f}% faster)"]
+    geo_vs = math.exp(sum(math.log(x) for x in vs) / len(vs)) if vs else None
+    if vs:
+        lines.append(f"geometric mean against the earlier results: {geo_vs:.3f} "
+                     f"(faster on {sum(x < 1 for x in vs)} of {len(vs)})")
     text = "\n".join(lines)
     print(text)
-    (out / f"bench_rl_{args.budget_seconds:g}s.md").write_text(text + "\n")
-    (out / f"bench_rl_{args.budget_seconds:g}s.json").write_text(json.dumps({"args": vars(args), "rows": rows,
-                                                    "geomean_rl_vs_heuristic": geo}, indent=1))
+    stem = f"bench_rl_{args.budget_seconds:g}s" + (f"_{args.starts}starts" if args.starts > 1 else "")
+    (out / f"{stem}.md").write_text(text + "\n")
+    (out / f"{stem}.json").write_text(json.dumps({"args": vars(args), "rows": rows, "geomean_rl_vs_heuristic": geo,
+                                                  "geomean_vs_earlier": geo_vs}, indent=1))
     return 0
 
 
