@@ -13,11 +13,12 @@ and one curve per run under ``bench/results/``.
 
 ``--starts K`` races K heuristic warm starts by successive halving
 (`placer.rl.race`, ``placer train --starts K``) instead of training from the
-fastest alone; ``--against`` names earlier results (``bench_rl_600s.json``) to
-set each row beside:
+fastest alone; ``--against`` names earlier results to set each row beside
+(a column pair per budget and start count; files alike merge):
 
     .venv/bin/python bench/bench_rl.py --budget-seconds 300 --starts 3 --clusters 4gpu \
-        --out bench/results/rl_race --against bench/results/rl/bench_rl_600s.json
+        --out bench/results/rl_race --against bench/results/rl/bench_rl_600s.json \
+        bench/results/rl_heldout/bench_rl_600s.json bench/results/rl_race/bench_rl_300s.json
 
 Each finished (graph, cluster) run is kept in ``OUT/rows/``; a rerun with the
 same budget skips those (so an interrupted benchmark resumes), and two
@@ -193,39 +194,35 @@ def report(args, out) -> int:
     """Table, geometric mean and JSON from the kept rows of this budget."""
     rows = [json.loads(p.read_text()) for p in sorted((out / "rows").glob("*.json"))]
     rows = [r for r in rows if r.get("budget_seconds") == args.budget_seconds and r.get("starts", 1) == args.starts]
-    against = {}
-    for path in args.against:
-        earlier = json.loads(Path(path).read_text())
-        for r in earlier["rows"]:
-            against[r["graph"], r["cluster"]] = (r["rl_step_time"], earlier["args"]["budget_seconds"])
+    against = _earlier_results(args.against)  # label -> {(graph, cluster): step time}
     rows.sort(key=lambda r: (r["graph"], r["cluster"]))
     ratios = [r["rl_vs_heuristic"] for r in rows if not r["rl_oom"]]
-    geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios)) if ratios else math.nan
+    geo = _geomean(ratios)
     header = ("| graph | ops | cluster | best heuristic | heuristic ms | RL ms | RL/heur | RL/LB | groups | steps "
-              "| samples/s | s to 1% of final |" + (" earlier RL ms | vs earlier |" if against else ""))
+              "| samples/s | s to 1% of final |" + "".join(f" {label} ms | vs {label} |" for label in against))
     lines = [f"RL placer, budget {args.budget_seconds:g} s per graph and cluster, K={args.samples}, "
              f"G<={args.groups}, warm start {args.warm_start}"
              + (f" (race of {args.starts} starts)" if args.starts > 1 else "")
-             + f", seed {args.seed}, {len(rows)} runs", "", header, "|" + "---|" * (14 if against else 12)]
-    vs = []
+             + f", seed {args.seed}, {len(rows)} runs", "", header, "|" + "---|" * (12 + 2 * len(against))]
+    vs = {label: [] for label in against}
     for r in rows:
         line = (f"| {r['graph']} | {r['ops']} | {r['cluster']} | {r['best_heuristic']} | "
                 f"{r['heuristic_step_time'] * 1e3:.3f} | {r['rl_step_time'] * 1e3:.3f} | "
                 f"{r['rl_vs_heuristic']:.3f} | {r['rl_vs_lower_bound']:.3f} | {r['groups']} | {r['steps']} | "
                 f"{r['samples_per_second']:.0f} | {r['seconds_to_within_1pct']:.0f} |")
-        if against:
-            earlier = against.get((r["graph"], r["cluster"]))
-            if earlier:
-                vs.append(r["rl_step_time"] / earlier[0])
-                line += f" {earlier[0] * 1e3:.3f} ({earlier[1]:g} s) | {vs[-1] - 1:+.1%} |"
+        for label, earlier in against.items():
+            step_time = earlier.get((r["graph"], r["cluster"]))
+            if step_time:
+                vs[label].append(r["rl_step_time"] / step_time)
+                line += f" {step_time * 1e3:.3f} | {vs[label][-1] - 1:+.1%} |"
             else:
                 line += " - | - |"
         lines.append(line)
     lines += ["", f"geometric mean RL/heuristic: {geo:.3f} ({(1 - geo) * 100:.1f}% faster)"]
-    geo_vs = math.exp(sum(math.log(x) for x in vs) / len(vs)) if vs else None
-    if vs:
-        lines.append(f"geometric mean against the earlier results: {geo_vs:.3f} "
-                     f"(faster on {sum(x < 1 for x in vs)} of {len(vs)})")
+    geo_vs = {label: _geomean(v) for label, v in vs.items() if v}
+    for label, g in geo_vs.items():
+        lines.append(f"geometric mean against {label}: {g:.3f} "
+                     f"(faster on {sum(x < 1 for x in vs[label])} of {len(vs[label])})")
     text = "\n".join(lines)
     print(text)
     stem = f"bench_rl_{args.budget_seconds:g}s" + (f"_{args.starts}starts" if args.starts > 1 else "")
@@ -233,6 +230,22 @@ def report(args, out) -> int:
     (out / f"{stem}.json").write_text(json.dumps({"args": vars(args), "rows": rows, "geomean_rl_vs_heuristic": geo,
                                                   "geomean_vs_earlier": geo_vs}, indent=1))
     return 0
+
+
+def _geomean(values) -> float:
+    return math.exp(sum(math.log(x) for x in values) / len(values)) if values else math.nan
+
+
+def _earlier_results(paths) -> dict[str, dict[tuple[str, str], float]]:
+    """Step times of earlier runs by label ("RL 600 s", "RL 300 s x3 starts"); files with one label merge."""
+    against: dict[str, dict[tuple[str, str], float]] = {}
+    for path in paths:
+        earlier = json.loads(Path(path).read_text())
+        starts = earlier["args"].get("starts", 1)
+        label = f"RL {earlier['args']['budget_seconds']:g} s" + (f" x{starts} starts" if starts > 1 else "")
+        for r in earlier["rows"]:
+            against.setdefault(label, {})[r["graph"], r["cluster"]] = r["rl_step_time"]
+    return against
 
 
 if __name__ == "__main__":
