@@ -67,12 +67,16 @@ def save(trainer: Trainer, directory: str | Path) -> Path:
 
 def load_state(directory: str | Path) -> dict[str, Any] | None:
     """The saved state of the run in `directory`, or None when there is none."""
-    path = Path(directory) / STATE_FILE
+    return read_state_file(Path(directory) / STATE_FILE, "trainer state", FORMAT)
+
+
+def read_state_file(path: Path, what: str, fmt: int) -> dict[str, Any] | None:
+    """A saved JSON state of format `fmt`, or None when `path` does not exist; a clear error when unreadable."""
     if not path.exists():
         return None
-    saved = read_json_file(path, "trainer state")
-    if not isinstance(saved, dict) or saved.get("format") != FORMAT:
-        raise PlacerError(f"trainer state {str(path)!r}: not a state file this version can read")
+    saved = read_json_file(path, what)
+    if not isinstance(saved, dict) or saved.get("format") != fmt:
+        raise PlacerError(f"{what} {str(path)!r}: not a state file this version can read")
     return saved
 
 

@@ -28,7 +28,7 @@ import numpy as np
 from placer.cluster import Cluster
 from placer.errors import PlacerError
 from placer.graph import OpGraph
-from placer.graph_io import read_json_file, write_atomic
+from placer.graph_io import write_atomic
 from placer.placement import Placement
 from placer.rl import checkpoint
 from placer.rl.trainer import (StepStats, TrainConfig, Trainer, TrainerState, ranked_heuristics,
@@ -224,13 +224,7 @@ class Race:
 
 def load_race_state(directory: str | Path) -> dict[str, Any] | None:
     """The saved state of the race in `directory`, or None when there is none."""
-    path = Path(directory) / STATE_FILE
-    if not path.exists():
-        return None
-    saved = read_json_file(path, "race state")
-    if not isinstance(saved, dict) or saved.get("format") != FORMAT:
-        raise PlacerError(f"race state {str(path)!r}: not a state file this version can read")
-    return saved
+    return checkpoint.read_state_file(Path(directory) / STATE_FILE, "race state", FORMAT)
 
 
 def restore_race(graph: OpGraph, cluster: Cluster, directory: str | Path, saved: dict[str, Any]) -> Race:
