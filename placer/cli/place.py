@@ -24,6 +24,9 @@ def add_parser(sub) -> None:
     p.add_argument("--best-of", type=int, default=None, metavar="K",
                    help="method rl with --policy: the best of the greedy placement and K seeded samples "
                         "(default 64, as the service answers; 0: greedy alone)")
+    p.add_argument("--starts", type=int, default=None, metavar="K",
+                   help="method rl: race REINFORCE from the K fastest distinct heuristic placements (2-8) by "
+                        "successive halving (as `placer train --starts`); not with --policy")
     p.add_argument("--refine-seconds", type=float, metavar="S",
                    help="then improve the placement by local search in the simulator (moves of whole op groups "
                         "to other devices) for up to S seconds; any method, step time objective")
@@ -65,6 +68,10 @@ def run(args) -> int:
         options["policy"] = args.policy
         if args.best_of is not None:
             options["best_of"] = args.best_of
+    if args.starts is not None:
+        if args.method != "rl":
+            raise PlacerError(f"--starts applies to method rl, not {args.method!r}")
+        options["starts"] = args.starts
     check_refine(args.refine_seconds, args.refine_sweeps, args.objective)
     placement = registry.place(args.method, graph, cluster, objective=args.objective, **options)
     if args.refine_seconds is not None:

@@ -20,12 +20,14 @@ DEFAULT_BUDGET_SECONDS = 60.0
 
 @register("rl", heuristic=False,
           description="learned: seq2seq policy trained by REINFORCE against the simulator "
-                      "(options: budget_seconds, seed, steps, samples, groups, warm_start; policy=DIR|'shipped' "
+                      "(options: budget_seconds, seed, steps, samples, groups, warm_start, starts=K races K "
+                      "heuristic warm starts; policy=DIR|'shipped' "
                       "places zero-shot with a pre-trained policy, best_of=K samples, budget_seconds/steps "
                       "then fine-tune it)")
 def rl(graph: OpGraph, cluster: Cluster, *, budget_seconds: float | None = None, seed: int = 0,
        steps: int | None = None, samples: int | None = None, groups: int | None = None,
-       warm_start: str = "heuristic", policy: str | None = None, best_of: int | None = None) -> Placement:
+       warm_start: str = "heuristic", policy: str | None = None, best_of: int | None = None,
+       starts: int = 1) -> Placement:
     """Train a placement policy for `budget_seconds` (or `steps`) and return the best placement it found.
 
     With `policy`, start from a pre-trained policy instead: without a budget
@@ -43,6 +45,8 @@ def rl(graph: OpGraph, cluster: Cluster, *, budget_seconds: float | None = None,
     policy : a pre-trained policy folder (`placer pretrain`), or ``"shipped"`` for the package's own.
     best_of : zero-shot decoding: 0 greedy, K the best of greedy plus K seeded samples (default
         `placer.rl.zero_shot.DEFAULT_SAMPLES`, as the service answers).
+    starts : race REINFORCE from this many of the fastest distinct heuristic placements by
+        successive halving (`placer.rl.race`); 1 trains from the fastest alone.
 
     Raises
     ------
@@ -51,6 +55,7 @@ def rl(graph: OpGraph, cluster: Cluster, *, budget_seconds: float | None = None,
     """
     from placer.rl.trainer import TrainConfig, Trainer, train
 
+    _check_starts(starts, policy, warm_start)
     if policy is not None and budget_seconds is None and steps is None:
         return _zero_shot(graph, cluster, policy, best_of, seed, groups)
     if budget_seconds is None:
@@ -62,6 +67,8 @@ def rl(graph: OpGraph, cluster: Cluster, *, budget_seconds: float | None = None,
         raise PlacerError(f"rl: steps must be a positive integer, got {steps!r}")
     options = {k: v for k, v in (("samples", samples), ("groups", groups)) if v is not None}
     config = TrainConfig(seed=seed, warm_start=warm_start, **options)
+    if starts > 1:
+        return _race(graph, cluster, config, starts, float(budget_seconds), steps)
     if policy is not None:
         from placer.rl.finetune import fine_tuner
 
@@ -70,6 +77,35 @@ def rl(graph: OpGraph, cluster: Cluster, *, budget_seconds: float | None = None,
         trainer = Trainer(graph, cluster, config)
     train(trainer, budget_seconds=float(budget_seconds), max_steps=steps)
     return trainer.best_placement()
+
+
+def _check_starts(starts, policy: str | None, warm_start: str) -> None:
+    from placer.rl.race import MAX_STARTS
+
+    if isinstance(starts, bool) or not isinstance(starts, int) or not 1 <= starts <= MAX_STARTS:
+        raise PlacerError(f"rl: starts must be an integer from 1 to {MAX_STARTS}, got {starts!r}")
+    if starts > 1 and (policy is not None or warm_start != "heuristic"):
+        raise PlacerError("rl: starts races heuristic warm starts; it does not go with "
+                          + ("policy" if policy is not None else f"warm_start {warm_start!r}"))
+
+
+def _race(graph: OpGraph, cluster: Cluster, config, starts: int, budget_seconds: float,
+          steps: int | None) -> Placement:
+    """Race `starts` heuristic warm starts (finding them counts against the budget)."""
+    import time
+
+    from placer.rl.race import Race, race_starts
+    from placer.rl.trainer import Trainer, train
+
+    t0 = time.perf_counter()
+    found = race_starts(graph, cluster, starts, config)
+    if len(found) == 1:  # every heuristic places it alike: nothing to race
+        trainer = Trainer(graph, cluster, config, reference=found[0])
+        train(trainer, budget_seconds=budget_seconds - (time.perf_counter() - t0), max_steps=steps)
+        return trainer.best_placement()
+    race = Race(graph, cluster, config, found, heuristic_seconds=time.perf_counter() - t0)
+    race.run(budget_seconds=budget_seconds, max_steps=steps)
+    return race.best_placement()
 
 
 def _load(policy: str):

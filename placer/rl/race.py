@@ -158,13 +158,13 @@ class Race:
             should_stop: Callable[[], bool] = lambda: False) -> str:
         """Race until the budget (seconds) or step count of the whole race is spent, as `train` does.
 
-        The rounds split the seconds when a budget is given, else the steps;
-        a step count given with a budget caps the race's steps in all.
+        The rounds split the steps when a step count is given (a budget given
+        too then caps the race's seconds in all), else the seconds.
         Returns ``"done"`` or ``"interrupted"``.
         """
         if budget_seconds is None and max_steps is None:
             raise PlacerError("give a time budget or a number of steps")
-        by_seconds = budget_seconds is not None
+        by_seconds = max_steps is None
         total = (budget_seconds - self.heuristic_seconds) if by_seconds else float(max_steps)
         rounds = halving_schedule(len(self.arms), max(total, 0.0))
 
@@ -183,19 +183,22 @@ class Race:
                 left = None if max_steps is None else max_steps - self.state.step
                 if left is not None and left <= 0:
                     return "done"
-                if last:  # the one start left has whatever the race has left (budgets may change on resume)
-                    target = (arm.state.elapsed_seconds + budget_seconds - self.state.elapsed_seconds if by_seconds
-                              else arm.state.step + left)
+                # what the whole race has left, in this start's own clock (budgets may change on resume)
+                seconds_left = (None if budget_seconds is None
+                                else arm.state.elapsed_seconds + budget_seconds - self.state.elapsed_seconds)
                 if by_seconds:
+                    target = seconds_left if last else target  # the one start left has the rest
                     if arm.state.elapsed_seconds >= target and arm.state.step > 0:
                         continue
-                    reason = train(arm, budget_seconds=target, on_step=relay, should_stop=should_stop,
-                                   max_steps=None if left is None else arm.state.step + left)
+                    reason = train(arm, budget_seconds=target, on_step=relay, should_stop=should_stop)
                 else:
-                    goal = min(max(1, math.floor(target)), arm.state.step + left)
+                    if seconds_left is not None and seconds_left <= arm.state.elapsed_seconds:
+                        return "done"
+                    goal = arm.state.step + left if last else min(max(1, math.floor(target)), arm.state.step + left)
                     if arm.state.step >= goal:
                         continue
-                    reason = train(arm, max_steps=goal, on_step=relay, should_stop=should_stop)
+                    reason = train(arm, max_steps=goal, budget_seconds=seconds_left, on_step=relay,
+                                   should_stop=should_stop)
                 if reason == "interrupted":
                     return "interrupted"
             if last:

@@ -33,6 +33,10 @@ def test_place_json_output(graph_file, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--method", "nope", "--cluster", "2gpu"], "unknown method 'nope'"),
     (["--method", "heft", "--cluster", "nowhere"], "unknown cluster 'nowhere'"),
+    (["--method", "heft", "--cluster", "2gpu", "--starts", "3"], "--starts applies to method rl, not 'heft'"),
+    (["--method", "rl", "--cluster", "2gpu", "--starts", "9"], "starts must be an integer from 1 to 8"),
+    (["--method", "rl", "--cluster", "2gpu", "--starts", "2", "--policy", "shipped"],
+     "starts races heuristic warm starts; it does not go with policy"),
 ])
 def test_place_bad_input_is_one_line(graph_file, capsys, argv, message):
     assert main(["place", str(graph_file), *argv]) == 1

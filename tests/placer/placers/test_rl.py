@@ -25,7 +25,21 @@ def test_rl_places_every_op_and_is_scored():
     ({"budget_seconds": "soon"}, "budget_seconds must be a positive number"),
     ({"steps": 0}, "steps must be a positive integer"),
     ({"warm_start": "hot"}, "warm_start must be one of"),
+    ({"starts": 0}, "starts must be an integer from 1 to 8"),
+    ({"starts": 2.5}, "starts must be an integer from 1 to 8"),
+    ({"starts": 2, "warm_start": "none"}, "starts races heuristic warm starts; it does not go with warm_start 'none'"),
 ])
 def test_bad_options_are_refused(options, message):
     with pytest.raises(PlacerError, match=message):
         registry.place("rl", layered_graph(10), presets.get("2gpu"), **options)
+
+
+def test_starts_races_heuristic_warm_starts():
+    """starts=3 trains from three different heuristics and returns the fastest placement any of them found."""
+    g = layered_graph(40, seed=1)
+    p = registry.place("rl", g, presets.get("4gpu"), budget_seconds=600, steps=12, samples=4, groups=8, starts=3)
+    race = p.meta["race"]
+    assert len(race["starts"]) == 3 and len({s["heuristic"] for s in race["starts"]}) == 3
+    assert sum(s["steps"] for s in race["starts"]) == 12
+    assert p.step_time == pytest.approx(min(s["best_step_time"] for s in race["starts"]))
+    assert len(p.devices) == 40 and p.method == "rl"
