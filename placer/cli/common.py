@@ -207,3 +207,14 @@ def human_seconds(s: float | None) -> str:
     if s >= 1e-3:
         return f"{s * 1e3:.3f} ms"
     return f"{s * 1e6:.1f} us"
+
+
+def race_line(race: dict) -> str:
+    """One line on a race of warm starts (``meta["race"]``): where each start began, ended, and when it was dropped."""
+    def one(r: dict) -> str:
+        best = human_seconds(r["best_step_time"]) if r["best_step_time"] is not None else "not trained"
+        dropped = r["dropped_after_round"]
+        return (f"{r['heuristic']} {human_seconds(r['heuristic_step_time'])} -> {best} ({r['steps']} steps, "
+                f"{r['elapsed_seconds']:.0f} s" + (f", dropped after round {dropped + 1})" if dropped is not None
+                                                     else ")"))
+    return "raced warm starts: " + "; ".join(one(r) for r in race["starts"])

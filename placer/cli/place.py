@@ -48,7 +48,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from placer.cli.common import check_refine, human_bytes, human_seconds, load_graph_and_cluster, print_json
+    from placer.cli.common import (check_refine, human_bytes, human_seconds, load_graph_and_cluster, print_json,
+                                   race_line)
     from placer.errors import PlacerError
     from placer.placement import save_placement
     from placer.placers import registry
@@ -95,6 +96,8 @@ def run(args) -> int:
         r = placement.meta["refined"]
         print(f"  refined by local search from {human_seconds(r['start_step_time'])}: {r['moves']} group move(s) in "
               f"{r['sweeps']} sweep(s), {r['seconds']:.2f} s" + (" (a local optimum)" if r["local_optimum"] else ""))
+    if "race" in placement.meta:
+        print("  " + race_line(placement.meta["race"]))
     if "ignored_objective" in placement.meta:
         print(f"  ({placement.method} does not optimise {placement.meta['ignored_objective']}; it placed as usual)")
     for dev in cluster.device_names:

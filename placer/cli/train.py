@@ -340,12 +340,9 @@ class _Session:
                   f"(lower bound {_ms(self.trainer.sim.lower_bound)}{heur})")
             race = self.trainer.state.warm_start.get("race")
             if race:
-                print("raced warm starts: " + "; ".join(
-                    f"{r['heuristic']} {_ms(r['heuristic_step_time'])} -> "
-                    f"{_ms(r['best_step_time']) if r['best_step_time'] is not None else 'not trained'} "
-                    f"({r['steps']} steps, {r['elapsed_seconds']:.0f} s"
-                    + (f", dropped after round {r['dropped_after_round'] + 1})" if r['dropped_after_round'] is not None
-                       else ")") for r in race["starts"]))
+                from placer.cli.common import race_line
+
+                print(race_line(race))
             print(f"wrote {self.out / 'best_placement.json'}, history.csv, curve.png")
             if refined:
                 r = refined.meta["refined"]

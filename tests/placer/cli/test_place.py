@@ -84,3 +84,14 @@ def test_bad_refine_seconds_are_one_line(graph_file, capsys, argv, message):
     assert main(["place", str(graph_file), "--cluster", "2gpu", "--method", "single", *argv]) == 1
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+
+def test_rl_with_starts_races_and_says_how_each_start_did(graph_file, capsys):
+    """Every start trains at least one step, however small the budget; the output names each one."""
+    assert main(["place", str(graph_file), "--cluster", "4gpu", "--method", "rl", "--starts", "2",
+                 "--budget-seconds", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "by rl: step time" in out
+    line = next(x for x in out.splitlines() if "raced warm starts: " in x)
+    assert line.count(" steps, ") == 2 and "not trained" not in line
