@@ -69,8 +69,8 @@ def run_rl(graph, cluster, args, curve_path, reference):
     With ``--starts K`` the K fastest distinct heuristics are raced (running
     them again to rank them is not counted, as the heuristics' time is not).
     """
-    from placer.rl.race import Race, race_starts
-    from placer.rl.trainer import TrainConfig, Trainer, train
+    from placer.rl.race import Race, race_starts, run
+    from placer.rl.trainer import TrainConfig, Trainer
 
     config = TrainConfig(samples=args.samples, groups=args.groups, seed=args.seed, warm_start=args.warm_start)
     t0 = time.perf_counter()
@@ -83,10 +83,7 @@ def run_rl(graph, cluster, args, curve_path, reference):
     def on_step(s):
         curve.append((s.elapsed_seconds, s.best_step_time, s.min_step_time, s.mean_step_time))
 
-    if args.starts > 1:
-        trainer.run(budget_seconds=args.budget_seconds, on_step=on_step)
-    else:
-        train(trainer, budget_seconds=args.budget_seconds, on_step=on_step)
+    run(trainer, budget_seconds=args.budget_seconds, on_step=on_step)
     wall = time.perf_counter() - t0
     st = trainer.state
     final = st.best.step_time

@@ -138,7 +138,9 @@ class _Session:
 
     @property
     def racing(self) -> bool:
-        return hasattr(self.trainer, "arms")
+        from placer.rl.race import Race
+
+        return isinstance(self.trainer, Race)
 
     # -- set-up ----------------------------------------------------------------
     def _make_trainer(self):
@@ -190,18 +192,14 @@ class _Session:
     def _new_race(self, graph, cluster, config, count: int):
         """A race of the `count` fastest distinct heuristics; where they all agree, a run from that one."""
         import sys
-        import time
 
-        from placer.rl.race import Race, race_starts
-        from placer.rl.trainer import Trainer
+        from placer.rl.race import Race, race_or_trainer
 
-        t0 = time.perf_counter()
-        starts = race_starts(graph, cluster, count, config)
-        if len(starts) > 1:
-            return Race(graph, cluster, config, starts, heuristic_seconds=time.perf_counter() - t0)
-        print(f"note: the heuristics place {graph.name!r} on {cluster.name!r} all alike; training from "
-              f"{starts[0][0]} alone", file=sys.stderr)
-        return Trainer(graph, cluster, config, reference=starts[0])
+        trainer = race_or_trainer(graph, cluster, config, count)
+        if not isinstance(trainer, Race):
+            print(f"note: the heuristics place {graph.name!r} on {cluster.name!r} all alike; training from "
+                  f"{trainer.reference[0]} alone", file=sys.stderr)
+        return trainer
 
     def _resume_race(self, graph, cluster, raced: dict, given: dict):
         from placer.errors import PlacerError
@@ -256,10 +254,10 @@ class _Session:
         return 0
 
     def _loop(self, resumed: bool) -> str:
-        import functools
         import time
 
-        from placer.rl.trainer import PENDING_IMITATION, train
+        from placer.rl import race
+        from placer.rl.trainer import PENDING_IMITATION
 
         trainer = self.trainer
         history = _History(self.out / "history.csv", keep_until=trainer.state.step if resumed else 0)
@@ -285,9 +283,8 @@ class _Session:
                 last_save = time.monotonic()
 
         try:
-            run = trainer.run if self.racing else functools.partial(train, trainer)
-            return run(budget_seconds=self.budget, max_steps=self.args.steps, on_step=on_step,
-                       should_stop=lambda: self.stop.requested)
+            return race.run(trainer, budget_seconds=self.budget, max_steps=self.args.steps, on_step=on_step,
+                            should_stop=lambda: self.stop.requested)
         finally:
             bar.close()
             history.close()

@@ -92,20 +92,11 @@ def _check_starts(starts, policy: str | None, warm_start: str) -> None:
 def _race(graph: OpGraph, cluster: Cluster, config, starts: int, budget_seconds: float,
           steps: int | None) -> Placement:
     """Race `starts` heuristic warm starts (finding them counts against the budget)."""
-    import time
+    from placer.rl.race import race_or_trainer, run
 
-    from placer.rl.race import Race, race_starts
-    from placer.rl.trainer import Trainer, train
-
-    t0 = time.perf_counter()
-    found = race_starts(graph, cluster, starts, config)
-    if len(found) == 1:  # every heuristic places it alike: nothing to race
-        trainer = Trainer(graph, cluster, config, reference=found[0])
-        train(trainer, budget_seconds=budget_seconds - (time.perf_counter() - t0), max_steps=steps)
-        return trainer.best_placement()
-    race = Race(graph, cluster, config, found, heuristic_seconds=time.perf_counter() - t0)
-    race.run(budget_seconds=budget_seconds, max_steps=steps)
-    return race.best_placement()
+    trainer = race_or_trainer(graph, cluster, config, starts)
+    run(trainer, budget_seconds=budget_seconds, max_steps=steps)
+    return trainer.best_placement()
 
 
 def _load(policy: str):

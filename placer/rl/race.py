@@ -62,6 +62,26 @@ def race_starts(graph: OpGraph, cluster: Cluster, count: int, config: TrainConfi
     return starts
 
 
+def race_or_trainer(graph: OpGraph, cluster: Cluster, config: TrainConfig, count: int) -> Race | Trainer:
+    """A race of the `count` fastest distinct heuristics, or, where they all place alike, a `Trainer` from that one.
+
+    Finding the starts counts against the budget either way.
+    """
+    t0 = time.perf_counter()
+    starts = race_starts(graph, cluster, count, config)
+    seconds = time.perf_counter() - t0
+    if len(starts) > 1:
+        return Race(graph, cluster, config, starts, heuristic_seconds=seconds)
+    trainer = Trainer(graph, cluster, config, reference=starts[0])
+    trainer.setup_seconds += seconds
+    return trainer
+
+
+def run(trainer: Race | Trainer, **kwargs) -> str:
+    """Train a race or a single `Trainer` alike (the arguments of `train`)."""
+    return trainer.run(**kwargs) if isinstance(trainer, Race) else train(trainer, **kwargs)
+
+
 def halving_schedule(starts: int, total: float) -> list[tuple[int, float]]:
     """Rounds of successive halving: ``(starts still running, each one's cumulative budget)``.
 
@@ -187,10 +207,10 @@ class Race:
                 seconds_left = (None if budget_seconds is None
                                 else arm.state.elapsed_seconds + budget_seconds - self.state.elapsed_seconds)
                 if by_seconds:
-                    target = seconds_left if last else target  # the one start left has the rest
-                    if arm.state.elapsed_seconds >= target and arm.state.step > 0:
+                    until = seconds_left if last else target  # the one start left has the rest
+                    if arm.state.elapsed_seconds >= until and arm.state.step > 0:
                         continue
-                    reason = train(arm, budget_seconds=target, on_step=relay, should_stop=should_stop)
+                    reason = train(arm, budget_seconds=until, on_step=relay, should_stop=should_stop)
                 else:
                     if seconds_left is not None and seconds_left <= arm.state.elapsed_seconds:
                         return "done"

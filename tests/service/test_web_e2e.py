@@ -13,6 +13,7 @@ import os
 import signal
 from pathlib import Path
 
+import httpx2 as httpx
 import pytest
 
 from tests.service.conftest import tiny_graph
@@ -133,8 +134,6 @@ def test_upload_place_timeline_and_train(browser, server, tmp_path):
     assert d.find_elements(By.CSS_SELECTOR, "#curve path.curve-best")
     assert "best placement so far" in find("#job-result").text
     assert find("#jobs-table tbody tr").text.split()[0].startswith("j_")
-    import httpx2 as httpx
-
     (job,) = httpx.get(f"{server.url}/v1/jobs").json()["data"]
     assert job["options"] == {"starts": 2}
     _shot(d, "web-jobs.png")

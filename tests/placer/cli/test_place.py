@@ -86,7 +86,6 @@ def test_bad_refine_seconds_are_one_line(graph_file, capsys, argv, message):
     assert message in err and err.count("\n") == 1
 
 
-
 def test_rl_with_starts_races_and_says_how_each_start_did(graph_file, capsys):
     """Every start trains at least one step, however small the budget; the output names each one."""
     assert main(["place", str(graph_file), "--cluster", "4gpu", "--method", "rl", "--starts", "2",

@@ -4,8 +4,8 @@ import pytest
 
 from placer import presets
 from placer.errors import PlacerError
-from placer.rl.race import Race, halving_schedule, load_race_state, race_starts, restore_race
-from placer.rl.trainer import TrainConfig, ranked_heuristics
+from placer.rl.race import Race, halving_schedule, load_race_state, race_or_trainer, race_starts, restore_race
+from placer.rl.trainer import TrainConfig, Trainer, ranked_heuristics
 from placer.synthetic import layered_graph
 
 
@@ -93,3 +93,22 @@ def test_a_race_needs_heuristic_starts(graph, cluster):
         Race(graph, cluster, _config(warm_start="none"), race_starts(graph, cluster, 2, _config()))
     with pytest.raises(PlacerError, match="2 to 8 distinct starts"):
         Race(graph, cluster, _config(), race_starts(graph, cluster, 1, _config()))
+
+
+
+def test_where_every_heuristic_places_alike_one_trainer_runs_and_finding_the_starts_counts(graph, cluster,
+                                                                                         monkeypatch):
+    import time
+
+    from placer.rl import race as race_module
+
+    def slow_starts(*args):  # finding the starts takes at least 0.2 s
+        time.sleep(0.2)
+        return race_starts(*args)
+
+    monkeypatch.setattr(race_module, "race_starts", slow_starts)
+    race = race_or_trainer(graph, cluster, _config(), 3)
+    assert isinstance(race, Race) and len(race.arms) == 3 and race.heuristic_seconds >= 0.2
+    alone = race_or_trainer(graph, presets.get("local:1"), _config(), 3)  # one device: one placement
+    assert isinstance(alone, Trainer) and alone.reference[0].startswith("single_device:")
+    assert alone.setup_seconds >= 0.2
