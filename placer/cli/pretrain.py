@@ -33,6 +33,9 @@ def add_parser(sub) -> None:
     p.add_argument("--samples", type=int, default=None, metavar="K", help="samples per REINFORCE step (default 16)")
     p.add_argument("--hidden", type=int, default=None, help="LSTM units (default 64, or the --init policy's)")
     p.add_argument("--seed", type=int, default=None, help="seed of weights and samples (default 0)")
+    p.add_argument("--load-aware", action="store_true", default=None,
+                   help="the decoder also reads each device's load so far (compute, memory, share of the group's "
+                        "inputs); with --init, its load weights start at zero (default: as the --init policy)")
     p.add_argument("--teachers", nargs="+", default=None, metavar="METHOD",
                    help="heuristics whose fastest placement each graph imitates first "
                         "(default: the fast ones, single expert metis heft m_topo)")
@@ -84,13 +87,14 @@ def run(args) -> int:
         from placer.rl.saved_policy import load_policy
 
         start = load_policy(args.init)
-        defaults = {"hidden": start.hidden, "groups": start.groups, "imitation_fraction": 0.0}
+        defaults = {"hidden": start.hidden, "groups": start.groups, "imitation_fraction": 0.0,
+                    "load_aware": start.load_aware}
     else:
         defaults = {}
     given = {k: v for k, v in (("groups", args.groups), ("samples", args.samples), ("hidden", args.hidden),
                                ("seed", args.seed), ("teachers", args.teachers and tuple(args.teachers)),
                                ("imitation_fraction", args.imitation_fraction), ("export", args.export),
-                               ("refine_teachers", args.refine_teachers))
+                               ("refine_teachers", args.refine_teachers), ("load_aware", args.load_aware))
              if v is not None}
     config = pretrain.PretrainConfig(**{**defaults, **given}).check()
     card = pretrain.exported_card(out) if resuming else {}

@@ -9,6 +9,7 @@ weight reads 1) and passed through ``log1p``.
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 import numpy as np
 
@@ -34,6 +35,8 @@ OP_CATEGORIES: list[tuple[str, re.Pattern]] = [
 CATEGORY_NAMES = [name for name, _ in OP_CATEGORIES] + ["other"]
 NUM_GROUP_FEATURES = len(CATEGORY_NAMES) + 14
 NUM_DEVICE_FEATURES = 7
+NUM_LOAD_FEATURES = 4
+"""Per device, while a load-aware decoder places groups one by one (`load_features`)."""
 
 
 def op_category(op_type: str) -> int:
@@ -175,3 +178,60 @@ def device_features(cluster: Cluster) -> np.ndarray:
     ], axis=1).astype(np.float32)
     assert feats.shape[1] == NUM_DEVICE_FEATURES
     return feats
+
+
+class DecodeContext(NamedTuple):
+    """What a load-aware decoder (`placer.rl.policy.PolicyConfig.load_aware`) needs to know, as it places
+    the groups one by one, about the devices' load so far: the same shares and ratios as the features, so
+    it too reads any graph on any cluster."""
+
+    inflow: np.ndarray
+    """``[G, G]`` float32: row j, column t, the share of group t's input bytes that group j produces."""
+    compute: np.ndarray
+    """``[G]`` float32: each group's share of the graph's compute time (on the fastest device)."""
+    memory: np.ndarray
+    """``[G]`` float32: each group's weights and outputs relative to the smallest device's memory."""
+    capacity: np.ndarray
+    """``[D]`` float32: each device's memory relative to the smallest device's."""
+
+
+def decode_context(graph: OpGraph, cluster: Cluster, grouping: Grouping, times: np.ndarray) -> DecodeContext:
+    """The `DecodeContext` of a grouped graph (each tensor counted once per consuming group)."""
+    G = grouping.num_groups
+    gid = grouping.group_of_op
+    out = np.array([op.output_bytes for op in graph.ops], dtype=np.float64)
+    p_off, p_idx = graph.predecessors
+    dst_group = np.repeat(gid, np.diff(p_off))
+    pairs = np.unique(np.stack([p_idx, dst_group]), axis=1) if len(p_idx) else np.zeros((2, 0), int)
+    src, dst = pairs
+    cross = gid[src] != dst
+    inflow = np.zeros((G, G))
+    np.add.at(inflow, (gid[src[cross]], dst[cross]), out[src[cross]])
+    received = inflow.sum(axis=0)
+    inflow /= np.where(received > 0, received, 1.0)[None, :]
+    fast = times.min(axis=1)
+    compute = np.bincount(gid, weights=fast, minlength=G)
+    compute = compute / compute.sum() if compute.sum() > 0 else np.full(G, 1.0 / G)
+    params = np.array([op.param_bytes for op in graph.ops], dtype=np.float64)
+    mem = np.array([d.memory_bytes for d in cluster.devices], dtype=np.float64)
+    memory = np.bincount(gid, weights=params + out, minlength=G) / mem.min()
+    return DecodeContext(inflow.astype(np.float32), compute.astype(np.float32), memory.astype(np.float32),
+                         (mem / mem.min()).astype(np.float32))
+
+
+def load_features(load: np.ndarray, memory: np.ndarray, inflow: np.ndarray, progress: float,
+                  own_memory: float, capacity: np.ndarray) -> np.ndarray:
+    """Features ``[K, D, NUM_LOAD_FEATURES]`` (float32) of each device before group t is placed, for K
+    placements (`placer.rl.policy.PlacementPolicy.decode` computes the same in TensorFlow).
+
+    `load` ``[K, D]``: compute shares placed on each device so far; `memory` ``[K, D]``: memory placed
+    (`DecodeContext.memory` units); `inflow` ``[K, D]``: share of group t's input bytes already on each
+    device; `progress`: the compute share placed so far (all devices); `own_memory`: group t's memory;
+    `capacity` ``[D]``. Columns: load above the fair share, in fair shares (0 when every device has the
+    same); memory use if t goes there, as a share of the device (at most 2); 1 if that overflows it;
+    the share of t's inputs already there.
+    """
+    excess = load * load.shape[-1] - progress
+    use = (memory + own_memory) / capacity
+    return np.stack([excess, np.minimum(use, 2.0), (use > 1.0).astype(np.float32), inflow], axis=-1
+                    ).astype(np.float32)

@@ -88,7 +88,7 @@ class FineTuner(Trainer):
 
 def fine_tune_config(policy: SavedPolicy, config: TrainConfig | None = None, heuristic: bool = False) -> TrainConfig:
     """`config` (or the defaults) with the policy's sizes, and the heuristic warm start only if asked for."""
-    return replace(config or TrainConfig(), groups=policy.groups, hidden=policy.hidden,
+    return replace(config or TrainConfig(), groups=policy.groups, hidden=policy.hidden, load_aware=policy.load_aware,
                    warm_start="heuristic" if heuristic else "none")
 
 
@@ -159,7 +159,7 @@ def start_from_policy(trainer: Trainer, policy: SavedPolicy, samples: int = DEFA
     from placer.rl.features import device_features
 
     candidates = candidate_placements(policy, trainer.group_feats.numpy(), device_features(trainer.cluster), samples,
-                                      trainer.config.seed)
+                                      trainer.config.seed, trainer.context)
     step_time, oom, _ = trainer.score(candidates)
     k = fastest(step_time, oom)
     trainer.state.best = Best(float(step_time[k]), bool(oom[k]), candidates[k].tolist(), 0, 0.0)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from placer.rl.features import DecodeContext, load_features
+
 LOGIT_GAIN = 4.0  # as in PlacementPolicy.decode
 
 
@@ -44,7 +46,8 @@ def encode(weights: dict[str, np.ndarray], groups: np.ndarray) -> np.ndarray:
 
 def decode(weights: dict[str, np.ndarray], groups: np.ndarray, devices: np.ndarray, num_samples: int = 1,
            greedy: bool = True, rng: np.random.Generator | None = None,
-           actions: np.ndarray | None = None, temperature: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+           actions: np.ndarray | None = None, temperature: float = 1.0,
+           context: DecodeContext | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Decode placements of groups.
 
     Parameters
@@ -57,6 +60,8 @@ def decode(weights: dict[str, np.ndarray], groups: np.ndarray, devices: np.ndarr
     actions : ``[K, G]`` placements to score instead of choosing (teacher forcing).
     temperature : divides the logits, as in `PlacementPolicy.decode` (above 1 spreads the samples; the
         greedy placement is the same at every temperature). Log-probabilities are of the tempered softmax.
+    context : the groups' `placer.rl.features.DecodeContext`; needed, and only read, by a load-aware
+        policy (one with ``load_w``).
 
     Returns
     -------
@@ -87,6 +92,15 @@ def decode(weights: dict[str, np.ndarray], groups: np.ndarray, devices: np.ndarr
     w_ctx = w_dec[H2 + hidden:H2 + hidden + H2]
     w_h = w_dec[H2 + hidden + H2:]
     att_dec, out_w, out_b = weights["att_dec"], weights["out_w"], weights["out_b"]
+    load_w = weights.get("load_w")
+    if load_w is not None:
+        if context is None:
+            raise ValueError("a load-aware policy decodes with a DecodeContext")
+        D = len(devices)
+        load = np.zeros((K, D), np.float32)
+        mem = np.zeros((K, D), np.float32)
+        flow = np.zeros((K, G, D), np.float32)
+        progress = np.float32(0.0)
     for t in range(G):
         scores = (h @ att_dec) @ keys.T * att_scale  # [K, G]
         scores -= scores.max(axis=1, keepdims=True)
@@ -98,7 +112,11 @@ def decode(weights: dict[str, np.ndarray], groups: np.ndarray, devices: np.ndarr
         c = _sigmoid(gates[:, H:2 * H]) * c + _sigmoid(gates[:, :H]) * np.tanh(gates[:, 2 * H:3 * H])
         h = _sigmoid(gates[:, 3 * H:]) * np.tanh(c)
         o_ = np.tanh(np.concatenate([h, ctx], 1) @ out_w + out_b)
-        logits = (o_ @ dev.T) * scale  # [K, D]
+        logits = o_ @ dev.T  # [K, D]
+        if load_w is not None:
+            feats = load_features(load, mem, flow[:, t, :], progress, context.memory[t], context.capacity)
+            logits = logits + np.einsum("kds,ks->kd", feats, o_ @ load_w.T)
+        logits = logits * scale
         logits = logits - logits.max(axis=1, keepdims=True)
         logq = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
         if actions is not None:
@@ -110,4 +128,10 @@ def decode(weights: dict[str, np.ndarray], groups: np.ndarray, devices: np.ndarr
         logp += logq[np.arange(K), a]
         prev = dev[a]
         out[:, t] = a
+        if load_w is not None:
+            rows = np.arange(K)
+            load[rows, a] += context.compute[t]
+            mem[rows, a] += context.memory[t]
+            flow[rows, :, a] += context.inflow[t]
+            progress += context.compute[t]
     return out, logp

@@ -13,6 +13,14 @@ any cluster:
   slot embedding (so identical GPUs stay distinguishable). The number of
   devices is therefore an input, up to `MAX_DEVICES`.
 
+Optionally (``load_aware``, after Placeto's view of the placement so far) each
+device's embedding at step t also reads how loaded the device already is:
+compute and memory placed on it, and how much of group t's input it holds
+(`placer.rl.features.load_features`). That is what a list scheduler decides
+by, and unlike the LSTM's memory of earlier choices it means the same on
+every graph. Its weights start at zero, so a policy trained without it
+behaves the same until trained with it.
+
 Every pass is compiled with ``tf.function(jit_compile=True)``: XLA turns the
 decoder loop into one kernel, which is what makes a step cheap on a CPU.
 """
@@ -23,6 +31,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import tensorflow as tf
+
+from placer.rl.features import NUM_LOAD_FEATURES, DecodeContext
 
 MAX_DEVICES = 64
 
@@ -39,6 +49,9 @@ class PolicyConfig:
     """LSTM units of the encoder (per direction) and of the decoder."""
     attention: int = 64
     """Width of the attention's hidden layer."""
+    load_aware: bool = False
+    """Device embeddings also read the devices' load so far (module docstring); decoding then needs a
+    `placer.rl.features.DecodeContext`."""
 
 
 class LSTMState(NamedTuple):
@@ -109,6 +122,8 @@ class PlacementPolicy(tf.Module):
         self.att_dec = _glorot([H, A], "attention_dec")
         self.out_w = _glorot([3 * H, H], "out_w")
         self.out_b = tf.Variable(tf.zeros([H]), name="out_b")
+        if config.load_aware:
+            self.load_w = tf.Variable(tf.zeros([NUM_LOAD_FEATURES, H]), name="load_w")
 
     # -- building blocks ---------------------------------------------------
     def encode(self, groups: tf.Tensor) -> tf.Tensor:
@@ -133,7 +148,7 @@ class PlacementPolicy(tf.Module):
 
     def decode(self, groups: tf.Tensor, devices: tf.Tensor, num_samples: int, seed: tf.Tensor,
                actions: tf.Tensor | None = None, greedy: bool = False,
-               temperature: tf.Tensor | float = 1.0) -> Decoded:
+               temperature: tf.Tensor | float = 1.0, context: DecodeContext | None = None) -> Decoded:
         """One decoder pass over all groups for `num_samples` placements at once.
 
         Parameters
@@ -146,7 +161,12 @@ class PlacementPolicy(tf.Module):
         greedy : take the most likely device instead of sampling.
         temperature : divides the logits (above 1 flattens the softmax; fine-tuning a confident
             pre-trained policy uses it to explore, `placer.rl.finetune`).
+        context : the groups' `placer.rl.features.DecodeContext` (arrays or tensors); needed, and only
+            read, when the policy is ``load_aware``.
         """
+        load_aware = self.config.load_aware
+        if load_aware and context is None:
+            raise ValueError("a load-aware policy decodes with a DecodeContext")
         enc = self.encode(groups)  # [G, 2H]
         dev = self.embed_devices(devices)  # [D, H]
         keys = tf.matmul(enc, self.att_enc)  # [G, A]
@@ -159,6 +179,16 @@ class PlacementPolicy(tf.Module):
         acts = tf.TensorArray(tf.int32, size=G)
         logp = tf.zeros([K])
         ent = tf.zeros([K])
+        if load_aware:
+            inflow, compute, memory, capacity = (tf.convert_to_tensor(c, tf.float32) for c in context)
+            D = tf.shape(dev)[0]
+            num_devices = tf.cast(D, tf.float32)
+            load = tf.zeros(tf.stack([K, D]))  # compute share placed on each device, per sample
+            mem = tf.zeros(tf.stack([K, D]))  # memory placed on each device
+            flow = tf.zeros(tf.stack([K, G, D]))  # share of each group's input bytes already on each device
+            progress = tf.constant(0.0)
+        else:  # unused, but autograph's loop carries every name the loop body assigns
+            load = mem = flow = progress = tf.constant(0.0)
         for t in tf.range(G):
             # content-based attention on the previous decoder state (dot product, not additive:
             # the additive form stores a [K, G, A] tensor per step and made the backward pass 4x slower)
@@ -168,7 +198,13 @@ class PlacementPolicy(tf.Module):
             own = tf.tile(enc[t][None, :], [K, 1])
             h, state = self.dec(tf.concat([own, prev, ctx], 1), state)
             o = tf.tanh(tf.matmul(tf.concat([h, ctx], 1), self.out_w) + self.out_b)
-            logits = tf.matmul(o, dev, transpose_b=True) * scale * 4.0 / temperature  # [K, D]
+            logits = tf.matmul(o, dev, transpose_b=True)  # [K, D]
+            if load_aware:  # as placer.rl.features.load_features, in TensorFlow
+                use = (mem + memory[t]) / capacity
+                feats = tf.stack([load * num_devices - progress, tf.minimum(use, 2.0),
+                                  tf.cast(use > 1.0, tf.float32), flow[:, t, :]], -1)  # [K, D, S]
+                logits += tf.einsum("kds,ks->kd", feats, tf.matmul(o, self.load_w, transpose_b=True))
+            logits = logits * scale * 4.0 / temperature
             logq = tf.nn.log_softmax(logits, -1)
             if actions is not None:
                 a = actions[:, t]
@@ -180,12 +216,19 @@ class PlacementPolicy(tf.Module):
             ent -= tf.reduce_sum(tf.exp(logq) * logq, -1)
             prev = tf.gather(dev, a)
             acts = acts.write(t, a)
+            if load_aware:
+                chosen = tf.one_hot(a, D)  # [K, D]
+                load += compute[t] * chosen
+                mem += memory[t] * chosen
+                flow += inflow[t][None, :, None] * chosen[:, None, :]
+                progress += compute[t]
         return Decoded(tf.transpose(acts.stack()), logp, ent / tf.cast(G, tf.float32))
 
 
 def reinforce_update(policy: PlacementPolicy, optimizer, clip_norm: float, groups: tf.Tensor, devices: tf.Tensor,
                      actions: tf.Tensor, num_samples, advantage: tf.Tensor, entropy_weight: tf.Tensor,
-                     temperature: tf.Tensor | float = 1.0) -> tuple[tf.Tensor, tf.Tensor, Decoded]:
+                     temperature: tf.Tensor | float = 1.0,
+                     context: DecodeContext | None = None) -> tuple[tf.Tensor, tf.Tensor, Decoded]:
     """One REINFORCE step on K scored placements; call it inside a `tf.function`.
 
     The loss is ``-mean(advantage * log p) - entropy_weight * G * mean(entropy)``:
@@ -203,6 +246,7 @@ def reinforce_update(policy: PlacementPolicy, optimizer, clip_norm: float, group
     advantage : ``[K]`` each placement's advantage.
     entropy_weight : scalar weight of the entropy bonus.
     temperature : of the softmax (`PlacementPolicy.decode`).
+    context : the groups' `placer.rl.features.DecodeContext` (a load-aware policy's).
 
     Returns
     -------
@@ -210,7 +254,7 @@ def reinforce_update(policy: PlacementPolicy, optimizer, clip_norm: float, group
     """
     with tf.GradientTape() as tape:
         d = policy.decode(groups, devices, num_samples, tf.zeros([2], tf.int32), actions=actions,
-                          temperature=temperature)
+                          temperature=temperature, context=context)
         num_groups = tf.cast(tf.shape(groups)[0], tf.float32)
         loss = -tf.reduce_mean(advantage * d.log_prob) - entropy_weight * num_groups * tf.reduce_mean(d.entropy)
     grads = tape.gradient(loss, policy.trainable_variables)

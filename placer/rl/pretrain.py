@@ -54,7 +54,8 @@ from placer.errors import PlacerError
 from placer.graph import OpGraph
 from placer.graph_io import read_json_file, write_atomic
 from placer.placers.refine import SEARCHED, descend
-from placer.rl.features import NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, device_features, group_features
+from placer.rl.features import (NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, DecodeContext, decode_context,
+                                 device_features, group_features)
 from placer.rl.grouping import Grouping, group_graph
 from placer.rl.numpy_policy import decode as numpy_decode
 from placer.rl.policy import MAX_DEVICES, reinforce_update
@@ -84,6 +85,8 @@ class PretrainConfig:
     """G: the most groups a graph is coarsened into (zero-shot placement uses the same)."""
     hidden: int = 64
     """LSTM units and attention width."""
+    load_aware: bool = False
+    """The decoder also reads the devices' load so far (`placer.rl.policy.PolicyConfig.load_aware`)."""
     learning_rate: float = 1e-3
     imitation_learning_rate: float = 3e-3
     imitation_fraction: float = 0.4
@@ -144,6 +147,7 @@ class Environment:
     teacher: str
     teacher_devices: np.ndarray  # [G] device per group
     teacher_step_time: float
+    context: DecodeContext  # what a load-aware decoder tracks
 
     def score(self, group_devices: np.ndarray, oom_penalty: float):
         """``(step_time [K], oom [K], reward [K])`` of placements of groups ``[K, G]``."""
@@ -323,7 +327,7 @@ def make_environment(graph: OpGraph, cluster: Cluster, groups: int, teachers: tu
             step_time = float(sim.run_batch(grouping.expand(devices[None, :])).step_time[0])
     devices = _canonical(sim, grouping, cluster, devices, step_time)
     return Environment(key, graph, cluster, sim, grouping, feats, device_features(cluster), teacher, devices,
-                       step_time)
+                       step_time, decode_context(graph, cluster, grouping, sim.times))
 
 
 # -- the pre-trainer ---------------------------------------------------------------------------
@@ -354,10 +358,12 @@ class Pretrainer:
         self.init: dict[str, str] | None = None
         """Name and version of the policy the weights started from (`start_from`); None from random weights."""
         self.policy = PlacementPolicy(PolicyConfig(NUM_GROUP_FEATURES, NUM_DEVICE_FEATURES, hidden=self.config.hidden,
-                                                   attention=self.config.hidden), seed=self.config.seed)
+                                                   attention=self.config.hidden, load_aware=self.config.load_aware),
+                                      seed=self.config.seed)
         self.optimizer = Adam(self.policy.trainable_variables, self.config.learning_rate)
         self.state = PretrainState(envs={e.key: EnvState() for e in envs})
-        self._consts = {e.key: (tf.constant(e.group_feats), tf.constant(e.device_feats)) for e in envs}
+        self._consts = {e.key: (tf.constant(e.group_feats), tf.constant(e.device_feats),
+                                DecodeContext(*(tf.constant(c) for c in e.context))) for e in envs}
         for e in envs:
             self._offer_best(e, e.teacher_devices[None, :], np.array([e.teacher_step_time]), np.array([False]))
         self._build_functions()
@@ -372,17 +378,19 @@ class Pretrainer:
         sig_a = tf.TensorSpec([None, None], tf.int32)
         sig_k = tf.TensorSpec([None], tf.float32)
         scalar = tf.TensorSpec([], tf.float32)
+        vector = tf.TensorSpec([None], tf.float32)
+        sig_c = DecodeContext(tf.TensorSpec([None, None], tf.float32), vector, vector, vector)
 
         # one trace serves every graph and cluster (shapes left open; plain graph mode, no XLA: XLA would
         # compile again for every new number of groups or devices)
-        @tf.function(input_signature=[sig_g, sig_d, tf.TensorSpec([2], tf.int32)])
-        def sample(groups, devices, seed):
-            return policy.decode(groups, devices, K, seed)
+        @tf.function(input_signature=[sig_g, sig_d, sig_c, tf.TensorSpec([2], tf.int32)])
+        def sample(groups, devices, context, seed):
+            return policy.decode(groups, devices, K, seed, context=context)
 
-        @tf.function(input_signature=[sig_g, sig_d, sig_a, sig_k, scalar])
-        def update(groups, devices, actions, advantage, entropy_weight):
+        @tf.function(input_signature=[sig_g, sig_d, sig_c, sig_a, sig_k, scalar])
+        def update(groups, devices, context, actions, advantage, entropy_weight):
             loss, norm, d = reinforce_update(policy, opt, clip, groups, devices, actions, tf.shape(actions)[0],
-                                             advantage, entropy_weight)
+                                             advantage, entropy_weight, context=context)
             return loss, norm, d.log_prob, d.entropy
 
         self._sample, self._update = sample, update
@@ -407,8 +415,8 @@ class Pretrainer:
         s = self.state
         env = self.env_for(s.step)
         target = np.asarray(s.envs[env.key].best_devices, np.int32)[None, :]
-        g, d = self._consts[env.key]
-        loss, norm, logp, ent = self._update(g, d, tf.constant(target), tf.constant([1.0]), tf.constant(0.0))
+        g, d, c = self._consts[env.key]
+        loss, norm, logp, ent = self._update(g, d, c, tf.constant(target), tf.constant([1.0]), tf.constant(0.0))
         s.step += 1
         s.imitation_steps += 1
         return {"step": s.step, "phase": "imitation", "env": env.key, "loss": float(loss), "grad_norm": float(norm),
@@ -422,14 +430,14 @@ class Pretrainer:
         s, cfg = self.state, self.config
         env = self.env_for(s.step)
         es = s.envs[env.key]
-        g, d = self._consts[env.key]
-        dec = self._sample(g, d, tf.constant([cfg.seed, s.step], tf.int32))
+        g, d, c = self._consts[env.key]
+        dec = self._sample(g, d, c, tf.constant([cfg.seed, s.step], tf.int32))
         actions = dec.actions.numpy().astype(np.int64)
         actions[-1] = es.best_devices  # replay the best so far
         step_time, oom, reward = env.score(actions, cfg.oom_penalty)
         baseline = float(reward.mean()) if es.baseline is None else es.baseline
         advantage = np.clip((reward - baseline) / (reward.std() + 1e-6), -5.0, 5.0).astype(np.float32)
-        loss, norm, _, _ = self._update(g, d, tf.constant(actions, tf.int32), tf.constant(advantage),
+        loss, norm, _, _ = self._update(g, d, c, tf.constant(actions, tf.int32), tf.constant(advantage),
                                         tf.constant(float(cfg.entropy_weight)))
         es.baseline = cfg.baseline_decay * baseline + (1 - cfg.baseline_decay) * float(reward.mean())
         self._offer_best(env, actions, step_time, oom)
@@ -447,7 +455,7 @@ class Pretrainer:
     def _greedy_ratios(self, envs: list[Environment], weights) -> dict[str, float]:
         ratios = {}
         for env in envs:
-            acts, _ = numpy_decode(weights, env.group_feats, env.device_feats, 1, greedy=True)
+            acts, _ = numpy_decode(weights, env.group_feats, env.device_feats, 1, greedy=True, context=env.context)
             step_time, oom, _ = env.score(acts, self.config.oom_penalty)
             ratios[env.key] = float(step_time[0] / env.teacher_step_time) if not oom[0] else math.inf
         return ratios
@@ -474,6 +482,7 @@ class Pretrainer:
         """The policy card describing this run."""
         return {
             "name": name, "version": version, "fine_tuned": False, "hidden": self.config.hidden,
+            "load_aware": self.config.load_aware,
             "groups": self.config.groups,
             "trained_on": {
                 "graphs": sorted({e.graph.name for e in self.envs}),
@@ -561,7 +570,8 @@ def restore(p: Pretrainer, out: Path) -> None:
     saved = read_json_file(path, "pre-training state")
     mine = {k: v for k, v in asdict(p.config).items() if k != "export"}
     theirs = saved_config(out)
-    diff = sorted(k for k, v in mine.items() if theirs.get(k) != v)
+    defaults = asdict(PretrainConfig())  # a setting newer than the run: it ran with the default
+    diff = sorted(k for k, v in mine.items() if theirs.get(k, defaults[k]) != v)
     if diff:
         raise PlacerError(f"cannot resume the run in {str(out)!r}: it was made with other settings ({diff})")
     if saved.get("envs") != [e.key for e in p.envs]:

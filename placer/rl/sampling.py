@@ -20,6 +20,7 @@ import numpy as np
 
 from placer.cluster import Cluster
 from placer.errors import PlacerError
+from placer.rl.features import DecodeContext
 from placer.rl.grouping import Grouping
 from placer.rl.saved_policy import SavedPolicy
 from placer.rl.zero_shot import DEFAULT_SAMPLES, candidate_placements, fastest
@@ -37,6 +38,7 @@ class ValidationEnv(Protocol):
     grouping: Grouping
     group_feats: np.ndarray
     device_feats: np.ndarray
+    context: DecodeContext
     teacher_step_time: float
 
 
@@ -48,7 +50,7 @@ def at_temperature(policy: SavedPolicy, temperature: float) -> SavedPolicy:
 
 def best_of_ratio(policy: SavedPolicy, env: ValidationEnv, samples: int, seed: int) -> float:
     """Best-of-K step time (greedy plus `samples` at the card's temperature) over the teacher's; inf on OOM."""
-    candidates = candidate_placements(policy, env.group_feats, env.device_feats, samples, seed)
+    candidates = candidate_placements(policy, env.group_feats, env.device_feats, samples, seed, env.context)
     res = env.sim.run_batch(env.grouping.expand(candidates))
     k = fastest(res.step_time, res.oom)
     return math.inf if res.oom[k] else float(res.step_time[k] / env.teacher_step_time)

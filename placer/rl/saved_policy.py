@@ -33,6 +33,9 @@ SHIPPED_POLICY_DIR = Path(__file__).resolve().parent.parent / "data" / "policy"
 # Attribute paths of PlacementPolicy's variables (the numpy decoder reads them by these names).
 VARIABLES = ("embed_w", "embed_b", "fwd.w", "fwd.b", "bwd.w", "bwd.b", "dev_w", "dev_b", "dev_slot", "go",
              "dec.w", "dec.b", "att_enc", "att_dec", "out_w", "out_b")
+LOAD_VARIABLES = ("load_w",)
+"""A load-aware policy's (`placer.rl.policy.PolicyConfig.load_aware`); they start at zero, so a policy without
+them is the same network with them at zero."""
 
 
 @dataclass
@@ -66,6 +69,11 @@ class SavedPolicy:
         return int(self.card["hidden"])
 
     @property
+    def load_aware(self) -> bool:
+        """Whether its decoder reads the devices' load so far (`placer.rl.policy.PolicyConfig.load_aware`)."""
+        return all(v in self.weights for v in LOAD_VARIABLES)
+
+    @property
     def groups(self) -> int:
         return int(self.card.get("groups", 256))
 
@@ -77,7 +85,8 @@ class SavedPolicy:
     def describe(self) -> dict[str, Any]:
         """What a placement's meta says about the policy that made it."""
         return {"name": self.name, "version": self.version, "fine_tuned": bool(self.card.get("fine_tuned", False)),
-                "hidden": self.hidden, "groups": self.groups, "sampling_temperature": self.sampling_temperature,
+                "hidden": self.hidden, "groups": self.groups, "load_aware": self.load_aware,
+                "sampling_temperature": self.sampling_temperature,
                 "trained_on": self.card.get("trained_on")}
 
 
@@ -96,22 +105,28 @@ def weights_of(policy) -> dict[str, np.ndarray]:
     PlacerError
         If the policy has variables this format does not know (the network changed).
     """
-    weights = {path: _variable(policy, path).numpy() for path in VARIABLES}
-    if len(policy.trainable_variables) != len(VARIABLES):
+    paths = VARIABLES + (LOAD_VARIABLES if policy.config.load_aware else ())
+    weights = {path: _variable(policy, path).numpy() for path in paths}
+    if len(policy.trainable_variables) != len(paths):
         raise PlacerError(f"the policy has {len(policy.trainable_variables)} variables; the saved-policy format "
-                          f"knows {len(VARIABLES)}: update placer.rl.saved_policy")
+                          f"knows {len(paths)}: update placer.rl.saved_policy")
     return weights
 
 
 def assign_to(policy, saved: SavedPolicy) -> None:
     """Copy a saved policy's weights into a TensorFlow `PlacementPolicy` of the same sizes.
 
+    A load-aware network takes a policy without load weights as it is (its load weights stay at zero:
+    the same placements), which is how `placer pretrain --load-aware --init` starts from one.
+
     Raises
     ------
     PlacerError
-        If a shape differs (e.g. another ``hidden``).
+        If a shape differs (e.g. another ``hidden``), or the policy is load-aware and the network is not.
     """
-    for path in VARIABLES:
+    if saved.load_aware and not policy.config.load_aware:
+        raise PlacerError(f"policy {saved.name!r} is load-aware; this network is not")
+    for path in VARIABLES + (LOAD_VARIABLES if saved.load_aware else ()):
         var = _variable(policy, path)
         value = saved.weights[path]
         if tuple(var.shape) != value.shape:

@@ -42,7 +42,8 @@ from placer.errors import PlacerError
 from placer.graph import OpGraph
 from placer.objectives import OBJECTIVES, ThroughputModel
 from placer.placement import Placement
-from placer.rl.features import NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, device_features, group_features
+from placer.rl.features import (NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, DecodeContext, decode_context,
+                                 device_features, group_features)
 from placer.rl.grouping import DEFAULT_MAX_GROUPS, Grouping, group_graph
 from placer.rl.policy import MAX_DEVICES, PolicyConfig, reinforce_update
 from placer.simulator import Simulator
@@ -69,6 +70,9 @@ class TrainConfig:
     """G: the most groups the ops are coarsened into."""
     hidden: int = 64
     """LSTM units (encoder per direction, decoder) and attention width."""
+    load_aware: bool = False
+    """The decoder also reads the devices' load so far (`placer.rl.policy.PolicyConfig.load_aware`); set
+    from the policy when fine-tuning one that does."""
     learning_rate: float = 2e-3
     """Adam step size."""
     entropy_weight: float = 0.01
@@ -296,9 +300,12 @@ class Trainer:
                                               respect=None if self.reference is None else self.reference[1])
         self.group_feats = tf.constant(group_features(graph, cluster, self.grouping, self.times))
         self.device_feats = tf.constant(device_features(cluster))
+        self.context = (decode_context(graph, cluster, self.grouping, self.times) if self.config.load_aware
+                        else None)
+        """The groups' `placer.rl.features.DecodeContext` (arrays) when the policy is load-aware."""
         self.policy = PlacementPolicy(
             PolicyConfig(NUM_GROUP_FEATURES, NUM_DEVICE_FEATURES, hidden=self.config.hidden,
-                         attention=self.config.hidden),
+                         attention=self.config.hidden, load_aware=self.config.load_aware),
             seed=self.config.seed,
         )
         self.optimizer = Adam(self.policy.trainable_variables, self.config.learning_rate)
@@ -314,25 +321,26 @@ class Trainer:
         policy, opt, K = self.policy, self.optimizer, self.config.samples
         clip = float(self.config.clip_norm)
         jit = self.grouping.num_groups >= JIT_MIN_GROUPS if self.config.jit is None else bool(self.config.jit)
+        ctx = None if self.context is None else DecodeContext(*(tf.constant(c) for c in self.context))
 
         @tf.function(jit_compile=jit)
         def sample(groups, devices, seed, temperature):
-            return policy.decode(groups, devices, K, seed, temperature=temperature)
+            return policy.decode(groups, devices, K, seed, temperature=temperature, context=ctx)
 
         @tf.function(jit_compile=jit)
         def greedy(groups, devices):
-            return policy.decode(groups, devices, 1, tf.zeros([2], tf.int32), greedy=True)
+            return policy.decode(groups, devices, 1, tf.zeros([2], tf.int32), greedy=True, context=ctx)
 
         @tf.function(jit_compile=jit)
         def update(groups, devices, actions, advantage, entropy_weight, temperature):
             loss, norm, d = reinforce_update(policy, opt, clip, groups, devices, actions, K, advantage, entropy_weight,
-                                             temperature)
+                                             temperature, ctx)
             return loss, norm, d.log_prob
 
         @tf.function(jit_compile=jit)
         def log_prob(groups, devices, actions, temperature):
             return policy.decode(groups, devices, K, tf.zeros([2], tf.int32), actions=actions,
-                                 temperature=temperature).log_prob
+                                 temperature=temperature, context=ctx).log_prob
 
         self._sample, self._greedy, self._update, self._log_prob = sample, greedy, update, log_prob
 

@@ -24,7 +24,7 @@ from placer.cluster import Cluster
 from placer.errors import PlacerError
 from placer.graph import OpGraph
 from placer.placement import Placement
-from placer.rl.features import device_features, group_features
+from placer.rl.features import DecodeContext, decode_context, device_features, group_features
 from placer.rl.grouping import group_graph
 from placer.rl.numpy_policy import decode
 from placer.rl.saved_policy import SavedPolicy
@@ -71,8 +71,9 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
     grouping = group_graph(graph, cluster, groups or policy.groups, sim.times)
     feats = group_features(graph, cluster, grouping, sim.times)
     devs = device_features(cluster)
+    context = decode_context(graph, cluster, grouping, sim.times) if policy.load_aware else None
     t1 = time.perf_counter()
-    candidates = candidate_placements(policy, feats, devs, samples, seed)
+    candidates = candidate_placements(policy, feats, devs, samples, seed, context)
     k = 0
     if samples > 0:
         res = sim.run_batch(grouping.expand(candidates))
@@ -93,17 +94,17 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
 
 
 def candidate_placements(policy: SavedPolicy, group_feats: np.ndarray, device_feats: np.ndarray, samples: int,
-                         seed: int) -> np.ndarray:
+                         seed: int, context: DecodeContext | None = None) -> np.ndarray:
     """Placements of groups to choose among ``[1 + samples, G]``: the greedy one, then `samples` seeded samples.
 
     Shared by the zero-shot answer and a fine-tune's start, so both choose among the same placements.
-    Samples are drawn at ``policy.sampling_temperature``.
+    Samples are drawn at ``policy.sampling_temperature``; `context` is needed by a load-aware policy.
     """
-    greedy, _ = decode(policy.weights, group_feats, device_feats, 1, greedy=True)
+    greedy, _ = decode(policy.weights, group_feats, device_feats, 1, greedy=True, context=context)
     if samples == 0:
         return greedy
     sampled, _ = decode(policy.weights, group_feats, device_feats, samples, greedy=False,
-                        rng=np.random.default_rng(seed), temperature=policy.sampling_temperature)
+                        rng=np.random.default_rng(seed), temperature=policy.sampling_temperature, context=context)
     return np.concatenate([greedy, sampled])
 
 

@@ -4,8 +4,8 @@ import numpy as np
 
 from placer import presets
 from placer.cost_model import op_time_matrix
-from placer.rl.features import (CATEGORY_NAMES, NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, device_features,
-                                group_features, op_category)
+from placer.rl.features import (CATEGORY_NAMES, NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, NUM_LOAD_FEATURES,
+                                decode_context, device_features, group_features, load_features, op_category)
 from placer.rl.grouping import group_graph
 from placer.synthetic import layered_graph
 
@@ -46,3 +46,27 @@ def test_device_features_any_cluster_size():
         c = presets.get(name)
         f = device_features(c)
         assert f.shape == (len(c), NUM_DEVICE_FEATURES) and np.isfinite(f).all()
+
+
+def test_decode_context_is_shares():
+    g, c = layered_graph(400, seed=4), presets.get("4gpu")
+    t = op_time_matrix(g, c)
+    grouping = group_graph(g, c, 30, t)
+    ctx = decode_context(g, c, grouping, t)
+    G = grouping.num_groups
+    assert ctx.inflow.shape == (G, G) and ctx.compute.shape == (G,) and ctx.capacity.shape == (len(c),)
+    received = ctx.inflow.sum(axis=0)
+    assert np.allclose(received[received > 0], 1.0) and (received > 0).sum() > G // 2
+    assert np.all(np.diag(ctx.inflow) == 0)  # a group's own tensors are not inputs
+    assert np.isclose(ctx.compute.sum(), 1.0) and ctx.capacity.min() == 1.0 and np.all(ctx.memory >= 0)
+
+
+def test_load_features_read_balance_memory_and_inputs():
+    load = np.array([[0.3, 0.1]])  # 0.4 of the compute placed, 0.2 would be fair
+    memory = np.array([[0.5, 0.9]])
+    f = load_features(load, memory, np.array([[1.0, 0.0]]), 0.4, 0.2, np.array([1.0, 1.0]))
+    assert f.shape == (1, 2, NUM_LOAD_FEATURES)
+    np.testing.assert_allclose(f[0, :, 0], [0.2, -0.2], atol=1e-6)  # fair shares above the mean
+    np.testing.assert_allclose(f[0, :, 1], [0.7, 1.1], atol=1e-6)  # memory use if the group goes there
+    np.testing.assert_array_equal(f[0, :, 2], [0.0, 1.0])  # the second device would overflow
+    np.testing.assert_array_equal(f[0, :, 3], [1.0, 0.0])  # all its inputs are on the first

@@ -259,6 +259,42 @@ def test_a_run_can_start_from_a_saved_policy(session, tmp_path):
         pretrain.start_from(wider, saved)
 
 
+def test_a_load_aware_run_starts_from_a_plain_policy_and_fine_tunes(session, tmp_path):
+    """Its load weights start at zero (the plain policy's placements), are trained, and the policy it
+    exports places zero-shot and fine-tunes; a plain network refuses it."""
+    from dataclasses import replace
+
+    from placer.rl.finetune import fine_tuner
+    from placer.rl.numpy_policy import decode
+    from placer.rl.saved_policy import assign_to, weights_of
+    from placer.rl.trainer import TrainConfig, train
+    from placer.rl.zero_shot import place_zero_shot
+
+    envs, plain = session["envs"], load_policy(session["out"] / pretrain.POLICY_DIR)
+    p = pretrain.Pretrainer(envs, replace(CONFIG, load_aware=True, imitation_fraction=0.5))
+    pretrain.start_from(p, plain)
+    w = weights_of(p.policy)
+    assert not w["load_w"].any()
+    for e in envs:
+        np.testing.assert_array_equal(decode(w, e.group_feats, e.device_feats, context=e.context)[0],
+                                      decode(plain.weights, e.group_feats, e.device_feats)[0])
+    assert pretrain.run(p, tmp_path, budget_seconds=1.0, name="t", version="11") == "done"
+    saved = load_policy(tmp_path / pretrain.POLICY_DIR)
+    assert saved.load_aware and saved.card["load_aware"] and saved.weights["load_w"].any()
+
+    graph, cluster = layered_graph(70, seed=7), presets.get("4gpu")
+    zero = place_zero_shot(graph, cluster, saved, samples=4)
+    assert zero.meta["policy"]["load_aware"] and np.isfinite(zero.step_time)
+    tuner = fine_tuner(graph, cluster, saved, TrainConfig(samples=4, seed=0, jit=False), samples=4)
+    assert tuner.config.load_aware and tuner.state.best.step_time == pytest.approx(zero.step_time)
+    assert train(tuner, max_steps=3) == "done"
+    result = tuner.best_placement()
+    assert result.meta["policy"]["fine_tuned"] and result.step_time <= zero.step_time
+
+    with pytest.raises(PlacerError, match="load-aware"):
+        assign_to(pretrain.Pretrainer(envs[:1], CONFIG).policy, saved)
+
+
 def test_cli_pretrain_on_a_tiny_corpus(tmp_path, capsys):
     from placer.cli.main import main
 

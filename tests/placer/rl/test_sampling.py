@@ -28,13 +28,13 @@ def envs(shipped):
 
 def test_temperature_spreads_samples_but_keeps_the_greedy_placement(shipped, envs):
     env = envs[-1]
-    w, g, d = shipped.weights, env.group_feats, env.device_feats
-    greedy = [decode(w, g, d, 1, greedy=True, temperature=t)[0] for t in (1.0, 4.0)]
+    w, g, d, c = shipped.weights, env.group_feats, env.device_feats, env.context
+    greedy = [decode(w, g, d, 1, greedy=True, temperature=t, context=c)[0] for t in (1.0, 4.0)]
     np.testing.assert_array_equal(greedy[0], greedy[1])
     distinct = {}
     for t in (1.0, 4.0):
-        acts, logp = decode(w, g, d, 64, greedy=False, rng=np.random.default_rng(0), temperature=t)
-        _, rescored = decode(w, g, d, 64, actions=acts, temperature=t)
+        acts, logp = decode(w, g, d, 64, greedy=False, rng=np.random.default_rng(0), temperature=t, context=c)
+        _, rescored = decode(w, g, d, 64, actions=acts, temperature=t, context=c)
         np.testing.assert_allclose(logp, rescored, rtol=1e-5)  # log-probabilities of the tempered softmax
         distinct[t] = len({a.tobytes() for a in acts})
     assert distinct[4.0] > distinct[1.0]
@@ -73,8 +73,8 @@ def test_zero_shot_samples_at_the_cards_temperature(shipped, envs):
         p = place_zero_shot(graph, cluster, sampling.at_temperature(shipped, t), samples=32, seed=1)
         assert f"temperature {t:g}" in p.meta["decoding"] and p.meta["policy"]["sampling_temperature"] == t
     env = envs[-1]
-    cold, hot = (candidate_placements(sampling.at_temperature(shipped, t), env.group_feats, env.device_feats, 32, 1)
-                 for t in (1.0, 6.0))
+    cold, hot = (candidate_placements(sampling.at_temperature(shipped, t), env.group_feats, env.device_feats, 32, 1,
+                                      env.context) for t in (1.0, 6.0))
     np.testing.assert_array_equal(cold[0], hot[0])  # the greedy candidate
     assert not np.array_equal(cold[1:], hot[1:])
 

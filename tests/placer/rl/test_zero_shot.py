@@ -59,10 +59,12 @@ def test_best_of_k_is_seeded_and_never_worse_than_greedy(shipped):
     assert (best.oom, best.step_time) <= (greedy.oom, greedy.step_time)
 
 
-def test_numpy_decoder_matches_the_tensorflow_policy():
+@pytest.mark.parametrize("load_aware", [False, True], ids=["plain", "load_aware"])
+def test_numpy_decoder_matches_the_tensorflow_policy(load_aware):
     import tensorflow as tf
 
-    from placer.rl.features import NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, device_features, group_features
+    from placer.rl.features import (NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, decode_context, device_features,
+                                    group_features)
     from placer.rl.grouping import group_graph
     from placer.rl.numpy_policy import decode
     from placer.rl.policy import PlacementPolicy, PolicyConfig
@@ -72,15 +74,23 @@ def test_numpy_decoder_matches_the_tensorflow_policy():
     sim = Simulator(g, c)
     grouping = group_graph(g, c, 30, sim.times)
     f, d = group_features(g, c, grouping, sim.times), device_features(c)
-    policy = PlacementPolicy(PolicyConfig(NUM_GROUP_FEATURES, NUM_DEVICE_FEATURES, 16, 16), seed=4)
+    ctx = decode_context(g, c, grouping, sim.times) if load_aware else None
+    policy = PlacementPolicy(PolicyConfig(NUM_GROUP_FEATURES, NUM_DEVICE_FEATURES, 16, 16, load_aware), seed=4)
+    if load_aware:  # they start at zero; make them matter
+        policy.load_w.assign(np.random.default_rng(1).normal(0, 2.0, policy.load_w.shape))
     w = weights_of(policy)
-    greedy_tf = policy.decode(tf.constant(f), tf.constant(d), 1, tf.zeros([2], tf.int32), greedy=True)
-    acts, logp = decode(w, f, d, 1)
+    greedy_tf = policy.decode(tf.constant(f), tf.constant(d), 1, tf.zeros([2], tf.int32), greedy=True, context=ctx)
+    acts, logp = decode(w, f, d, 1, context=ctx)
     np.testing.assert_array_equal(acts, greedy_tf.actions.numpy())
     some = np.random.default_rng(0).integers(0, len(c), (3, grouping.num_groups))
     lp_tf = policy.decode(tf.constant(f), tf.constant(d), 3, tf.zeros([2], tf.int32),
-                          actions=tf.constant(some, tf.int32)).log_prob.numpy()
-    np.testing.assert_allclose(decode(w, f, d, 3, actions=some)[1], lp_tf, rtol=1e-4)
+                          actions=tf.constant(some, tf.int32), context=ctx).log_prob.numpy()
+    np.testing.assert_allclose(decode(w, f, d, 3, actions=some, context=ctx)[1], lp_tf, rtol=1e-4)
+    if load_aware:  # the load weights changed the placement, and without them it is the plain policy's
+        plain = {k: v for k, v in w.items() if k != "load_w"}
+        assert not np.array_equal(acts, decode(plain, f, d, 1)[0])
+        np.testing.assert_array_equal(decode(plain, f, d, 1)[0], decode({**w, "load_w": 0 * w["load_w"]}, f, d, 1,
+                                                                         context=ctx)[0])
 
 
 def test_registry_method_rl_places_zero_shot_with_a_policy():
