@@ -78,8 +78,7 @@ def group_features(graph: OpGraph, cluster: Cluster, grouping: Grouping, times: 
 
     g_fast = np.bincount(gid, weights=fast, minlength=G)
     g_slow = np.bincount(gid, weights=slow, minlength=G)
-    min_mem = min(d.memory_bytes for d in cluster.devices)
-    g_mem = np.bincount(gid, weights=params + out, minlength=G) / min_mem
+    g_mem = group_memory(graph, cluster, grouping)
 
     p_off, p_idx = graph.predecessors
     dst = np.repeat(np.arange(n), np.diff(p_off))
@@ -123,6 +122,13 @@ def group_features(graph: OpGraph, cluster: Cluster, grouping: Grouping, times: 
     feats = np.concatenate(cols, axis=1).astype(np.float32)
     assert feats.shape == (G, NUM_GROUP_FEATURES)
     return np.nan_to_num(feats, nan=0.0, posinf=10.0, neginf=-10.0)
+
+
+def group_memory(graph: OpGraph, cluster: Cluster, grouping: Grouping) -> np.ndarray:
+    """``[G]``: each group's weights and outputs relative to the smallest device's memory."""
+    held = np.array([op.param_bytes + op.output_bytes for op in graph.ops], dtype=np.float64)
+    return np.bincount(grouping.group_of_op, weights=held, minlength=grouping.num_groups) / min(
+        d.memory_bytes for d in cluster.devices)
 
 
 def _levels(graph: OpGraph, op_time: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -190,7 +196,7 @@ class DecodeContext(NamedTuple):
     compute: np.ndarray
     """``[G]`` float32: each group's share of the graph's compute time (on the fastest device)."""
     memory: np.ndarray
-    """``[G]`` float32: each group's weights and outputs relative to the smallest device's memory."""
+    """``[G]`` float32: `group_memory`."""
     capacity: np.ndarray
     """``[D]`` float32: each device's memory relative to the smallest device's."""
 
@@ -212,11 +218,9 @@ def decode_context(graph: OpGraph, cluster: Cluster, grouping: Grouping, times: 
     fast = times.min(axis=1)
     compute = np.bincount(gid, weights=fast, minlength=G)
     compute = compute / compute.sum() if compute.sum() > 0 else np.full(G, 1.0 / G)
-    params = np.array([op.param_bytes for op in graph.ops], dtype=np.float64)
     mem = np.array([d.memory_bytes for d in cluster.devices], dtype=np.float64)
-    memory = np.bincount(gid, weights=params + out, minlength=G) / mem.min()
-    return DecodeContext(inflow.astype(np.float32), compute.astype(np.float32), memory.astype(np.float32),
-                         (mem / mem.min()).astype(np.float32))
+    return DecodeContext(inflow.astype(np.float32), compute.astype(np.float32),
+                         group_memory(graph, cluster, grouping).astype(np.float32), (mem / mem.min()).astype(np.float32))
 
 
 def load_features(load: np.ndarray, memory: np.ndarray, inflow: np.ndarray, progress: float,
