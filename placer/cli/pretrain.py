@@ -36,6 +36,9 @@ def add_parser(sub) -> None:
     p.add_argument("--load-aware", action="store_true", default=None,
                    help="the decoder also reads each device's load so far (compute, memory, share of the group's "
                         "inputs); with --init, its load weights start at zero (default: as the --init policy)")
+    p.add_argument("--kind-groups", action="store_true", default=None,
+                   help="group apart ops that run fastest on different kinds of device (the tiny ops a host CPU "
+                        "runs faster than a GPU), so the policy can send them there (default: as the --init policy)")
     p.add_argument("--teachers", nargs="+", default=None, metavar="METHOD",
                    help="heuristics whose fastest placement each graph imitates first "
                         "(default: the fast ones, single expert metis heft m_topo)")
@@ -88,13 +91,14 @@ def run(args) -> int:
 
         start = load_policy(args.init)
         defaults = {"hidden": start.hidden, "groups": start.groups, "imitation_fraction": 0.0,
-                    "load_aware": start.load_aware}
+                    "load_aware": start.load_aware, "kind_groups": start.kind_groups}
     else:
         defaults = {}
     given = {k: v for k, v in (("groups", args.groups), ("samples", args.samples), ("hidden", args.hidden),
                                ("seed", args.seed), ("teachers", args.teachers and tuple(args.teachers)),
                                ("imitation_fraction", args.imitation_fraction), ("export", args.export),
-                               ("refine_teachers", args.refine_teachers), ("load_aware", args.load_aware))
+                               ("refine_teachers", args.refine_teachers), ("load_aware", args.load_aware),
+                               ("kind_groups", args.kind_groups))
              if v is not None}
     config = pretrain.PretrainConfig(**{**defaults, **given}).check()
     card = pretrain.exported_card(out) if resuming else {}
@@ -117,13 +121,14 @@ def run(args) -> int:
             graph = load_graph(folder / e["path"])
             for c in clusters:
                 made.append(pretrain.make_environment(graph, c, config.groups, config.teachers,
-                                                      cached.get(f"{graph.name}@{c.name}"), refine_seconds))
+                                                      cached.get(f"{graph.name}@{c.name}"), refine_seconds,
+                                                      config.kind_groups))
                 bar.update(1)
         return made
 
     envs, val_envs = environments(entries, config.refine_teachers), environments(validation, 0.0)
     bar.close()
-    pretrain.save_teachers(out, envs + val_envs)
+    pretrain.save_teachers(out, envs + val_envs, config.kind_groups)
     setup = time.perf_counter() - t0
 
     trainer = pretrain.Pretrainer(envs, config, validation=val_envs)

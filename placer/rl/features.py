@@ -35,7 +35,7 @@ OP_CATEGORIES: list[tuple[str, re.Pattern]] = [
 CATEGORY_NAMES = [name for name, _ in OP_CATEGORIES] + ["other"]
 NUM_GROUP_FEATURES = len(CATEGORY_NAMES) + 14
 NUM_DEVICE_FEATURES = 7
-NUM_LOAD_FEATURES = 4
+NUM_LOAD_FEATURES = 5
 """Per device, while a load-aware decoder places groups one by one (`load_features`)."""
 
 
@@ -199,6 +199,9 @@ class DecodeContext(NamedTuple):
     """``[G]`` float32: `group_memory`."""
     capacity: np.ndarray
     """``[D]`` float32: each device's memory relative to the smallest device's."""
+    slowness: np.ndarray
+    """``[G, D]`` float32: ``log10`` of each group's compute time on each device over its time on its fastest
+    device (at most 2): which devices suit the group, e.g. a group of tiny ops the host CPU runs faster."""
 
 
 def decode_context(graph: OpGraph, cluster: Cluster, grouping: Grouping, times: np.ndarray) -> DecodeContext:
@@ -219,23 +222,28 @@ def decode_context(graph: OpGraph, cluster: Cluster, grouping: Grouping, times: 
     compute = np.bincount(gid, weights=fast, minlength=G)
     compute = compute / compute.sum() if compute.sum() > 0 else np.full(G, 1.0 / G)
     mem = np.array([d.memory_bytes for d in cluster.devices], dtype=np.float64)
+    on_device = np.stack([np.bincount(gid, weights=times[:, d], minlength=G) for d in range(times.shape[1])], axis=1)
+    fastest = on_device.min(axis=1, keepdims=True)
+    slowness = np.minimum(np.log10(np.maximum(on_device, 1e-30) / np.maximum(fastest, 1e-30)), 2.0)
     return DecodeContext(inflow.astype(np.float32), compute.astype(np.float32),
-                         group_memory(graph, cluster, grouping).astype(np.float32), (mem / mem.min()).astype(np.float32))
+                         group_memory(graph, cluster, grouping).astype(np.float32), (mem / mem.min()).astype(np.float32),
+                         slowness.astype(np.float32))
 
 
 def load_features(load: np.ndarray, memory: np.ndarray, inflow: np.ndarray, progress: float,
-                  own_memory: float, capacity: np.ndarray) -> np.ndarray:
+                  own_memory: float, capacity: np.ndarray, slowness: np.ndarray) -> np.ndarray:
     """Features ``[K, D, NUM_LOAD_FEATURES]`` (float32) of each device before group t is placed, for K
     placements (`placer.rl.policy.PlacementPolicy.decode` computes the same in TensorFlow).
 
     `load` ``[K, D]``: compute shares placed on each device so far; `memory` ``[K, D]``: memory placed
     (`DecodeContext.memory` units); `inflow` ``[K, D]``: share of group t's input bytes already on each
     device; `progress`: the compute share placed so far (all devices); `own_memory`: group t's memory;
-    `capacity` ``[D]``. Columns: load above the fair share, in fair shares (0 when every device has the
-    same); memory use if t goes there, as a share of the device (at most 2); 1 if that overflows it;
-    the share of t's inputs already there.
+    `capacity` ``[D]``; `slowness` ``[D]``: group t's row of `DecodeContext.slowness`. Columns: load above
+    the fair share, in fair shares (0 when every device has the same); memory use if t goes there, as a
+    share of the device (at most 2); 1 if that overflows it; the share of t's inputs already there; t's
+    slowness there.
     """
     excess = load * load.shape[-1] - progress
     use = (memory + own_memory) / capacity
-    return np.stack([excess, np.minimum(use, 2.0), (use > 1.0).astype(np.float32), inflow], axis=-1
-                    ).astype(np.float32)
+    return np.stack([excess, np.minimum(use, 2.0), (use > 1.0).astype(np.float32), inflow,
+                     np.broadcast_to(slowness, load.shape)], axis=-1).astype(np.float32)

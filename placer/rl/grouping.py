@@ -62,7 +62,7 @@ class Grouping:
 
 def group_graph(graph: OpGraph, cluster: Cluster, max_groups: int = DEFAULT_MAX_GROUPS,
                 times: np.ndarray | None = None, memory_fraction: float = 0.5,
-                respect: np.ndarray | None = None) -> Grouping:
+                respect: np.ndarray | None = None, split_kinds: bool = False) -> Grouping:
     """Group the ops of `graph` into at most `max_groups` groups for placement on `cluster`.
 
     Parameters
@@ -78,6 +78,10 @@ def group_graph(graph: OpGraph, cluster: Cluster, max_groups: int = DEFAULT_MAX_
         heuristic's): ops on different devices there are merged only when
         nothing else reaches `max_groups`, so the reference usually stays
         expressible as a placement of groups (what a warm start imitates).
+    split_kinds : also keep apart, in the same way, ops that run fastest on
+        different kinds of device (`fastest_kind`): the thousands of tiny ops
+        a host CPU runs faster than a GPU (its per-op overhead is lower) then
+        form groups of their own, which a policy can send to the CPU.
 
     Returns
     -------
@@ -116,9 +120,11 @@ def group_graph(graph: OpGraph, cluster: Cluster, max_groups: int = DEFAULT_MAX_
 
     time_cap = 2.0 * op_time.sum() / max_groups
     label = None
-    if respect is not None:
+    if respect is not None or split_kinds:
+        kinds = fastest_kind(cluster, times) if split_kinds else np.zeros(n, dtype=np.int64)
+        op_label = kinds if respect is None else np.asarray(respect, dtype=np.int64) * (int(kinds.max()) + 1) + kinds
         label = np.zeros(num, dtype=np.int64)
-        label[gid] = np.asarray(respect, dtype=np.int64)  # a colocation set shares one device anyway
+        label[gid] = op_label  # a colocation set shares one device anyway
     while num > max_groups:
         g_time = np.bincount(gid, weights=op_time, minlength=num)
         g_mem = np.bincount(gid, weights=op_mem, minlength=num)
@@ -148,6 +154,17 @@ def group_graph(graph: OpGraph, cluster: Cluster, max_groups: int = DEFAULT_MAX_
         gid = merged[gid]
         num = int(gid.max()) + 1
     return Grouping(_number_topologically(gid, graph.topo_rank), num)
+
+
+def fastest_kind(cluster: Cluster, times: np.ndarray) -> np.ndarray:
+    """``[num_ops]``: for each op, the index (in the order kinds first appear in `cluster`) of the device
+    kind whose fastest device runs it fastest; all zeros on a cluster of one kind."""
+    kinds = list(dict.fromkeys(d.kind for d in cluster.devices))
+    of_device = np.array([kinds.index(d.kind) for d in cluster.devices])
+    if len(kinds) == 1:
+        return np.zeros(len(times), dtype=np.int64)
+    best = np.stack([times[:, of_device == k].min(axis=1) for k in range(len(kinds))], axis=1)
+    return best.argmin(axis=1).astype(np.int64)
 
 
 def _colocation_ids(graph: OpGraph) -> np.ndarray:

@@ -114,8 +114,10 @@ def decode(weights: dict[str, np.ndarray], groups: np.ndarray, devices: np.ndarr
         o_ = np.tanh(np.concatenate([h, ctx], 1) @ out_w + out_b)
         logits = o_ @ dev.T  # [K, D]
         if load_w is not None:
-            feats = load_features(load, mem, flow[:, t, :], progress, context.memory[t], context.capacity)
-            logits = logits + np.einsum("kds,ks->kd", feats, o_ @ load_w.T)
+            feats = load_features(load, mem, flow[:, t, :], progress, context.memory[t], context.capacity,
+                                  context.slowness[t])
+            # a policy saved before a feature was added has fewer rows: it reads the first ones
+            logits = logits + np.einsum("kds,ks->kd", feats[..., :len(load_w)], o_ @ load_w.T)
         logits = logits * scale
         logits = logits - logits.max(axis=1, keepdims=True)
         logq = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))

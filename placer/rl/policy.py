@@ -15,7 +15,8 @@ any cluster:
 
 Optionally (``load_aware``, after Placeto's view of the placement so far) each
 device's embedding at step t also reads how loaded the device already is:
-compute and memory placed on it, and how much of group t's input it holds
+compute and memory placed on it, how much of group t's input it holds, and
+how much slower group t runs there than on its fastest device
 (`placer.rl.features.load_features`). That is what a list scheduler decides
 by, and unlike the LSTM's memory of earlier choices it means the same on
 every graph. Its weights start at zero, so a policy trained without it
@@ -180,7 +181,7 @@ class PlacementPolicy(tf.Module):
         logp = tf.zeros([K])
         ent = tf.zeros([K])
         if load_aware:
-            inflow, compute, memory, capacity = (tf.convert_to_tensor(c, tf.float32) for c in context)
+            inflow, compute, memory, capacity, slowness = (tf.convert_to_tensor(c, tf.float32) for c in context)
             D = tf.shape(dev)[0]
             num_devices = tf.cast(D, tf.float32)
             load = tf.zeros(tf.stack([K, D]))  # compute share placed on each device, per sample
@@ -202,7 +203,8 @@ class PlacementPolicy(tf.Module):
             if load_aware:  # as placer.rl.features.load_features, in TensorFlow
                 use = (mem + memory[t]) / capacity
                 feats = tf.stack([load * num_devices - progress, tf.minimum(use, 2.0),
-                                  tf.cast(use > 1.0, tf.float32), flow[:, t, :]], -1)  # [K, D, S]
+                                  tf.cast(use > 1.0, tf.float32), flow[:, t, :],
+                                  tf.broadcast_to(slowness[t], tf.shape(load))], -1)  # [K, D, S]
                 logits += tf.einsum("kds,ks->kd", feats, tf.matmul(o, self.load_w, transpose_b=True))
             logits = logits * scale * 4.0 / temperature
             logq = tf.nn.log_softmax(logits, -1)

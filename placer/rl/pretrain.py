@@ -87,6 +87,9 @@ class PretrainConfig:
     """LSTM units and attention width."""
     load_aware: bool = False
     """The decoder also reads the devices' load so far (`placer.rl.policy.PolicyConfig.load_aware`)."""
+    kind_groups: bool = False
+    """Ops that run fastest on different kinds of device are grouped apart (`placer.rl.grouping.group_graph`'s
+    ``split_kinds``): groups of tiny ops the host CPU runs faster than a GPU become choices of their own."""
     learning_rate: float = 1e-3
     imitation_learning_rate: float = 3e-3
     imitation_fraction: float = 0.4
@@ -301,7 +304,8 @@ def _canonical(sim: Simulator, grouping: Grouping, cluster: Cluster, devices: np
 
 
 def make_environment(graph: OpGraph, cluster: Cluster, groups: int, teachers: tuple[str, ...],
-                     cached: dict[str, Any] | None = None, refine_seconds: float = 0.0) -> Environment:
+                     cached: dict[str, Any] | None = None, refine_seconds: float = 0.0,
+                     kind_groups: bool = False) -> Environment:
     """Group, featurise and find the teacher of one (graph, cluster) pair.
 
     The teacher is the fastest of `teachers` once grouped, then (with
@@ -312,11 +316,12 @@ def make_environment(graph: OpGraph, cluster: Cluster, groups: int, teachers: tu
         raise PlacerError(f"cluster {cluster.name!r} has {len(cluster)} devices; the policy handles at most "
                           f"{MAX_DEVICES}")
     sim = Simulator(graph, cluster)
-    grouping = group_graph(graph, cluster, groups, sim.times)
+    grouping = group_graph(graph, cluster, groups, sim.times, split_kinds=kind_groups)
     feats = group_features(graph, cluster, grouping, sim.times)
     key = f"{graph.name}@{cluster.name}"
     if (cached is not None and len(cached["devices"]) == grouping.num_groups
-            and cached["teacher"].endswith(SEARCHED) == (refine_seconds > 0)):
+            and cached["teacher"].endswith(SEARCHED) == (refine_seconds > 0)
+            and bool(cached.get("kind_groups", False)) == kind_groups):
         teacher, devices, step_time = cached["teacher"], np.asarray(cached["devices"], np.int64), cached["step_time"]
     else:
         teacher, devices, step_time = teacher_placement(graph, cluster, sim, grouping, teachers)
@@ -379,7 +384,8 @@ class Pretrainer:
         sig_k = tf.TensorSpec([None], tf.float32)
         scalar = tf.TensorSpec([], tf.float32)
         vector = tf.TensorSpec([None], tf.float32)
-        sig_c = DecodeContext(tf.TensorSpec([None, None], tf.float32), vector, vector, vector)
+        sig_c = DecodeContext(tf.TensorSpec([None, None], tf.float32), vector, vector, vector,
+                              tf.TensorSpec([None, None], tf.float32))
 
         # one trace serves every graph and cluster (shapes left open; plain graph mode, no XLA: XLA would
         # compile again for every new number of groups or devices)
@@ -482,7 +488,7 @@ class Pretrainer:
         """The policy card describing this run."""
         return {
             "name": name, "version": version, "fine_tuned": False, "hidden": self.config.hidden,
-            "load_aware": self.config.load_aware,
+            "load_aware": self.config.load_aware, "kind_groups": self.config.kind_groups,
             "groups": self.config.groups,
             "trained_on": {
                 "graphs": sorted({e.graph.name for e in self.envs}),
@@ -610,8 +616,9 @@ def load_teachers(out: Path) -> dict[str, Any]:
     return read_json_file(path, "teachers") if path.exists() else {}
 
 
-def save_teachers(out: Path, envs: list[Environment]) -> None:
-    data = {e.key: {"teacher": e.teacher, "devices": e.teacher_devices.tolist(), "step_time": e.teacher_step_time}
+def save_teachers(out: Path, envs: list[Environment], kind_groups: bool = False) -> None:
+    data = {e.key: {"teacher": e.teacher, "devices": e.teacher_devices.tolist(), "step_time": e.teacher_step_time,
+                    "kind_groups": kind_groups}
             for e in envs}
     write_atomic(out / TEACHERS_FILE, json.dumps(data).encode())
 

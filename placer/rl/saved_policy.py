@@ -74,6 +74,12 @@ class SavedPolicy:
         return all(v in self.weights for v in LOAD_VARIABLES)
 
     @property
+    def kind_groups(self) -> bool:
+        """Whether it was trained on groups split by the device kind that runs their ops fastest
+        (`placer.rl.grouping.group_graph`'s ``split_kinds``): it places the same groups."""
+        return bool(self.card.get("kind_groups", False))
+
+    @property
     def groups(self) -> int:
         return int(self.card.get("groups", 256))
 
@@ -86,7 +92,7 @@ class SavedPolicy:
         """What a placement's meta says about the policy that made it."""
         return {"name": self.name, "version": self.version, "fine_tuned": bool(self.card.get("fine_tuned", False)),
                 "hidden": self.hidden, "groups": self.groups, "load_aware": self.load_aware,
-                "sampling_temperature": self.sampling_temperature,
+                "kind_groups": self.kind_groups, "sampling_temperature": self.sampling_temperature,
                 "trained_on": self.card.get("trained_on")}
 
 
@@ -117,7 +123,8 @@ def assign_to(policy, saved: SavedPolicy) -> None:
     """Copy a saved policy's weights into a TensorFlow `PlacementPolicy` of the same sizes.
 
     A load-aware network takes a policy without load weights as it is (its load weights stay at zero:
-    the same placements), which is how `placer pretrain --load-aware --init` starts from one.
+    the same placements), which is how `placer pretrain --load-aware --init` starts from one; the
+    weights of load features a policy was saved without start at zero alike.
 
     Raises
     ------
@@ -129,6 +136,9 @@ def assign_to(policy, saved: SavedPolicy) -> None:
     for path in VARIABLES + (LOAD_VARIABLES if saved.load_aware else ()):
         var = _variable(policy, path)
         value = saved.weights[path]
+        if path in LOAD_VARIABLES and value.shape[1:] == tuple(var.shape)[1:] and len(value) < var.shape[0]:
+            # saved before the later load features existed: theirs start at zero, as a plain policy's all do
+            value = np.concatenate([value, np.zeros((var.shape[0] - len(value),) + value.shape[1:], value.dtype)])
         if tuple(var.shape) != value.shape:
             raise PlacerError(f"policy {saved.name!r}: variable {path} has shape {value.shape}, the network "
                               f"{tuple(var.shape)} (trained with other sizes)")

@@ -73,6 +73,9 @@ class TrainConfig:
     load_aware: bool = False
     """The decoder also reads the devices' load so far (`placer.rl.policy.PolicyConfig.load_aware`); set
     from the policy when fine-tuning one that does."""
+    kind_groups: bool = False
+    """Ops that run fastest on different kinds of device are grouped apart (`placer.rl.grouping.group_graph`'s
+    ``split_kinds``), so groups of tiny ops can go to the host CPU; set from the policy when fine-tuning."""
     learning_rate: float = 2e-3
     """Adam step size."""
     entropy_weight: float = 0.01
@@ -297,7 +300,8 @@ class Trainer:
             self.reference = reference
             self.heuristic_seconds = time.perf_counter() - t0
         self.grouping: Grouping = group_graph(graph, cluster, self.config.groups, self.times,
-                                              respect=None if self.reference is None else self.reference[1])
+                                              respect=None if self.reference is None else self.reference[1],
+                                              split_kinds=self.config.kind_groups)
         self.group_feats = tf.constant(group_features(graph, cluster, self.grouping, self.times))
         self.device_feats = tf.constant(device_features(cluster))
         self.context = (decode_context(graph, cluster, self.grouping, self.times) if self.config.load_aware

@@ -1,14 +1,20 @@
 """Grouping: colocation first, then heavy-edge coarsening to at most G groups."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from placer import presets
 from placer.errors import PlacerError
 from placer.graph import OpGraph
-from placer.rl.grouping import group_graph
+from placer.cost_model import op_time_matrix
+from placer.graph_io import load_graph
+from placer.rl.grouping import _colocation_ids, fastest_kind, group_graph
 from placer.synthetic import layered_graph
 from tests.placer.helpers import op, two_device_cluster
+
+GRAPHS = Path(__file__).resolve().parents[3] / "graphs"
 
 
 def _colocated_graph(n: int = 400) -> OpGraph:
@@ -85,3 +91,30 @@ def test_respect_keeps_a_reference_placement_expressible():
     for k in range(grouping.num_groups):
         assert len(set(reference[grouping.group_of_op == k])) == 1
     np.testing.assert_array_equal(grouping.expand(grouping.project(reference, 5)), reference)
+
+
+def test_split_kinds_groups_host_ops_apart():
+    """With ``split_kinds`` a group mixes ops the CPU runs fastest with ops a GPU runs fastest only where a
+    colocation set (never split) mixes them already; without it most of resnet50's groups mix them."""
+    g, c = load_graph(GRAPHS / "resnet50.json.gz"), presets.get("4gpu")
+    times = op_time_matrix(g, c)
+    kind = fastest_kind(c, times)
+    assert set(kind.tolist()) == {0, 1}  # the host CPU (first device) and the GPUs
+
+    def mixed(grouping):
+        return {k for k in range(grouping.num_groups) if len(set(kind[grouping.group_of_op == k])) > 1}
+
+    colocation = _colocation_ids(g)
+    mixed_sets = {s for s in np.unique(colocation) if len(set(kind[colocation == s])) > 1}
+    split = group_graph(g, c, 128, times, split_kinds=True)
+    assert split.num_groups <= 128
+    for k in mixed(split):
+        assert mixed_sets & set(colocation[split.group_of_op == k].tolist())
+    assert len(mixed(group_graph(g, c, 128, times))) > 10 * max(len(mixed(split)), 1)
+
+
+def test_split_kinds_changes_nothing_on_a_cluster_of_one_kind():
+    g, c = layered_graph(400, seed=6), presets.get("local:3")
+    assert not fastest_kind(c, op_time_matrix(g, c)).any()
+    np.testing.assert_array_equal(group_graph(g, c, 20, split_kinds=True).group_of_op,
+                                  group_graph(g, c, 20).group_of_op)

@@ -9,7 +9,7 @@ import pytest
 
 from placer import presets
 from placer.errors import PlacerError
-from placer.graph_io import save_graph
+from placer.graph_io import load_graph, save_graph
 from placer.placers.refine import SEARCHED
 from placer.rl import pretrain
 from placer.rl.saved_policy import load_policy
@@ -318,7 +318,7 @@ def test_cli_pretrain_on_a_tiny_corpus(tmp_path, capsys):
     assert main(["pretrain", *args]) == 1  # the run exists: --resume or another folder
     assert "--resume" in capsys.readouterr().err
     # --resume needs no flags but the budget: the run's own settings are its defaults
-    budget = ["--budget-seconds", "3"]
+    budget = ["--budget-seconds", f"{summary['elapsed_seconds'] + 1:.1f}"]  # a step more, however slow the first
     assert main(["pretrain", str(corpus), "--cluster", "2gpu", "--out", str(out), "--resume", *budget, "--json"]) == 0
     resumed = json.loads(capsys.readouterr().out)
     assert resumed["steps"] > summary["steps"] and load_policy(out / "policy").groups == 10
@@ -329,6 +329,15 @@ def test_cli_pretrain_on_a_tiny_corpus(tmp_path, capsys):
     continued = json.loads(capsys.readouterr().out)
     assert continued["init"] == {"name": "placer-pretrained", "version": "1"} and continued["imitation_steps"] == 0
     assert load_policy(again / "policy").hidden == 16
+    kinds = tmp_path / "kinds"  # --kind-groups: the card says so, and a run from that policy keeps it
+    assert main(["pretrain", str(corpus), "--cluster", "2gpu", "--out", str(kinds), "--init", str(out / "policy"),
+                 "--kind-groups", "--budget-seconds", "1", "--json"]) == 0
+    assert load_policy(kinds / "policy").kind_groups and not load_policy(again / "policy").kind_groups
+    assert all(v["kind_groups"] for v in json.loads((kinds / "teachers.json").read_text()).values())
+    assert main(["pretrain", str(corpus), "--cluster", "2gpu", "--out", str(kinds / "on"), "--init",
+                 str(kinds / "policy"), "--budget-seconds", "1", "--json"]) == 0
+    capsys.readouterr()
+    assert load_policy(kinds / "on" / "policy").kind_groups
 
     assert main(["pretrain", str(corpus), "--out", str(tmp_path / "x"), "--init", str(tmp_path)]) == 1
     assert "is not a policy folder" in capsys.readouterr().err
@@ -340,3 +349,32 @@ def test_cli_pretrain_on_a_tiny_corpus(tmp_path, capsys):
     teachers = json.loads((searched / "teachers.json").read_text())
     assert {k: v["teacher"].endswith(SEARCHED) for k, v in teachers.items()} == {
         "layered50@2gpu": True, "layered60@2gpu": True, "layered70@2gpu": False}
+
+
+def test_a_kind_groups_run_places_and_fine_tunes_the_same_groups(tmp_path):
+    """``kind_groups`` groups the host CPU's tiny ops apart in training, and the policy's card carries it, so
+    zero-shot placement and fine-tuning group a graph the way the policy was trained to place it."""
+    from dataclasses import replace
+
+    from placer.rl.finetune import fine_tuner
+    from placer.rl.grouping import group_graph
+    from placer.rl.trainer import TrainConfig
+    from placer.rl.zero_shot import place_zero_shot
+
+    graph, cluster = load_graph(Path(__file__).resolve().parents[3] / "graphs" / "rnnlm.json.gz"), presets.get("4gpu")
+    config = replace(CONFIG, kind_groups=True, load_aware=True)
+    env = pretrain.make_environment(graph, cluster, config.groups, config.teachers, kind_groups=True)
+    split = group_graph(graph, cluster, config.groups, env.sim.times, split_kinds=True)
+    assert not np.array_equal(split.group_of_op, group_graph(graph, cluster, config.groups, env.sim.times).group_of_op)
+    np.testing.assert_array_equal(env.grouping.group_of_op, split.group_of_op)
+    p = pretrain.Pretrainer([env], config)
+    assert pretrain.run(p, tmp_path, budget_seconds=1.0, name="t", version="1") == "done"
+    saved = load_policy(tmp_path / pretrain.POLICY_DIR)
+    assert saved.kind_groups and saved.describe()["kind_groups"]
+
+    zero = place_zero_shot(graph, cluster, saved)
+    assert zero.meta["policy"]["kind_groups"] and zero.meta["groups"] == split.num_groups
+    tuner = fine_tuner(graph, cluster, saved, TrainConfig(samples=4, seed=0, jit=False), samples=0)
+    assert tuner.config.kind_groups
+    np.testing.assert_array_equal(tuner.grouping.group_of_op, split.group_of_op)
+    assert tuner.state.best.step_time == pytest.approx(zero.step_time)
