@@ -89,7 +89,7 @@ class FineTuner(Trainer):
 def fine_tune_config(policy: SavedPolicy, config: TrainConfig | None = None, heuristic: bool = False) -> TrainConfig:
     """`config` (or the defaults) with the policy's sizes, and the heuristic warm start only if asked for."""
     return replace(config or TrainConfig(), groups=policy.groups, hidden=policy.hidden, load_aware=policy.load_aware,
-                   kind_groups=policy.kind_groups,
+                   kind_groups=policy.kind_groups, balanced_groups=policy.balanced_groups,
                    warm_start="heuristic" if heuristic else "none")
 
 

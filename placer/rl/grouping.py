@@ -62,7 +62,7 @@ class Grouping:
 
 def group_graph(graph: OpGraph, cluster: Cluster, max_groups: int = DEFAULT_MAX_GROUPS,
                 times: np.ndarray | None = None, memory_fraction: float = 0.5,
-                respect: np.ndarray | None = None, split_kinds: bool = False) -> Grouping:
+                respect: np.ndarray | None = None, split_kinds: bool = False, balanced: bool = False) -> Grouping:
     """Group the ops of `graph` into at most `max_groups` groups for placement on `cluster`.
 
     Parameters
@@ -82,6 +82,12 @@ def group_graph(graph: OpGraph, cluster: Cluster, max_groups: int = DEFAULT_MAX_
         different kinds of device (`fastest_kind`): the thousands of tiny ops
         a host CPU runs faster than a GPU (its per-op overhead is lower) then
         form groups of their own, which a policy can send to the CPU.
+    balanced : when no two adjacent groups may merge within the compute
+        share, merge groups that are neighbours in topological order (and
+        within it) before raising the share. Without it, a graph whose small
+        groups hang only off full ones ends with a few giant groups (densenet121:
+        five hold 93% of the compute, so four GPUs cannot share it evenly);
+        with it no group exceeds 2/G of the compute unless a colocation set does.
 
     Returns
     -------
@@ -130,6 +136,9 @@ def group_graph(graph: OpGraph, cluster: Cluster, max_groups: int = DEFAULT_MAX_
         g_mem = np.bincount(gid, weights=op_mem, minlength=num)
         merged = _heavy_edge_matching(gid[src], gid[dst], edge_w, g_time, g_mem, time_cap, mem_cap,
                                       num - max_groups, label)
+        if merged is None and balanced and np.isfinite(time_cap):
+            merged = _merge_topological_neighbours(gid, graph.topo_rank, g_mem, mem_cap, num - max_groups, label,
+                                                   g_time, time_cap)
         if merged is None and np.isfinite(time_cap):
             time_cap = time_cap * 2 if time_cap * 2 < g_time.sum() else np.inf
             continue
@@ -219,7 +228,8 @@ def _heavy_edge_matching(a: np.ndarray, b: np.ndarray, w: np.ndarray, g_time: np
 
 
 def _merge_topological_neighbours(gid: np.ndarray, rank: np.ndarray, g_mem: np.ndarray, mem_cap: float,
-                                  max_merges: int, label: np.ndarray | None = None) -> np.ndarray | None:
+                                  max_merges: int, label: np.ndarray | None = None,
+                                  g_time: np.ndarray | None = None, time_cap: float = np.inf) -> np.ndarray | None:
     """Last resort when no edge may merge: join groups adjacent in topological order.
 
     With `label`, only groups of the same label, adjacent among that label's groups.
@@ -235,7 +245,8 @@ def _merge_topological_neighbours(gid: np.ndarray, rank: np.ndarray, g_mem: np.n
     k = 0
     while k + 1 < num and merges < max_merges:
         x, y = order[k], order[k + 1]
-        if (label is None or label[x] == label[y]) and g_mem[x] + g_mem[y] <= mem_cap:
+        if ((label is None or label[x] == label[y]) and g_mem[x] + g_mem[y] <= mem_cap
+                and (g_time is None or g_time[x] + g_time[y] <= time_cap)):
             new_id[y] = x
             merges += 1
             k += 2

@@ -80,6 +80,12 @@ class SavedPolicy:
         return bool(self.card.get("kind_groups", False))
 
     @property
+    def balanced_groups(self) -> bool:
+        """Whether it was trained on groups balanced by topological merges (`placer.rl.grouping.group_graph`'s
+        ``balanced``)."""
+        return bool(self.card.get("balanced_groups", False))
+
+    @property
     def groups(self) -> int:
         return int(self.card.get("groups", 256))
 
@@ -92,7 +98,8 @@ class SavedPolicy:
         """What a placement's meta says about the policy that made it."""
         return {"name": self.name, "version": self.version, "fine_tuned": bool(self.card.get("fine_tuned", False)),
                 "hidden": self.hidden, "groups": self.groups, "load_aware": self.load_aware,
-                "kind_groups": self.kind_groups, "sampling_temperature": self.sampling_temperature,
+                "kind_groups": self.kind_groups, "balanced_groups": self.balanced_groups,
+                "sampling_temperature": self.sampling_temperature,
                 "trained_on": self.card.get("trained_on")}
 
 

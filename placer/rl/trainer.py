@@ -76,6 +76,9 @@ class TrainConfig:
     kind_groups: bool = False
     """Ops that run fastest on different kinds of device are grouped apart (`placer.rl.grouping.group_graph`'s
     ``split_kinds``), so groups of tiny ops can go to the host CPU; set from the policy when fine-tuning."""
+    balanced_groups: bool = False
+    """Small groups that are neighbours in topological order merge before any group may exceed its compute
+    share (`placer.rl.grouping.group_graph`'s ``balanced``)."""
     learning_rate: float = 2e-3
     """Adam step size."""
     entropy_weight: float = 0.01
@@ -301,7 +304,8 @@ class Trainer:
             self.heuristic_seconds = time.perf_counter() - t0
         self.grouping: Grouping = group_graph(graph, cluster, self.config.groups, self.times,
                                               respect=None if self.reference is None else self.reference[1],
-                                              split_kinds=self.config.kind_groups)
+                                              split_kinds=self.config.kind_groups,
+                                              balanced=self.config.balanced_groups)
         self.group_feats = tf.constant(group_features(graph, cluster, self.grouping, self.times))
         self.device_feats = tf.constant(device_features(cluster))
         self.context = (decode_context(graph, cluster, self.grouping, self.times) if self.config.load_aware

@@ -68,7 +68,8 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
                           f"{max_devices}")
     t0 = time.perf_counter()
     sim = Simulator(graph, cluster)
-    grouping = group_graph(graph, cluster, groups or policy.groups, sim.times, split_kinds=policy.kind_groups)
+    grouping = group_graph(graph, cluster, groups or policy.groups, sim.times, split_kinds=policy.kind_groups,
+                           balanced=policy.balanced_groups)
     feats = group_features(graph, cluster, grouping, sim.times)
     devs = device_features(cluster)
     context = decode_context(graph, cluster, grouping, sim.times) if policy.load_aware else None
