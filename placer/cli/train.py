@@ -52,6 +52,12 @@ def add_parser(sub) -> None:
                    help="first improve the heuristic warm start by S seconds of local search in the simulator "
                         "(step time objective; default 0: imitate the heuristic as it is); where REINFORCE "
                         "starts decides much of where it ends (README: Learned placer)")
+    p.add_argument("--kind-groups", action="store_true", default=None,
+                   help="group apart the ops different kinds of device run fastest (the tiny ops a host CPU runs "
+                        "faster than a GPU), so they can go there; not with --init, whose policy decides its groups")
+    p.add_argument("--balanced-groups", action="store_true", default=None,
+                   help="merge small groups that are neighbours in topological order before any group may take "
+                        "more than 2/G of the compute; not with --init")
     p.add_argument("--starts", type=int, default=None, metavar="K",
                    help="race REINFORCE from the K fastest distinct heuristic placements (2-8), keeping the "
                         "faster half each round until one start has the rest of the budget (successive halving; "
@@ -86,6 +92,10 @@ def run(args) -> int:
     if args.steps is not None and args.steps < 1:
         raise PlacerError(f"--steps must be at least 1, got {args.steps}")
     check_refine(args.refine_seconds, args.refine_sweeps, args.objective)
+    for flag, value in (("--kind-groups", args.kind_groups), ("--balanced-groups", args.balanced_groups)):
+        if value and args.init is not None:
+            raise PlacerError(f"{flag} does not go with --init: a fine-tune groups ops as its policy was trained to "
+                              "(the policy card says how)")
     if args.warm_start_search is not None and not args.warm_start_search >= 0:
         raise PlacerError(f"--warm-start-search must be 0 or more seconds, got {args.warm_start_search!r}")
     if args.warm_start_search:
@@ -153,7 +163,9 @@ class _Session:
         graph, cluster = load_graph_and_cluster(args)
         given = {k: v for k, v in (("seed", args.seed), ("samples", args.samples), ("groups", args.groups),
                                    ("warm_start", args.warm_start), ("objective", args.objective),
-                                   ("warm_start_search", args.warm_start_search)) if v is not None}
+                                   ("warm_start_search", args.warm_start_search),
+                                   ("kind_groups", getattr(args, "kind_groups", None)),
+                                   ("balanced_groups", getattr(args, "balanced_groups", None))) if v is not None}
         saved = checkpoint.load_state(self.out)
         raced = race.load_race_state(self.out)
         if (saved is not None or raced is not None) and not args.resume:

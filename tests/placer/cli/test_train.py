@@ -81,6 +81,8 @@ def test_refine_seconds_writes_a_refined_placement_never_slower(cli, graph_file,
     (["--starts", "2", "--init", "shipped"], "does not go with --init"),
     (["--starts", "2", "--warm-start", "none"], "does not go with --warm-start none"),
     (["--starts", "2", "--reward", "measured"], "does not go with --reward measured"),
+    (["--kind-groups", "--init", "shipped"], "--kind-groups does not go with --init"),
+    (["--balanced-groups", "--init", "shipped"], "--balanced-groups does not go with --init"),
     (["--steps", "0"], "--steps must be at least 1"),
     (["--budget-seconds", "-3"], "--budget-seconds must be positive"),
     (["--samples", "1", "--steps", "1"], "samples must be at least 2"),
@@ -101,6 +103,18 @@ def test_the_heuristic_warm_start_is_searched_first_when_asked(cli, graph_file, 
     assert warm["heuristic"].endswith("+search") == searched and json.loads(r.out)["warm_start"] == warm
     config = json.loads((out / "trainer_state.json").read_text())["config"]
     assert config["warm_start_search"] == (float(flag[1]) if flag else 0.0)
+
+
+def test_kind_and_balanced_groups_are_kept_by_the_run_and_its_resume(cli, graph_file, tmp_path):
+    out = tmp_path / "run"
+    r = cli("train", graph_file, "--cluster", "4gpu", "--out", out, "--steps", "1", *FAST, "--kind-groups",
+            "--balanced-groups")
+    assert r.code == 0, r.err
+    config = json.loads((out / "trainer_state.json").read_text())["config"]
+    assert config["kind_groups"] and config["balanced_groups"]
+    r = cli("train", graph_file, "--cluster", "4gpu", "--out", out, "--steps", "2", "--resume")
+    assert r.code == 0, r.err
+    assert json.loads((out / "trainer_state.json").read_text())["config"]["kind_groups"]
 
 
 def test_starts_races_heuristic_warm_starts_and_resumes(cli, graph_file, tmp_path):
