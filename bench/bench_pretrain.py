@@ -25,7 +25,10 @@ of ``graphs/``, on one cluster:
   stage ``rl``, whose placement is not kept), then the same search;
 - ``rl_searched``: per-graph RL as stage ``rl``, but its warm start is the best
   heuristic after ``--refine-seconds`` of that search (``placer train``'s
-  ``--warm-start-search``), against stage ``rl``'s result.
+  ``--warm-start-search``), against stage ``rl``'s result;
+- ``rl_grouped``: per-graph RL as stage ``rl``, on the kind and balanced
+  groups the shipped policy (v4) places (``TrainConfig.kind_groups`` and
+  ``balanced_groups``): per-graph RL given the same groups as the policy.
 
 Each stage's result is saved per graph in the JSON as it finishes, so an
 interrupted run resumes (``--redo STAGE`` recomputes one). Also times placing
@@ -56,7 +59,8 @@ from placer import presets  # noqa: E402
 from placer.graph_io import load_graph, write_atomic  # noqa: E402
 from placer.placers import registry  # noqa: E402
 
-STAGES = ("heuristics", "rl", "zero_shot", "finetune", "finetune_heuristic", "refine", "refine_rl", "rl_searched")
+STAGES = ("heuristics", "rl", "zero_shot", "finetune", "finetune_heuristic", "refine", "refine_rl", "rl_searched",
+          "rl_grouped")
 
 
 def default_graphs() -> list[tuple[str, Path, str]]:
@@ -195,6 +199,34 @@ def stage_rl_searched(graph, cluster, heur: dict, args) -> dict:
             "heuristic_step_time": h.step_time, "start_step_time": reference[2],
             "projected_step_time": trainer.state.warm_start.get("projected_step_time"),
             "step_time": b.step_time, "oom": b.oom, "steps": trainer.state.step, "found_at_step": b.step}
+
+
+def stage_rl_grouped(graph, cluster, heur: dict, args) -> dict:
+    """Per-graph RL as stage rl, on the groups the shipped policy places (kind and balanced groups): is the
+    zero-shot policy ahead of per-graph RL, or only of per-graph RL's grouping?"""
+    from placer.rl.trainer import TrainConfig, Trainer, train
+
+    h = registry.place(heur["best"], graph, cluster)
+    config = TrainConfig(groups=args.groups, seed=args.seed, kind_groups=True, balanced_groups=True)
+    trainer = Trainer(graph, cluster, config, reference=(h.method, h.assignment(graph, cluster), h.step_time))
+    train(trainer, budget_seconds=args.rl_budget)
+    b = trainer.state.best
+    return {"budget_seconds": args.rl_budget, "step_time": b.step_time, "oom": b.oom, "steps": trainer.state.step,
+            "found_at_step": b.step, "imitation_steps": trainer.state.warm_start.get("imitation_steps", 0)}
+
+
+def rl_grouped_table(results: dict, k: str) -> str:
+    lines = ["| graph | RL 90 s (stage rl) | RL 90 s, kind + balanced groups | change | RL 600 s | "
+             "zero-shot best-of-K | zero-shot vs grouped RL 90 s |", "|---|---|---|---|---|---|---|"]
+    ms = lambda x: f"{x * 1e3:.1f} ms"  # noqa: E731
+    for name, r in results["graphs"].items():
+        g, rl, z = r.get("rl_grouped"), r.get("rl"), (r.get("zero_shot") or {}).get(k)
+        if not (g and rl and z):
+            continue
+        lines.append(f"| {name} | {ms(rl['step_time'])} | {ms(g['step_time'])} | {g['step_time'] / rl['step_time'] - 1:+.1%} | "
+                     f"{ms(r['rl_600']) if r.get('rl_600') else '-'} | {ms(z['step_time'])} | "
+                     f"{z['step_time'] / g['step_time'] - 1:+.1%} |")
+    return "\n".join(lines)
 
 
 def rl_searched_table(results: dict) -> str:
@@ -347,7 +379,7 @@ def main() -> int:
         for stage in STAGES:
             if stage not in args.stages or (stage in r and stage not in args.redo):
                 continue
-            if (stage in ("rl", "refine", "refine_rl", "rl_searched") and "heuristics" not in r
+            if (stage in ("rl", "refine", "refine_rl", "rl_searched", "rl_grouped") and "heuristics" not in r
                     or stage.startswith("finetune") and "rl" not in r):
                 print(f"{label}: {stage} needs the earlier stages; skipped", flush=True)
                 continue
@@ -364,6 +396,8 @@ def main() -> int:
                 r[stage] = stage_refine_rl(graph, cluster, r["heuristics"], args)
             elif stage == "rl_searched":
                 r[stage] = stage_rl_searched(graph, cluster, r["heuristics"], args)
+            elif stage == "rl_grouped":
+                r[stage] = stage_rl_grouped(graph, cluster, r["heuristics"], args)
             else:
                 r[stage] = stage_finetune(graph, cluster, policy, r["rl"], r["heuristics"], args,
                                           heuristic=stage == "finetune_heuristic")
@@ -409,6 +443,20 @@ def main() -> int:
                 "geomean_rl_over_rl_600s": _geo([r["refine_rl"]["start_step_time"] / r["rl_600"] for r in with_rl]),
                 "geomean_refined_rl_over_rl_600s": _geo([r["refine_rl"]["step_time"] / r["rl_600"] for r in with_rl]),
             })
+    k = f"best_of_{args.best_of}"
+    grouped = [r for r in results["graphs"].values()
+               if r.get("rl_grouped") and r.get("rl") and k in (r.get("zero_shot") or {})]
+    if grouped:
+        results["rl_grouped_table"] = rl_grouped_table(results, k)
+        z = [r["zero_shot"][k]["step_time"] / r["rl_grouped"]["step_time"] for r in grouped]
+        results["rl_grouped_summary"] = {
+            "graphs": len(grouped),
+            "geomean_grouped_rl_over_rl": _geo([r["rl_grouped"]["step_time"] / r["rl"]["step_time"] for r in grouped]),
+            "geomean_grouped_rl_over_rl_600s": _geo([r["rl_grouped"]["step_time"] / r["rl_600"] for r in grouped
+                                                     if r.get("rl_600")]),
+            "geomean_best_of_k_over_grouped_rl": _geo(z),
+            "best_of_k_within_5pct_of_grouped_rl": sum(x <= 1.05 for x in z),
+        }
     searched = [r for r in results["graphs"].values() if r.get("rl_searched") and r.get("rl") and r.get("rl_600")]
     if searched:
         results["rl_searched_table"] = rl_searched_table(results)
@@ -427,6 +475,9 @@ def main() -> int:
     if "rl_searched_table" in results:
         print(results["rl_searched_table"])
         print(json.dumps(results["rl_searched_summary"], indent=1))
+    if "rl_grouped_table" in results:
+        print(results["rl_grouped_table"])
+        print(json.dumps(results["rl_grouped_summary"], indent=1))
     if "summary" in results:
         print(json.dumps(results["summary"], indent=1))
     return 0
