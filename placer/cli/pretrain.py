@@ -12,7 +12,8 @@ given change them). ``--init POLICY`` continues pre-training from a policy
 
 from __future__ import annotations
 
-from placer.cli.common import StopOnSignal, add_json_flag, add_run_folder, check_budget, run_folder
+from placer.cli.common import (StopOnSignal, add_grouping_flags, add_json_flag, add_run_folder, check_budget,
+                               run_folder)
 
 DEFAULT_CLUSTERS = ("2gpu", "4gpu", "8gpu")
 DEFAULT_BUDGET_SECONDS = 1800.0
@@ -36,12 +37,7 @@ def add_parser(sub) -> None:
     p.add_argument("--load-aware", action="store_true", default=None,
                    help="the decoder also reads each device's load so far (compute, memory, share of the group's "
                         "inputs); with --init, its load weights start at zero (default: as the --init policy)")
-    p.add_argument("--kind-groups", action="store_true", default=None,
-                   help="group apart ops that run fastest on different kinds of device (the tiny ops a host CPU "
-                        "runs faster than a GPU), so the policy can send them there (default: as the --init policy)")
-    p.add_argument("--balanced-groups", action="store_true", default=None,
-                   help="before letting a group take more than 2/G of the compute, merge small groups that are "
-                        "neighbours in topological order (default: as the --init policy)")
+    add_grouping_flags(p, "default: as the --init policy")
     p.add_argument("--teachers", nargs="+", default=None, metavar="METHOD",
                    help="heuristics whose fastest placement each graph imitates first "
                         "(default: the fast ones, single expert metis heft m_topo)")

@@ -19,8 +19,8 @@ the run "interrupted" and exit with code 130.
 
 from __future__ import annotations
 
-from placer.cli.common import (StopOnSignal, add_graph_and_cluster, add_json_flag, add_objective, add_run_folder,
-                               add_refine_sweeps, check_budget, check_refine, run_folder)
+from placer.cli.common import (StopOnSignal, add_graph_and_cluster, add_grouping_flags, add_json_flag, add_objective,
+                               add_refine_sweeps, add_run_folder, check_budget, check_refine, run_folder)
 
 CHECKPOINT_EVERY_SECONDS = 30.0
 DEFAULT_BUDGET_SECONDS = 600.0
@@ -52,12 +52,7 @@ def add_parser(sub) -> None:
                    help="first improve the heuristic warm start by S seconds of local search in the simulator "
                         "(step time objective; default 0: imitate the heuristic as it is); where REINFORCE "
                         "starts decides much of where it ends (README: Learned placer)")
-    p.add_argument("--kind-groups", action="store_true", default=None,
-                   help="group apart the ops different kinds of device run fastest (the tiny ops a host CPU runs "
-                        "faster than a GPU), so they can go there; not with --init, whose policy decides its groups")
-    p.add_argument("--balanced-groups", action="store_true", default=None,
-                   help="merge small groups that are neighbours in topological order before any group may take "
-                        "more than 2/G of the compute; not with --init")
+    add_grouping_flags(p, "default off; not with --init, whose policy decides its groups")
     p.add_argument("--starts", type=int, default=None, metavar="K",
                    help="race REINFORCE from the K fastest distinct heuristic placements (2-8), keeping the "
                         "faster half each round until one start has the rest of the budget (successive halving; "
