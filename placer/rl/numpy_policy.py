@@ -116,8 +116,7 @@ def decode(weights: dict[str, np.ndarray], groups: np.ndarray, devices: np.ndarr
         if load_w is not None:
             feats = load_features(load, mem, flow[:, t, :], progress, context.memory[t], context.capacity,
                                   context.slowness[t])
-            # a policy saved before a feature was added has fewer rows: it reads the first ones
-            logits = logits + np.einsum("kds,ks->kd", feats[..., :len(load_w)], o_ @ load_w.T)
+            logits = logits + np.einsum("kds,ks->kd", feats, o_ @ load_w.T)
         logits = logits * scale
         logits = logits - logits.max(axis=1, keepdims=True)
         logq = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))

@@ -23,7 +23,7 @@ import numpy as np
 
 from placer.errors import PlacerError
 from placer.graph_io import read_json_file, write_atomic
-from placer.rl.features import NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES
+from placer.rl.features import NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, NUM_LOAD_FEATURES
 
 CARD = "policy.json"
 WEIGHTS = "weights.npz"
@@ -130,8 +130,7 @@ def assign_to(policy, saved: SavedPolicy) -> None:
     """Copy a saved policy's weights into a TensorFlow `PlacementPolicy` of the same sizes.
 
     A load-aware network takes a policy without load weights as it is (its load weights stay at zero:
-    the same placements), which is how `placer pretrain --load-aware --init` starts from one; the
-    weights of load features a policy was saved without start at zero alike.
+    the same placements), which is how `placer pretrain --load-aware --init` starts from one.
 
     Raises
     ------
@@ -143,9 +142,6 @@ def assign_to(policy, saved: SavedPolicy) -> None:
     for path in VARIABLES + (LOAD_VARIABLES if saved.load_aware else ()):
         var = _variable(policy, path)
         value = saved.weights[path]
-        if path in LOAD_VARIABLES and value.shape[1:] == tuple(var.shape)[1:] and len(value) < var.shape[0]:
-            # saved before the later load features existed: theirs start at zero, as a plain policy's all do
-            value = np.concatenate([value, np.zeros((var.shape[0] - len(value),) + value.shape[1:], value.dtype)])
         if tuple(var.shape) != value.shape:
             raise PlacerError(f"policy {saved.name!r}: variable {path} has shape {value.shape}, the network "
                               f"{tuple(var.shape)} (trained with other sizes)")
@@ -197,4 +193,14 @@ def load_policy(directory: str | Path | None = None) -> SavedPolicy:
     missing = [v for v in VARIABLES if v not in weights]
     if missing:
         raise PlacerError(f"{str(directory / WEIGHTS)!r} lacks variables {missing}")
-    return SavedPolicy(weights, card, directory)
+    return SavedPolicy(_with_every_load_feature(weights), card, directory)
+
+
+def _with_every_load_feature(weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A load-aware policy saved before later load features existed (v3: four of `NUM_LOAD_FEATURES`) gets
+    zero weights for them: it places as it did, and fine-tunes in today's network."""
+    load_w = weights.get("load_w")
+    if load_w is None or len(load_w) >= NUM_LOAD_FEATURES:
+        return weights
+    pad = np.zeros((NUM_LOAD_FEATURES - len(load_w),) + load_w.shape[1:], load_w.dtype)
+    return {**weights, "load_w": np.concatenate([load_w, pad])}
