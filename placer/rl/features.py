@@ -35,7 +35,7 @@ OP_CATEGORIES: list[tuple[str, re.Pattern]] = [
 CATEGORY_NAMES = [name for name, _ in OP_CATEGORIES] + ["other"]
 NUM_GROUP_FEATURES = len(CATEGORY_NAMES) + 14
 NUM_DEVICE_FEATURES = 7
-NUM_LOAD_FEATURES = 5
+NUM_LOAD_FEATURES = 6
 """Per device, while a load-aware decoder places groups one by one (`load_features`)."""
 
 
@@ -202,6 +202,18 @@ class DecodeContext(NamedTuple):
     slowness: np.ndarray
     """``[G, D]`` float32: ``log10`` of each group's compute time on each device over its time on its fastest
     device (at most 2): which devices suit the group, e.g. a group of tiny ops the host CPU runs faster."""
+    duration: np.ndarray
+    """``[G, D]`` float32: each group's compute time on each device, in fair shares (the graph's compute time
+    on the fastest devices over D)."""
+    sent: np.ndarray
+    """``[G, G]`` float32: row j, column t, the time to send group t the tensors it takes from group j over the
+    cluster's slowest link, in fair shares (0 where t takes nothing from j; above 0 where it does, if only
+    an ordering)."""
+    link: np.ndarray
+    """``[D, D]`` float32: the slowest link's bandwidth over the bandwidth from device i to device j (0 on the
+    diagonal: nothing is sent); `sent` times this is the time on that link."""
+    latency: np.ndarray
+    """``[D, D]`` float32: each link's latency in fair shares (0 on the diagonal)."""
 
 
 def decode_context(graph: OpGraph, cluster: Cluster, grouping: Grouping, times: np.ndarray) -> DecodeContext:
@@ -216,34 +228,68 @@ def decode_context(graph: OpGraph, cluster: Cluster, grouping: Grouping, times: 
     cross = gid[src] != dst
     inflow = np.zeros((G, G))
     np.add.at(inflow, (gid[src[cross]], dst[cross]), out[src[cross]])
+    edge = np.zeros((G, G), dtype=bool)
+    edge[gid[src[cross]], dst[cross]] = True
+    sent_bytes = inflow.copy()
     received = inflow.sum(axis=0)
     inflow /= np.where(received > 0, received, 1.0)[None, :]
     fast = times.min(axis=1)
+    total = float(fast.sum())
     compute = np.bincount(gid, weights=fast, minlength=G)
-    compute = compute / compute.sum() if compute.sum() > 0 else np.full(G, 1.0 / G)
+    compute = compute / total if total > 0 else np.full(G, 1.0 / G)
     mem = np.array([d.memory_bytes for d in cluster.devices], dtype=np.float64)
-    on_device = np.stack([np.bincount(gid, weights=times[:, d], minlength=G) for d in range(times.shape[1])], axis=1)
+    D = times.shape[1]
+    on_device = np.stack([np.bincount(gid, weights=times[:, d], minlength=G) for d in range(D)], axis=1)
     fastest = on_device.min(axis=1, keepdims=True)
     slowness = np.minimum(np.log10(np.maximum(on_device, 1e-30) / np.maximum(fastest, 1e-30)), 2.0)
+    fair = total / D if total > 0 else 1.0
+    bw, lat = cluster.link_matrices()
+    off = ~np.eye(D, dtype=bool)
+    slowest = float(bw[off].min()) if D > 1 else 1.0
+    link = np.where(off, slowest / np.where(off, bw, 1.0), 0.0)
+    sent = np.where(edge, np.maximum(sent_bytes / slowest / fair, 1e-9), 0.0)
     return DecodeContext(inflow.astype(np.float32), compute.astype(np.float32),
                          group_memory(graph, cluster, grouping).astype(np.float32), (mem / mem.min()).astype(np.float32),
-                         slowness.astype(np.float32))
+                         slowness.astype(np.float32), (on_device / fair).astype(np.float32), sent.astype(np.float32),
+                         link.astype(np.float32), (lat / fair).astype(np.float32))
+
+
+def finish_delay(finish: np.ndarray, where: np.ndarray, ready: np.ndarray, t: int,
+                 context: DecodeContext) -> tuple[np.ndarray, np.ndarray]:
+    """When group t would finish on each device, for K partial placements of groups ``0..t-1``: an earliest-
+    finish-time estimate at group level, as the ETF and HEFT list schedulers make it per op.
+
+    `finish` ``[K, G]``: when each placed group finishes (fair shares); `where` ``[K, G]``: its device;
+    `ready` ``[K, D]``: when each device is free. Group t starts on device d once d is free and the inputs
+    of its placed predecessors have arrived there (over the link between the devices; at once on the same
+    device). Returns ``(finish [K, D], delay [K, D])``, the delay being how much later than on its earliest
+    device, at most 2 fair shares (`placer.rl.policy.PlacementPolicy.decode` computes the same in TensorFlow).
+    """
+    preds = np.flatnonzero(context.sent[:t, t] > 0)
+    arrive = np.zeros_like(ready)
+    if len(preds):
+        src = where[:, preds]  # [K, P]
+        cost = context.sent[preds, t][None, :, None] * context.link[src] + context.latency[src]  # [K, P, D]
+        arrive = np.maximum(arrive, (finish[:, preds, None] + cost).max(axis=1))
+    fin = np.maximum(ready, arrive) + context.duration[t][None, :]
+    return fin, np.minimum(fin - fin.min(axis=1, keepdims=True), 2.0)
 
 
 def load_features(load: np.ndarray, memory: np.ndarray, inflow: np.ndarray, progress: float,
-                  own_memory: float, capacity: np.ndarray, slowness: np.ndarray) -> np.ndarray:
+                  own_memory: float, capacity: np.ndarray, slowness: np.ndarray, delay: np.ndarray) -> np.ndarray:
     """Features ``[K, D, NUM_LOAD_FEATURES]`` (float32) of each device before group t is placed, for K
     placements (`placer.rl.policy.PlacementPolicy.decode` computes the same in TensorFlow).
 
     `load` ``[K, D]``: compute shares placed on each device so far; `memory` ``[K, D]``: memory placed
     (`DecodeContext.memory` units); `inflow` ``[K, D]``: share of group t's input bytes already on each
     device; `progress`: the compute share placed so far (all devices); `own_memory`: group t's memory;
-    `capacity` ``[D]``; `slowness` ``[D]``: group t's row of `DecodeContext.slowness`. Columns: load above
-    the fair share, in fair shares (0 when every device has the same); memory use if t goes there, as a
-    share of the device (at most 2); 1 if that overflows it; the share of t's inputs already there; t's
-    slowness there.
+    `capacity` ``[D]``; `slowness` ``[D]``: group t's row of `DecodeContext.slowness`; `delay` ``[K, D]``:
+    from `finish_delay`. Columns: load above the fair share, in fair shares (0 when every device has the
+    same); memory use if t goes there, as a share of the device (at most 2); 1 if that overflows it; the
+    share of t's inputs already there; t's slowness there; how much later t would finish there than on
+    its earliest device.
     """
     excess = load * load.shape[-1] - progress
     use = (memory + own_memory) / capacity
     return np.stack([excess, np.minimum(use, 2.0), (use > 1.0).astype(np.float32), inflow,
-                     np.broadcast_to(slowness, load.shape)], axis=-1).astype(np.float32)
+                     np.broadcast_to(slowness, load.shape), delay], axis=-1).astype(np.float32)

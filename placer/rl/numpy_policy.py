@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from placer.rl.features import DecodeContext, load_features
+from placer.rl.features import DecodeContext, finish_delay, load_features
 
 LOGIT_GAIN = 4.0  # as in PlacementPolicy.decode
 
@@ -101,6 +101,9 @@ def decode(weights: dict[str, np.ndarray], groups: np.ndarray, devices: np.ndarr
         mem = np.zeros((K, D), np.float32)
         flow = np.zeros((K, G, D), np.float32)
         progress = np.float32(0.0)
+        finish = np.zeros((K, G), np.float32)  # when each placed group finishes (fair shares)
+        where = np.zeros((K, G), np.int64)
+        ready = np.zeros((K, D), np.float32)  # when each device is free
     for t in range(G):
         scores = (h @ att_dec) @ keys.T * att_scale  # [K, G]
         scores -= scores.max(axis=1, keepdims=True)
@@ -114,8 +117,9 @@ def decode(weights: dict[str, np.ndarray], groups: np.ndarray, devices: np.ndarr
         o_ = np.tanh(np.concatenate([h, ctx], 1) @ out_w + out_b)
         logits = o_ @ dev.T  # [K, D]
         if load_w is not None:
+            fin, delay = finish_delay(finish, where, ready, t, context)
             feats = load_features(load, mem, flow[:, t, :], progress, context.memory[t], context.capacity,
-                                  context.slowness[t])
+                                  context.slowness[t], delay)
             logits = logits + np.einsum("kds,ks->kd", feats, o_ @ load_w.T)
         logits = logits * scale
         logits = logits - logits.max(axis=1, keepdims=True)
@@ -135,4 +139,7 @@ def decode(weights: dict[str, np.ndarray], groups: np.ndarray, devices: np.ndarr
             mem[rows, a] += context.memory[t]
             flow[rows, :, a] += context.inflow[t]
             progress += context.compute[t]
+            finish[:, t] = fin[rows, a]
+            where[:, t] = a
+            ready[rows, a] = fin[rows, a]
     return out, logp

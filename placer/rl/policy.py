@@ -15,10 +15,12 @@ any cluster:
 
 Optionally (``load_aware``, after Placeto's view of the placement so far) each
 device's embedding at step t also reads how loaded the device already is:
-compute and memory placed on it, how much of group t's input it holds, and
-how much slower group t runs there than on its fastest device
-(`placer.rl.features.load_features`). That is what a list scheduler decides
-by, and unlike the LSTM's memory of earlier choices it means the same on
+compute and memory placed on it, how much of group t's input it holds,
+how much slower group t runs there than on its fastest device, and how much
+later it would finish there than on the device where it would finish first
+(an earliest-finish-time estimate over the groups placed so far,
+`placer.rl.features.finish_delay`; `placer.rl.features.load_features`).
+That is what a list scheduler decides by, and unlike the LSTM's memory of earlier choices it means the same on
 every graph. Its weights start at zero, so a policy trained without it
 behaves the same until trained with it.
 
@@ -181,15 +183,21 @@ class PlacementPolicy(tf.Module):
         logp = tf.zeros([K])
         ent = tf.zeros([K])
         if load_aware:
-            inflow, compute, memory, capacity, slowness = (tf.convert_to_tensor(c, tf.float32) for c in context)
+            (inflow, compute, memory, capacity, slowness, duration, sent, link,
+             latency) = (tf.convert_to_tensor(c, tf.float32) for c in context)
             D = tf.shape(dev)[0]
             num_devices = tf.cast(D, tf.float32)
             load = tf.zeros(tf.stack([K, D]))  # compute share placed on each device, per sample
             mem = tf.zeros(tf.stack([K, D]))  # memory placed on each device
             flow = tf.zeros(tf.stack([K, G, D]))  # share of each group's input bytes already on each device
             progress = tf.constant(0.0)
+            finish = tf.zeros(tf.stack([K, G]))  # when each placed group finishes (fair shares)
+            where = tf.zeros(tf.stack([K, G]), tf.int32)  # its device
+            ready = tf.zeros(tf.stack([K, D]))  # when each device is free
+            fin = tf.zeros(tf.stack([K, D]))  # when group t would finish on each device
         else:  # unused, but autograph's loop carries every name the loop body assigns
-            load = mem = flow = progress = tf.constant(0.0)
+            load = mem = flow = progress = finish = ready = fin = tf.constant(0.0)
+            where = tf.constant(0)
         for t in tf.range(G):
             # content-based attention on the previous decoder state (dot product, not additive:
             # the additive form stores a [K, G, A] tensor per step and made the backward pass 4x slower)
@@ -200,11 +208,18 @@ class PlacementPolicy(tf.Module):
             h, state = self.dec(tf.concat([own, prev, ctx], 1), state)
             o = tf.tanh(tf.matmul(tf.concat([h, ctx], 1), self.out_w) + self.out_b)
             logits = tf.matmul(o, dev, transpose_b=True)  # [K, D]
-            if load_aware:  # as placer.rl.features.load_features, in TensorFlow
+            if load_aware:  # as placer.rl.features.finish_delay and load_features, in TensorFlow
+                preds = tf.where(sent[:t, t] > 0)[:, 0]
+                src = tf.gather(where, preds, axis=1)  # [K, P]
+                cost = (tf.gather(sent[:, t], preds)[None, :, None] * tf.gather(link, src)
+                        + tf.gather(latency, src))  # [K, P, D]
+                arrive = tf.reduce_max(tf.gather(finish, preds, axis=1)[:, :, None] + cost, axis=1)
+                fin = tf.maximum(ready, tf.maximum(arrive, 0.0)) + duration[t][None, :]  # [K, D]
+                delay = tf.minimum(fin - tf.reduce_min(fin, -1, keepdims=True), 2.0)
                 use = (mem + memory[t]) / capacity
                 feats = tf.stack([load * num_devices - progress, tf.minimum(use, 2.0),
                                   tf.cast(use > 1.0, tf.float32), flow[:, t, :],
-                                  tf.broadcast_to(slowness[t], tf.shape(load))], -1)  # [K, D, S]
+                                  tf.broadcast_to(slowness[t], tf.shape(load)), delay], -1)  # [K, D, S]
                 logits += tf.einsum("kds,ks->kd", feats, tf.matmul(o, self.load_w, transpose_b=True))
             logits = logits * scale * 4.0 / temperature
             logq = tf.nn.log_softmax(logits, -1)
@@ -224,6 +239,11 @@ class PlacementPolicy(tf.Module):
                 mem += memory[t] * chosen
                 flow += inflow[t][None, :, None] * chosen[:, None, :]
                 progress += compute[t]
+                fin_a = tf.gather(fin, a, batch_dims=1)  # [K]
+                at_t = tf.one_hot(t, G)[None, :]
+                finish += fin_a[:, None] * at_t
+                where += a[:, None] * tf.cast(at_t, tf.int32)
+                ready = ready * (1.0 - chosen) + fin_a[:, None] * chosen
         return Decoded(tf.transpose(acts.stack()), logp, ent / tf.cast(G, tf.float32))
 
 

@@ -388,8 +388,8 @@ class Pretrainer:
         sig_k = tf.TensorSpec([None], tf.float32)
         scalar = tf.TensorSpec([], tf.float32)
         vector = tf.TensorSpec([None], tf.float32)
-        sig_c = DecodeContext(tf.TensorSpec([None, None], tf.float32), vector, vector, vector,
-                              tf.TensorSpec([None, None], tf.float32))
+        matrix = tf.TensorSpec([None, None], tf.float32)
+        sig_c = DecodeContext(matrix, vector, vector, vector, matrix, matrix, matrix, matrix, matrix)
 
         # one trace serves every graph and cluster (shapes left open; plain graph mode, no XLA: XLA would
         # compile again for every new number of groups or devices)

@@ -197,7 +197,7 @@ def load_policy(directory: str | Path | None = None) -> SavedPolicy:
 
 
 def _with_every_load_feature(weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """A load-aware policy saved before later load features existed (v3: four of `NUM_LOAD_FEATURES`) gets
+    """A load-aware policy saved before later load features existed (v3: four of `NUM_LOAD_FEATURES`, v4 five) gets
     zero weights for them: it places as it did, and fine-tunes in today's network."""
     load_w = weights.get("load_w")
     if load_w is None or len(load_w) >= NUM_LOAD_FEATURES:

@@ -8,7 +8,8 @@ from placer import presets
 from placer.cost_model import op_time_matrix
 from placer.graph_io import load_graph
 from placer.rl.features import (CATEGORY_NAMES, NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, NUM_LOAD_FEATURES,
-                                decode_context, device_features, group_features, load_features, op_category)
+                                DecodeContext, decode_context, device_features, finish_delay, group_features,
+                                load_features, op_category)
 from placer.rl.grouping import Grouping, group_graph
 from placer.synthetic import layered_graph
 
@@ -84,10 +85,46 @@ def test_decode_context_slowness_sends_tiny_ops_to_the_host():
 def test_load_features_read_balance_memory_and_inputs():
     load = np.array([[0.3, 0.1]])  # 0.4 of the compute placed, 0.2 would be fair
     memory = np.array([[0.5, 0.9]])
-    f = load_features(load, memory, np.array([[1.0, 0.0]]), 0.4, 0.2, np.array([1.0, 1.0]), np.array([0.0, 0.5]))
+    f = load_features(load, memory, np.array([[1.0, 0.0]]), 0.4, 0.2, np.array([1.0, 1.0]), np.array([0.0, 0.5]),
+                      np.array([[0.3, 0.0]]))
     assert f.shape == (1, 2, NUM_LOAD_FEATURES)
     np.testing.assert_allclose(f[0, :, 0], [0.2, -0.2], atol=1e-6)  # fair shares above the mean
     np.testing.assert_allclose(f[0, :, 1], [0.7, 1.1], atol=1e-6)  # memory use if the group goes there
     np.testing.assert_array_equal(f[0, :, 2], [0.0, 1.0])  # the second device would overflow
     np.testing.assert_array_equal(f[0, :, 3], [1.0, 0.0])  # all its inputs are on the first
     np.testing.assert_array_equal(f[0, :, 4], [0.0, 0.5])  # the group's slowness on each
+    np.testing.assert_allclose(f[0, :, 5], [0.3, 0.0])  # it would finish later on the first
+
+
+def test_finish_delay_weighs_a_busy_device_against_sending_the_inputs():
+    """Group 2 takes group 0's output, on device 0, which group 1 then keeps busy until 0.9: on device 0 it
+    waits for the device; on device 1 for the transfer (over a link half as fast as the slowest, plus its
+    latency), and finishes first there, though it runs slower there."""
+    ctx = DecodeContext(
+        inflow=np.zeros((3, 3), np.float32), compute=np.full(3, 1 / 3, np.float32), memory=np.zeros(3, np.float32),
+        capacity=np.ones(2, np.float32), slowness=np.zeros((3, 2), np.float32),
+        duration=np.array([[0.5, 0.5], [0.4, 0.4], [0.2, 0.3]], np.float32),
+        sent=np.array([[0, 0, 0.1], [0, 0, 0], [0, 0, 0]], np.float32),
+        link=np.array([[0, 2.0], [2.0, 0]], np.float32), latency=np.array([[0, 0.05], [0.05, 0]], np.float32))
+    finish = np.array([[0.5, 0.9, 0.0]], np.float32)
+    where = np.array([[0, 0, 0]])
+    ready = np.array([[0.9, 0.0]], np.float32)
+    fin, delay = finish_delay(finish, where, ready, 2, ctx)
+    np.testing.assert_allclose(fin, [[0.9 + 0.2, 0.5 + 0.1 * 2.0 + 0.05 + 0.3]], atol=1e-6)
+    np.testing.assert_allclose(delay, [[0.05, 0.0]], atol=1e-6)
+    ready[0, 0] = 0.5  # device 0 free when group 0 is done: no transfer beats it
+    np.testing.assert_allclose(finish_delay(finish, where, ready, 2, ctx)[1], [[0.0, 0.35]], atol=1e-6)
+
+
+def test_decode_context_times_are_fair_shares():
+    g, c = layered_graph(400, seed=4), presets.get("4gpu")
+    t = op_time_matrix(g, c)
+    grouping = group_graph(g, c, 30, t)
+    ctx = decode_context(g, c, grouping, t)
+    G, D = grouping.num_groups, len(c)
+    fair = t.min(axis=1).sum() / D
+    on_device = np.stack([np.bincount(grouping.group_of_op, weights=t[:, d], minlength=G) for d in range(D)], 1)
+    np.testing.assert_allclose(ctx.duration, on_device / fair, rtol=1e-5)
+    assert ctx.sent.shape == (G, G) and np.all((ctx.inflow > 0) <= (ctx.sent > 0)) and np.all(np.diag(ctx.sent) == 0)
+    assert np.all(np.diag(ctx.link) == 0) and np.isclose(ctx.link[~np.eye(D, dtype=bool)].max(), 1.0)
+    assert ctx.latency.shape == (D, D) and np.all(ctx.latency >= 0) and np.all(np.diag(ctx.latency) == 0)
