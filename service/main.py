@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any, AsyncIterator
 
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -152,6 +154,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def _placer_error(request: Request, exc: PlacerError) -> JSONResponse:
         return SafeJSONResponse({"detail": str(exc)}, status_code=422)
 
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own handler echoes each error's input back as text, and fails with a 500 when that
+        # input is a body that is not UTF-8 (a gzip graph posted where JSON is expected)
+        return SafeJSONResponse({"detail": jsonable_encoder([_without_raw_bytes(e) for e in exc.errors()])},
+                                status_code=422)
+
     @app.exception_handler(PayloadTooLarge)
     async def _payload_too_large(request: Request, exc: PayloadTooLarge) -> JSONResponse:
         return SafeJSONResponse({"detail": str(exc)}, status_code=413)
@@ -163,3 +172,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                 status_code=500)
 
     return app
+
+
+def _without_raw_bytes(error: dict[str, Any]) -> dict[str, Any]:
+    """A request validation error with a bytes input replaced by what it was (a body that is not JSON)."""
+    raw = error.get("input")
+    if not isinstance(raw, (bytes, bytearray)):
+        return error
+    return {**error, "input": f"{len(raw)} bytes that are not JSON" + (" (gzip: post graphs to /v1/graphs)"
+                                                                        if raw[:2] == b"\x1f\x8b" else "")}

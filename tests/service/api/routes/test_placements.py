@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
+import json
+
 import pytest
 
 from placer.placers import registry
@@ -134,6 +137,13 @@ class TestErrors:
     def test_malformed_body(self, client):
         r = client.post("/v1/placements", content=b"{not json", headers={"content-type": "application/json"})
         assert r.status_code == 422
+
+    def test_gzip_body_where_json_is_expected(self, client):
+        """A gzip graph posted to /v1/placements (not to /v1/graphs) is a 422 that says so, not a 500."""
+        body = gzip.compress(json.dumps(tiny_graph()).encode())
+        r = client.post("/v1/placements", content=body, headers={"content-type": "application/gzip"})
+        assert r.status_code == 422, r.text
+        assert "not JSON" in r.text and "/v1/graphs" in r.text
 
     def test_unknown_placement(self, client):
         assert client.get("/v1/placements/p_nope").status_code == 404
