@@ -43,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from placer import presets  # noqa: E402
+from placer.cli.common import add_grouping_flags  # noqa: E402
 from placer.graph_io import load_graph  # noqa: E402
 from placer.placers import registry  # noqa: E402
 from placer.synthetic import layered_graph  # noqa: E402
@@ -72,7 +73,8 @@ def run_rl(graph, cluster, args, curve_path, reference):
     from placer.rl.race import Race, race_starts, run
     from placer.rl.trainer import TrainConfig, Trainer
 
-    config = TrainConfig(samples=args.samples, groups=args.groups, seed=args.seed, warm_start=args.warm_start)
+    config = TrainConfig(samples=args.samples, groups=args.groups, seed=args.seed, warm_start=args.warm_start,
+                         kind_groups=bool(args.kind_groups), balanced_groups=bool(args.balanced_groups))
     t0 = time.perf_counter()
     if args.starts > 1:
         trainer = Race(graph, cluster, config, race_starts(graph, cluster, args.starts, config))
@@ -140,6 +142,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--warm-start", choices=("heuristic", "none"), default="heuristic")
     ap.add_argument("--starts", type=int, default=1, help="race this many heuristic warm starts (default 1)")
+    add_grouping_flags(ap, "default: off, heavy-edge groups as placer train's default; use another --out")
     ap.add_argument("--against", nargs="*", default=[], metavar="JSON",
                     help="earlier bench_rl_*.json results to compare each row with (same graph and cluster)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "rl"), help="results folder")
@@ -177,7 +180,8 @@ def run_all(args, out):
                    "heuristic_step_time": h_step, "heuristics_seconds": h_sec, **r,
                    "rl_vs_heuristic": r["rl_step_time"] / h_step, "rl_vs_lower_bound": r["rl_step_time"] / r["lower_bound"],
                    "budget_seconds": args.budget_seconds, "samples_per_step": args.samples, "max_groups": args.groups,
-                   "seed": args.seed, "warm_start_mode": args.warm_start, "starts": args.starts}
+                   "seed": args.seed, "warm_start_mode": args.warm_start, "starts": args.starts,
+                   "kind_groups": bool(args.kind_groups), "balanced_groups": bool(args.balanced_groups)}
             print(f"  RL {r['rl_step_time'] * 1e3:.3f} ms = {row['rl_vs_heuristic']:.3f} x heuristic, "
                   f"{row['rl_vs_lower_bound']:.3f} x lower bound; {r['steps']} steps, "
                   f"{r['samples_per_second']:.0f} samples/s, within 1% after {r['seconds_to_within_1pct']:.0f} s",
@@ -200,6 +204,8 @@ def report(args, out) -> int:
     lines = [f"RL placer, budget {args.budget_seconds:g} s per graph and cluster, K={args.samples}, "
              f"G<={args.groups}, warm start {args.warm_start}"
              + (f" (race of {args.starts} starts)" if args.starts > 1 else "")
+             + "".join(f", {flag.replace('_', ' ')}" for flag in ("kind_groups", "balanced_groups")
+                       if getattr(args, flag))
              + f", seed {args.seed}, {len(rows)} runs", "", header, "|" + "---|" * (12 + 2 * len(against))]
     vs = {label: [] for label in against}
     for r in rows:
