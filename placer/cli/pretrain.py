@@ -36,7 +36,8 @@ def add_parser(sub) -> None:
     p.add_argument("--seed", type=int, default=None, help="seed of weights and samples (default 0)")
     p.add_argument("--load-aware", action="store_true", default=None,
                    help="the decoder also reads each device's load so far (compute, memory, share of the group's "
-                        "inputs, how much slower and how much later the group would finish there); with --init, its load weights start at zero (default: as the --init policy)")
+                        "inputs, how much slower and how much later the group would finish there); with --init, "
+                        "its load weights start at zero (default: as the --init policy)")
     add_grouping_flags(p, "default: as the --init policy")
     p.add_argument("--teachers", nargs="+", default=None, metavar="METHOD",
                    help="heuristics whose fastest placement each graph imitates first "
