@@ -7,6 +7,6 @@ registers its placers with `@register`.
 from placer.placers import registry  # noqa: F401
 
 # Each placer module is imported here so that it registers itself.
-from placer.placers import single, round_robin, expert, metis, heft, baechi  # noqa: F401,E402
+from placer.placers import single, round_robin, expert, metis, heft, cpop, baechi  # noqa: F401,E402
 from placer.placers import pipeline_dp  # noqa: F401,E402
 from placer.placers import rl  # noqa: F401,E402

@@ -25,7 +25,7 @@ be longer than HEFT's own schedule length (``meta["schedule_length"]``).
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -40,6 +40,8 @@ class Schedule:
     assignment: np.ndarray
     start: np.ndarray
     finish: np.ndarray
+    notes: dict = field(default_factory=dict)
+    """What else the placer reports in the placement's ``meta``."""
 
     @property
     def length(self) -> float:
@@ -68,12 +70,16 @@ def priority_order(problem: Problem, rank: np.ndarray) -> np.ndarray:
     paper (n3 and n4 of the paper's example both have rank 80), so ranks are
     compared after rounding.
     """
+    return np.lexsort((problem.graph.topo_rank, -quantised_ranks(rank)))
+
+
+def quantised_ranks(rank: np.ndarray) -> np.ndarray:
+    """Ranks rounded to 1e-9 of the largest, so that ranks equal on paper compare equal."""
     scale = float(rank.max()) if rank.size and rank.max() > 0 else 1.0
-    quantised = np.round(rank / scale * 1e9)
-    return np.lexsort((problem.graph.topo_rank, -quantised))
+    return np.round(rank / scale * 1e9)
 
 
-def _earliest_slot(starts: list[float], ends: list[float], ready: float, duration: float) -> tuple[float, int]:
+def earliest_slot(starts: list[float], ends: list[float], ready: float, duration: float) -> tuple[float, int]:
     """Earliest start >= `ready` of an idle gap of `duration` (insertion policy), and its index."""
     k = bisect_right(ends, ready)
     t = ready
@@ -128,7 +134,7 @@ def heft(problem: Problem, devices: np.ndarray | None = None,
         best = None
         for d in choices:
             dur = float(times[i, d])
-            t, k = _earliest_slot(starts[d], ends[d], float(ready[d]), dur)
+            t, k = earliest_slot(starts[d], ends[d], float(ready[d]), dur)
             if best is None or t + dur < best[0] + best[1]:
                 best = (t, dur, d, k)
         t, dur, d, k = best

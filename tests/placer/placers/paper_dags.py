@@ -23,6 +23,7 @@ HEFT_EDGES = {
     (3, 7): 23, (4, 8): 27, (4, 9): 23, (5, 9): 13, (6, 8): 15, (7, 10): 17, (8, 10): 11, (9, 10): 13,
 }
 HEFT_MAKESPAN = 80  # the schedule length the paper reports for HEFT (Fig. 3a)
+CPOP_MAKESPAN = 86  # and for CPOP (Fig. 3b)
 KINDS = ("p1", "p2", "p3")
 
 

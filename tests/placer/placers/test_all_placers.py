@@ -13,8 +13,8 @@ from placer.placers import registry
 from placer.synthetic import layered_graph
 
 HEURISTICS = registry.names(heuristic_only=True)
-PARTITIONING = ["expert", "metis", "heft", "m_etf", "m_sct"]
-MEMORY_AWARE = ["round_robin", "expert", "metis", "heft", "m_topo", "m_etf", "m_sct"]
+PARTITIONING = ["expert", "metis", "heft", "cpop", "m_etf", "m_sct"]
+MEMORY_AWARE = ["round_robin", "expert", "metis", "heft", "cpop", "m_topo", "m_etf", "m_sct"]
 GIB = 2.0**30
 GRAPHS_DIR = Path(__file__).resolve().parents[3] / "graphs"
 

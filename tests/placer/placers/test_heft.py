@@ -5,7 +5,7 @@ import pytest
 
 from placer.placers import registry
 from placer.placers.common import Problem
-from placer.placers.heft import _earliest_slot, heft, priority_order, upward_ranks
+from placer.placers.heft import earliest_slot, heft, priority_order, upward_ranks
 from placer.simulator import Simulator
 from tests.placer.placers.paper_dags import HEFT_MAKESPAN, heft_paper_cluster, heft_paper_graph
 
@@ -61,13 +61,13 @@ class TestPaperExample:
 
 class TestInsertion:
     def test_fills_a_gap_that_is_long_enough(self):
-        assert _earliest_slot([0.0, 10.0], [2.0, 12.0], ready=1.0, duration=5.0) == (2.0, 1)
+        assert earliest_slot([0.0, 10.0], [2.0, 12.0], ready=1.0, duration=5.0) == (2.0, 1)
 
     def test_skips_a_gap_that_is_too_short(self):
-        assert _earliest_slot([0.0, 5.0], [2.0, 12.0], ready=0.0, duration=4.0) == (12.0, 2)
+        assert earliest_slot([0.0, 5.0], [2.0, 12.0], ready=0.0, duration=4.0) == (12.0, 2)
 
     def test_zero_length_op_fits_at_its_ready_time(self):
-        assert _earliest_slot([0.0, 5.0], [5.0, 9.0], ready=5.0, duration=0.0) == (5.0, 1)
+        assert earliest_slot([0.0, 5.0], [5.0, 9.0], ready=5.0, duration=0.0) == (5.0, 1)
 
 
 def test_heft_prefers_the_faster_device():

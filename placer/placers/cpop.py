@@ -1,0 +1,158 @@
+"""`cpop`: Critical-Path-on-a-Processor (Topcuoglu, Hariri and Wu, IEEE TPDS 2002).
+
+HEFT's companion in the same paper, for graphs whose critical path is most of
+the work: spreading that path over devices only adds transfers to it, so
+CPOP keeps it whole on one device and schedules everything else around it.
+
+1. *Priorities*: ``priority(i) = rank_u(i) + rank_d(i)``, the length of the
+   longest path through op i with mean compute and transfer costs (HEFT's
+   upward rank, plus the downward rank ``rank_d(i) = max_{j in pred(i)}
+   (rank_d(j) + w̄_j + c̄_ji)``). The critical path is walked from an entry op
+   whose priority is the largest, ``|CP|``, through successors of priority
+   ``|CP|``, to an exit op.
+2. *The critical-path processor* is the device with the least total compute
+   time for the path's ops.
+3. *Scheduling*: ready ops are taken highest priority first (a priority
+   queue, not HEFT's static list); an op of the path goes to the critical-path
+   processor, any other to the device giving it the earliest finish time,
+   with HEFT's insertion policy.
+
+Additions for this project, as for `heft`: a colocation unit follows the
+device of its first placed op, and a device without room for an op (by
+`LiveMemory` along CPOP's own order) is not offered; a path op that does not
+fit on the critical-path processor is placed like any other op.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from placer.placers.common import LiveMemory, Problem, reject_options
+from placer.placers.heft import Schedule, earliest_slot, quantised_ranks, upward_ranks
+from placer.placers.registry import register
+
+
+def downward_ranks(problem: Problem, mean_compute: np.ndarray, mean_comm: np.ndarray) -> np.ndarray:
+    """CPOP's ``rank_d`` of every op (graph order): the longest mean-cost path from an entry op to it."""
+    p_off, p_idx = problem.graph.predecessors
+    p_off_l, p_idx_l = p_off.tolist(), p_idx.tolist()
+    w, c = mean_compute.tolist(), mean_comm.tolist()
+    rank = [0.0] * problem.num_ops
+    for i in problem.graph.topo_order.tolist():
+        best = 0.0
+        for j in p_idx_l[p_off_l[i]:p_off_l[i + 1]]:
+            if rank[j] + w[j] + c[j] > best:
+                best = rank[j] + w[j] + c[j]
+        rank[i] = best
+    return np.asarray(rank)
+
+
+def critical_path(problem: Problem, priority: np.ndarray) -> np.ndarray:
+    """Ops of the critical path, entry to exit: each step goes to the first successor (in topological order)
+    whose priority equals ``|CP|``, the largest priority (compared after `quantised_ranks`' rounding)."""
+    q = quantised_ranks(priority)
+    top = q.max()
+    p_off, _ = problem.graph.predecessors
+    s_off, s_idx = problem.graph.successors
+    topo_rank = problem.graph.topo_rank
+    entries = [i for i in np.flatnonzero((q == top) & (np.diff(p_off) == 0))]
+    if not entries:  # rounding broke the tie between an entry and its path: start from the heaviest op
+        entries = [int(np.argmax(priority))]
+    path = [int(min(entries, key=lambda i: topo_rank[i]))]
+    while True:
+        succ = s_idx[s_off[path[-1]]:s_off[path[-1] + 1]]
+        succ = succ[q[succ] == top]
+        if succ.size == 0:
+            return np.asarray(path, dtype=np.int64)
+        path.append(int(succ[np.argmin(topo_rank[succ])]))
+
+
+def cpop(problem: Problem, devices: np.ndarray | None = None, memory: LiveMemory | None = None) -> Schedule:
+    """Run CPOP on a compiled problem.
+
+    Parameters
+    ----------
+    problem : the graph and cluster as arrays.
+    devices : devices CPOP may use (all of the cluster's by default).
+    memory : live-memory account; devices without room for an op are skipped.
+
+    Returns
+    -------
+    Schedule
+        Device, start and finish per op; ``length`` is CPOP's makespan.
+    """
+    devs = np.arange(problem.num_devices) if devices is None else np.asarray(devices)
+    memory = LiveMemory(problem) if memory is None else memory
+    times = problem.times
+    w, c = times[:, devs].mean(axis=1), problem.mean_comm_time(devs)
+    priority = upward_ranks(problem, w, c) + downward_ranks(problem, w, c)
+    path = critical_path(problem, priority)
+    on_path = np.zeros(problem.num_ops, dtype=bool)
+    on_path[path] = True
+    path_device = int(devs[np.argmin(times[np.ix_(path, devs)].sum(axis=0))])
+
+    p_off, p_idx = problem.graph.predecessors
+    s_off, s_idx = problem.graph.successors
+    n, D = problem.num_ops, problem.num_devices
+    key = quantised_ranks(priority)
+    topo_rank = problem.graph.topo_rank
+    waiting = np.diff(p_off).astype(np.int64)  # unscheduled predecessors of each op
+    queue = [(-key[i], int(topo_rank[i]), int(i)) for i in np.flatnonzero(waiting == 0)]
+    heapq.heapify(queue)
+    assignment = np.full(n, -1, dtype=np.int64)
+    start, finish = np.zeros(n), np.zeros(n)
+    pinned = np.full(problem.num_units, -1, dtype=np.int64)
+    starts: list[list[float]] = [[] for _ in range(D)]
+    ends: list[list[float]] = [[] for _ in range(D)]
+    while queue:
+        _, _, i = heapq.heappop(queue)
+        ready = np.zeros(D)
+        for m in p_idx[p_off[i]:p_off[i + 1]].tolist():
+            np.maximum(ready, finish[m] + problem.comm_times(m, int(assignment[m])), out=ready)
+        u = int(problem.unit[i])
+        if pinned[u] >= 0:
+            choices = [int(pinned[u])]
+        else:
+            room = memory.room()[devs]
+            need = memory.need(np.array([i]), np.array([u]), pinned[[u]])[0]
+            fits = devs[room >= need]
+            if on_path[i] and path_device in fits:
+                choices = [path_device]
+            else:
+                choices = fits.tolist() or [int(devs[np.argmax(room)])]
+        best = None
+        for d in choices:
+            dur = float(times[i, d])
+            t, k = earliest_slot(starts[d], ends[d], float(ready[d]), dur)
+            if best is None or t + dur < best[0] + best[1]:
+                best = (t, dur, d, k)
+        t, dur, d, k = best
+        if dur > 0:
+            starts[d].insert(k, t)
+            ends[d].insert(k, t + dur)
+        assignment[i], start[i], finish[i] = d, t, t + dur
+        new_unit = None
+        if pinned[u] < 0:
+            pinned[u] = d
+            new_unit = u
+        memory.place(i, d, new_unit, assignment)
+        for j in s_idx[s_off[i]:s_off[i + 1]].tolist():
+            waiting[j] -= 1
+            if waiting[j] == 0:
+                heapq.heappush(queue, (-key[j], int(topo_rank[j]), j))
+    return Schedule(assignment, start, finish, {"critical_path_ops": int(len(path)),
+                                                "critical_path_device": problem.cluster.devices[path_device].name})
+
+
+@register("cpop", description="Critical-Path-on-a-Processor (Topcuoglu et al. 2002): the critical path on one "
+                              "device, other ops by earliest finish")
+def place_cpop(graph, cluster, **options):
+    """CPOP over every device of the cluster; see the module docstring."""
+    reject_options("cpop", options)
+    problem = Problem.build(graph, cluster)
+    memory = LiveMemory(problem)
+    schedule = cpop(problem, memory=memory)
+    return problem.placement(schedule.assignment, "cpop", memory, schedule_length=schedule.length,
+                             **schedule.notes)
