@@ -51,7 +51,8 @@ def main() -> int:
     t0 = time.perf_counter()
     envs = [pretrain.make_environment(load_graph(folder / e["path"]), c, policy.groups,
                                       tuple(policy.card["trained_on"]["teachers"]), kind_groups=policy.kind_groups,
-                                      balanced_groups=policy.balanced_groups)
+                                      balanced_groups=policy.balanced_groups,
+                                      critical_groups=policy.critical_groups)
             for e in entries for c in clusters]
     print(f"{len(envs)} validation environments ({time.perf_counter() - t0:.0f} s to build)", flush=True)
     t0 = time.perf_counter()

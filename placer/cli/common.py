@@ -36,14 +36,18 @@ def add_objective(p: argparse.ArgumentParser, help: str, default: str | None = "
 
 
 def add_grouping_flags(p: argparse.ArgumentParser, default: str) -> None:
-    """``--kind-groups`` and ``--balanced-groups`` (`placer.rl.grouping.group_graph`'s ``split_kinds`` and
-    ``balanced``), for the commands that train a policy; `default` ends each help text."""
+    """``--kind-groups``, ``--balanced-groups`` and ``--critical-groups`` (`placer.rl.grouping.group_graph`'s
+    ``split_kinds``, ``balanced`` and ``split_critical``), for the commands that train a policy; `default` ends
+    each help text."""
     p.add_argument("--kind-groups", action="store_true", default=None,
                    help="group apart ops that run fastest on different kinds of device (the tiny ops a host CPU "
                         f"runs faster than a GPU), so they can go there ({default})")
     p.add_argument("--balanced-groups", action="store_true", default=None,
                    help="before letting a group take more than 2/G of the compute, merge small groups that are "
                         f"neighbours in topological order ({default})")
+    p.add_argument("--critical-groups", action="store_true", default=None,
+                   help="group the ops on a critical path apart from the rest, so the path can stay on one device "
+                        f"({default})")
 
 
 def add_run_folder(p: argparse.ArgumentParser) -> None:

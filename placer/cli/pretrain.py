@@ -92,14 +92,15 @@ def run(args) -> int:
         start = load_policy(args.init)
         defaults = {"hidden": start.hidden, "groups": start.groups, "imitation_fraction": 0.0,
                     "load_aware": start.load_aware, "kind_groups": start.kind_groups,
-                    "balanced_groups": start.balanced_groups}
+                    "balanced_groups": start.balanced_groups, "critical_groups": start.critical_groups}
     else:
         defaults = {}
     given = {k: v for k, v in (("groups", args.groups), ("samples", args.samples), ("hidden", args.hidden),
                                ("seed", args.seed), ("teachers", args.teachers and tuple(args.teachers)),
                                ("imitation_fraction", args.imitation_fraction), ("export", args.export),
                                ("refine_teachers", args.refine_teachers), ("load_aware", args.load_aware),
-                               ("kind_groups", args.kind_groups), ("balanced_groups", args.balanced_groups))
+                               ("kind_groups", args.kind_groups), ("balanced_groups", args.balanced_groups),
+                               ("critical_groups", args.critical_groups))
              if v is not None}
     config = pretrain.PretrainConfig(**{**defaults, **given}).check()
     card = pretrain.exported_card(out) if resuming else {}
@@ -123,13 +124,15 @@ def run(args) -> int:
             for c in clusters:
                 made.append(pretrain.make_environment(graph, c, config.groups, config.teachers,
                                                       cached.get(f"{graph.name}@{c.name}"), refine_seconds,
-                                                      config.kind_groups, config.balanced_groups))
+                                                      config.kind_groups, config.balanced_groups,
+                                                      config.critical_groups))
                 bar.update(1)
         return made
 
     envs, val_envs = environments(entries, config.refine_teachers), environments(validation, 0.0)
     bar.close()
-    pretrain.save_teachers(out, envs + val_envs, config.kind_groups, config.balanced_groups)
+    pretrain.save_teachers(out, envs + val_envs, config.kind_groups, config.balanced_groups,
+                           config.critical_groups)
     setup = time.perf_counter() - t0
 
     trainer = pretrain.Pretrainer(envs, config, validation=val_envs)

@@ -87,7 +87,8 @@ def run(args) -> int:
     if args.steps is not None and args.steps < 1:
         raise PlacerError(f"--steps must be at least 1, got {args.steps}")
     check_refine(args.refine_seconds, args.refine_sweeps, args.objective)
-    for flag, value in (("--kind-groups", args.kind_groups), ("--balanced-groups", args.balanced_groups)):
+    for flag, value in (("--kind-groups", args.kind_groups), ("--balanced-groups", args.balanced_groups),
+                        ("--critical-groups", args.critical_groups)):
         if value and args.init is not None:
             raise PlacerError(f"{flag} does not go with --init: a fine-tune groups ops as its policy was trained to "
                               "(the policy card says how)")
@@ -160,7 +161,8 @@ class _Session:
                                    ("warm_start", args.warm_start), ("objective", args.objective),
                                    ("warm_start_search", args.warm_start_search),
                                    ("kind_groups", getattr(args, "kind_groups", None)),
-                                   ("balanced_groups", getattr(args, "balanced_groups", None))) if v is not None}
+                                   ("balanced_groups", getattr(args, "balanced_groups", None)),
+                                   ("critical_groups", getattr(args, "critical_groups", None))) if v is not None}
         saved = checkpoint.load_state(self.out)
         raced = race.load_race_state(self.out)
         if (saved is not None or raced is not None) and not args.resume:

@@ -15,7 +15,7 @@ import numpy as np
 
 from placer.cluster import Cluster
 from placer.graph import OpGraph
-from placer.rl.grouping import Grouping
+from placer.rl.grouping import Grouping, levels
 
 # Op types by role, matched in order against the op type; anything else is "other".
 OP_CATEGORIES: list[tuple[str, re.Pattern]] = [
@@ -98,7 +98,7 @@ def group_features(graph: OpGraph, cluster: Cluster, grouping: Grouping, times: 
     last = np.full(G, -np.inf)
     np.minimum.at(first, gid, rank)
     np.maximum.at(last, gid, rank)
-    top, bottom = _levels(graph, fast)
+    top, bottom = levels(graph, fast)
     cp = max(float((top + fast).max()), 1e-30)
     early = np.bincount(gid, weights=top / cp, minlength=G) / count
     late = np.bincount(gid, weights=bottom / cp, minlength=G) / count
@@ -129,30 +129,6 @@ def group_memory(graph: OpGraph, cluster: Cluster, grouping: Grouping) -> np.nda
     held = np.array([op.param_bytes + op.output_bytes for op in graph.ops], dtype=np.float64)
     return np.bincount(grouping.group_of_op, weights=held, minlength=grouping.num_groups) / min(
         d.memory_bytes for d in cluster.devices)
-
-
-def _levels(graph: OpGraph, op_time: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Top level (earliest start) and bottom level (longest path to the end) of every op."""
-    p_off, p_idx = graph.predecessors
-    order = graph.topo_order.tolist()
-    top = np.zeros(len(graph))
-    bottom = np.zeros(len(graph))
-    p_off_l, p_idx_l = p_off.tolist(), p_idx.tolist()
-    t = op_time.tolist()
-    top_l = [0.0] * len(graph)
-    for i in order:
-        preds = p_idx_l[p_off_l[i]:p_off_l[i + 1]]
-        if preds:
-            top_l[i] = max(top_l[j] + t[j] for j in preds)
-    bot_l = [0.0] * len(graph)
-    for i in reversed(order):
-        bot_l[i] += t[i]
-        for j in p_idx_l[p_off_l[i]:p_off_l[i + 1]]:
-            if bot_l[i] > bot_l[j]:
-                bot_l[j] = bot_l[i]
-    top[:] = top_l
-    bottom[:] = bot_l
-    return top, bottom
 
 
 def device_features(cluster: Cluster) -> np.ndarray:

@@ -90,7 +90,7 @@ def fine_tune_config(policy: SavedPolicy, config: TrainConfig | None = None, heu
     """`config` (or the defaults) with the policy's sizes, and the heuristic warm start only if asked for."""
     return replace(config or TrainConfig(), groups=policy.groups, hidden=policy.hidden, load_aware=policy.load_aware,
                    kind_groups=policy.kind_groups, balanced_groups=policy.balanced_groups,
-                   warm_start="heuristic" if heuristic else "none")
+                   critical_groups=policy.critical_groups, warm_start="heuristic" if heuristic else "none")
 
 
 def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: TrainConfig | None = None, *,
@@ -109,9 +109,11 @@ def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: Tr
     samples : K of the zero-shot start (0: the greedy placement alone).
     """
     t0 = time.perf_counter()
+    seed = (config or TrainConfig()).seed
+    policy, samples, seed = pool_member(graph, cluster, policy, samples, seed)
     trainer = FineTuner(graph, cluster, fine_tune_config(policy, config, heuristic), reference=reference)
     assign_to(trainer.policy, policy)
-    start = start_from_policy(trainer, policy, samples)
+    start = start_from_policy(trainer, policy, samples, seed)
     start["temperature"] = exploring_temperature(trainer)
     heuristic_faster = trainer.reference is not None and (start["start_oom"]
                                                           or trainer.reference[2] < start["start_step_time"])
@@ -122,6 +124,19 @@ def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: Tr
     # heuristic warm start's does in `placer.rl.trainer.train`
     trainer.state.elapsed_seconds += time.perf_counter() - t0
     return trainer
+
+
+def pool_member(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, samples: int, seed: int
+                ) -> tuple[SavedPolicy, int, int]:
+    """``(policy, samples, seed)`` to fine-tune from: with pooled policies, the member whose zero-shot
+    placement is the pool's answer, with its share of the samples and its seed (so the fine-tune starts
+    from that answer); otherwise the policy itself."""
+    if not policy.pooled:
+        return policy, samples, seed
+    from placer.rl.zero_shot import place_zero_shot, pool_shares
+
+    j = place_zero_shot(graph, cluster, policy, samples=samples, seed=seed).meta["pool_member"]
+    return pool_shares(policy, samples, seed)[j]
 
 
 def exploring_temperature(trainer: Trainer, target: float = IMITATION_TARGET, highest: float = 100.0) -> float:
@@ -151,16 +166,17 @@ def exploring_temperature(trainer: Trainer, target: float = IMITATION_TARGET, hi
     return t
 
 
-def start_from_policy(trainer: Trainer, policy: SavedPolicy, samples: int = DEFAULT_SAMPLES) -> dict[str, Any]:
+def start_from_policy(trainer: Trainer, policy: SavedPolicy, samples: int = DEFAULT_SAMPLES,
+                      seed: int | None = None) -> dict[str, Any]:
     """Score the policy's zero-shot placement, make it the best so far, and mark the warm start done.
 
     The candidates of `placer.rl.zero_shot.place_zero_shot` (greedy and
-    `samples` seeded by the run's seed), scored in one batch; the fastest that fits wins.
+    `samples` seeded by `seed`, by default the run's seed), scored in one batch; the fastest that fits wins.
     """
     from placer.rl.features import device_features
 
     candidates = candidate_placements(policy, trainer.group_feats.numpy(), device_features(trainer.cluster), samples,
-                                      trainer.config.seed, trainer.context)
+                                      trainer.config.seed if seed is None else seed, trainer.context)
     step_time, oom, _ = trainer.score(candidates)
     k = fastest(step_time, oom)
     trainer.state.best = Best(float(step_time[k]), bool(oom[k]), candidates[k].tolist(), 0, 0.0)

@@ -93,6 +93,9 @@ class PretrainConfig:
     balanced_groups: bool = False
     """Small groups that are neighbours in topological order merge before any group may exceed its compute
     share (`placer.rl.grouping.group_graph`'s ``balanced``)."""
+    critical_groups: bool = False
+    """Ops on a critical path are grouped apart from the rest (`placer.rl.grouping.group_graph`'s
+    ``split_critical``), so a policy can keep the path on one device."""
     learning_rate: float = 1e-3
     imitation_learning_rate: float = 3e-3
     imitation_fraction: float = 0.4
@@ -308,7 +311,8 @@ def _canonical(sim: Simulator, grouping: Grouping, cluster: Cluster, devices: np
 
 def make_environment(graph: OpGraph, cluster: Cluster, groups: int, teachers: tuple[str, ...],
                      cached: dict[str, Any] | None = None, refine_seconds: float = 0.0,
-                     kind_groups: bool = False, balanced_groups: bool = False) -> Environment:
+                     kind_groups: bool = False, balanced_groups: bool = False,
+                     critical_groups: bool = False) -> Environment:
     """Group, featurise and find the teacher of one (graph, cluster) pair.
 
     The teacher is the fastest of `teachers` once grouped, then (with
@@ -319,13 +323,15 @@ def make_environment(graph: OpGraph, cluster: Cluster, groups: int, teachers: tu
         raise PlacerError(f"cluster {cluster.name!r} has {len(cluster)} devices; the policy handles at most "
                           f"{MAX_DEVICES}")
     sim = Simulator(graph, cluster)
-    grouping = group_graph(graph, cluster, groups, sim.times, split_kinds=kind_groups, balanced=balanced_groups)
+    grouping = group_graph(graph, cluster, groups, sim.times, split_kinds=kind_groups, balanced=balanced_groups,
+                           split_critical=critical_groups)
     feats = group_features(graph, cluster, grouping, sim.times)
     key = f"{graph.name}@{cluster.name}"
     if (cached is not None and len(cached["devices"]) == grouping.num_groups
             and cached["teacher"].endswith(SEARCHED) == (refine_seconds > 0)
             and bool(cached.get("kind_groups", False)) == kind_groups
-            and bool(cached.get("balanced_groups", False)) == balanced_groups):
+            and bool(cached.get("balanced_groups", False)) == balanced_groups
+            and bool(cached.get("critical_groups", False)) == critical_groups):
         teacher, devices, step_time = cached["teacher"], np.asarray(cached["devices"], np.int64), cached["step_time"]
     else:
         teacher, devices, step_time = teacher_placement(graph, cluster, sim, grouping, teachers)
@@ -493,7 +499,7 @@ class Pretrainer:
         return {
             "name": name, "version": version, "fine_tuned": False, "hidden": self.config.hidden,
             "load_aware": self.config.load_aware, "kind_groups": self.config.kind_groups,
-            "balanced_groups": self.config.balanced_groups,
+            "balanced_groups": self.config.balanced_groups, "critical_groups": self.config.critical_groups,
             "groups": self.config.groups,
             "trained_on": {
                 "graphs": sorted({e.graph.name for e in self.envs}),
@@ -622,9 +628,10 @@ def load_teachers(out: Path) -> dict[str, Any]:
 
 
 def save_teachers(out: Path, envs: list[Environment], kind_groups: bool = False,
-                  balanced_groups: bool = False) -> None:
+                  balanced_groups: bool = False, critical_groups: bool = False) -> None:
     data = {e.key: {"teacher": e.teacher, "devices": e.teacher_devices.tolist(), "step_time": e.teacher_step_time,
-                    "kind_groups": kind_groups, "balanced_groups": balanced_groups}
+                    "kind_groups": kind_groups, "balanced_groups": balanced_groups,
+                    "critical_groups": critical_groups}
             for e in envs}
     write_atomic(out / TEACHERS_FILE, json.dumps(data).encode())
 

@@ -5,6 +5,10 @@ Layout of a policy folder::
     policy.json     name, version, network sizes, how and on what it was trained
     weights.npz     one array per variable of `placer.rl.policy.PlacementPolicy`
 
+A card may name other policy folders inside its own (``"pool": ["critical"]``):
+policies trained on other groupings whose zero-shot answers are pooled with
+this one's (`placer.rl.zero_shot`); they load with it (`SavedPolicy.pooled`).
+
 Plain arrays rather than a TensorFlow checkpoint, so that placing a graph
 (`placer.rl.zero_shot`) needs neither TensorFlow nor a trace: loading is a
 ``numpy.load``. Fine-tuning copies the arrays into a TensorFlow policy
@@ -50,11 +54,18 @@ class SavedPolicy:
         ``sampling`` (the temperature best-of-K samples are drawn at, chosen on validation graphs by
         `placer.rl.sampling`; 1 when absent).
     path : the folder it was loaded from (None when built in memory).
+    pooled : the policies its card's ``pool`` names, loaded from its subfolders.
     """
 
     weights: dict[str, np.ndarray]
     card: dict[str, Any]
     path: Path | None = None
+    pooled: tuple["SavedPolicy", ...] = ()
+
+    @property
+    def members(self) -> tuple["SavedPolicy", ...]:
+        """This policy, then those pooled with it."""
+        return (self, *self.pooled)
 
     @property
     def name(self) -> str:
@@ -86,6 +97,12 @@ class SavedPolicy:
         return bool(self.card.get("balanced_groups", False))
 
     @property
+    def critical_groups(self) -> bool:
+        """Whether it was trained on groups that keep critical-path ops apart from the rest
+        (`placer.rl.grouping.group_graph`'s ``split_critical``)."""
+        return bool(self.card.get("critical_groups", False))
+
+    @property
     def groups(self) -> int:
         return int(self.card.get("groups", 256))
 
@@ -99,7 +116,7 @@ class SavedPolicy:
         return {"name": self.name, "version": self.version, "fine_tuned": bool(self.card.get("fine_tuned", False)),
                 "hidden": self.hidden, "groups": self.groups, "load_aware": self.load_aware,
                 "kind_groups": self.kind_groups, "balanced_groups": self.balanced_groups,
-                "sampling_temperature": self.sampling_temperature,
+                "critical_groups": self.critical_groups, "sampling_temperature": self.sampling_temperature,
                 "trained_on": self.card.get("trained_on")}
 
 
@@ -193,7 +210,18 @@ def load_policy(directory: str | Path | None = None) -> SavedPolicy:
     missing = [v for v in VARIABLES if v not in weights]
     if missing:
         raise PlacerError(f"{str(directory / WEIGHTS)!r} lacks variables {missing}")
-    return SavedPolicy(_with_every_load_feature(weights), card, directory)
+    return SavedPolicy(_with_every_load_feature(weights), card, directory, _load_pool(directory, card))
+
+
+def _load_pool(directory: Path, card: dict[str, Any]) -> tuple[SavedPolicy, ...]:
+    """The policies a card's ``pool`` names: subfolders of its own folder, themselves pooling nothing."""
+    pool = card.get("pool") or []
+    if not isinstance(pool, list) or not all(isinstance(n, str) and n and Path(n).name == n for n in pool):
+        raise PlacerError(f"{str(directory / CARD)!r}: pool must be a list of subfolder names, got {pool!r}")
+    members = tuple(load_policy(directory / n) for n in pool)
+    if any(m.pooled for m in members):
+        raise PlacerError(f"{str(directory / CARD)!r}: a pooled policy may not pool others")
+    return members
 
 
 def _with_every_load_feature(weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -79,6 +79,9 @@ class TrainConfig:
     balanced_groups: bool = False
     """Small groups that are neighbours in topological order merge before any group may exceed its compute
     share (`placer.rl.grouping.group_graph`'s ``balanced``)."""
+    critical_groups: bool = False
+    """Ops on a critical path are grouped apart from the rest (`placer.rl.grouping.group_graph`'s
+    ``split_critical``); set from the policy when fine-tuning."""
     learning_rate: float = 2e-3
     """Adam step size."""
     entropy_weight: float = 0.01
@@ -305,7 +308,8 @@ class Trainer:
         self.grouping: Grouping = group_graph(graph, cluster, self.config.groups, self.times,
                                               respect=None if self.reference is None else self.reference[1],
                                               split_kinds=self.config.kind_groups,
-                                              balanced=self.config.balanced_groups)
+                                              balanced=self.config.balanced_groups,
+                                              split_critical=self.config.critical_groups)
         self.group_feats = tf.constant(group_features(graph, cluster, self.grouping, self.times))
         self.device_feats = tf.constant(device_features(cluster))
         self.context = (decode_context(graph, cluster, self.grouping, self.times) if self.config.load_aware

@@ -12,6 +12,12 @@ to ops. Two decodings:
   temperature (its card's ``sampling``, chosen on validation graphs by
   `placer.rl.sampling`): a confident policy's samples at temperature 1 are
   mostly the greedy placement again.
+
+A policy with pooled policies (`placer.rl.saved_policy.SavedPolicy.pooled`;
+the shipped one pools a policy trained on critical-path groups) answers with
+the fastest of its members' placements, each member grouping the graph as it
+was trained to and drawing its share of the K samples; greedy decoding is
+then the fastest of the members' greedy placements, still repeatable.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from placer.errors import PlacerError
 from placer.graph import OpGraph
 from placer.placement import Placement
 from placer.rl.features import DecodeContext, decode_context, device_features, group_features
-from placer.rl.grouping import group_graph
+from placer.rl.grouping import Grouping, group_graph
 from placer.rl.numpy_policy import decode
 from placer.rl.saved_policy import SavedPolicy
 from placer.simulator import Simulator
@@ -43,7 +49,9 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
     Parameters
     ----------
     graph, cluster : what to place, and where.
-    policy : a saved policy (`placer.rl.saved_policy.load_policy`).
+    policy : a saved policy (`placer.rl.saved_policy.load_policy`); with pooled policies
+        (`SavedPolicy.pooled`) each member places the graph on its own groups, with its share of the
+        samples (`pool_shares`), and the fastest of all their placements is the answer.
     samples : 0 for greedy decoding; K > 0 for the best of greedy plus K samples.
     seed : seeds the samples.
     groups : G, the most groups (default: the G the policy was trained with).
@@ -52,8 +60,9 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
     Returns
     -------
     Placement
-        Scored by the simulator; ``meta`` holds the policy (name, version,
-        fine-tuned or not), the decoding, the group count and the seconds spent.
+        Scored by the simulator; ``meta`` holds the policy that placed it (name, version,
+        fine-tuned or not; ``pool`` and ``pool_member`` with pooled policies), the decoding, the group
+        count and the seconds spent.
 
     Raises
     ------
@@ -62,36 +71,63 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
     """
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or not 0 <= samples <= MAX_SAMPLES:
         raise PlacerError(f"rl: samples must be an integer from 0 (greedy) to {MAX_SAMPLES}, got {samples!r}")
-    max_devices = policy.weights["dev_slot"].shape[0]
-    if len(cluster) > max_devices:
-        raise PlacerError(f"cluster {cluster.name!r} has {len(cluster)} devices; the policy handles at most "
-                          f"{max_devices}")
+    for member in policy.members:
+        max_devices = member.weights["dev_slot"].shape[0]
+        if len(cluster) > max_devices:
+            raise PlacerError(f"cluster {cluster.name!r} has {len(cluster)} devices; the policy handles at most "
+                              f"{max_devices}")
     t0 = time.perf_counter()
     sim = Simulator(graph, cluster)
-    grouping = group_graph(graph, cluster, groups or policy.groups, sim.times, split_kinds=policy.kind_groups,
-                           balanced=policy.balanced_groups)
-    feats = group_features(graph, cluster, grouping, sim.times)
-    devs = device_features(cluster)
-    context = decode_context(graph, cluster, grouping, sim.times) if policy.load_aware else None
+    shares = pool_shares(policy, samples, seed)
+    options = [(grouped(graph, cluster, sim, member, groups), member, k, s) for member, k, s in shares]
     t1 = time.perf_counter()
-    candidates = candidate_placements(policy, feats, devs, samples, seed, context)
-    k = 0
-    if samples > 0:
-        res = sim.run_batch(grouping.expand(candidates))
-        k = fastest(res.step_time, res.oom)
-    chosen = "greedy" if k == 0 else f"sample {k - 1} of {samples}"
-    temperature = policy.sampling_temperature
+    answers = []  # per member: (grouping, candidates, step times, oom)
+    for (grouping, feats, devs, context), member, k, member_seed in options:
+        candidates = candidate_placements(member, feats, devs, k, member_seed, context)
+        if samples > 0 or len(options) > 1:
+            res = sim.run_batch(grouping.expand(candidates))
+            answers.append((grouping, candidates, res.step_time, res.oom))
+        else:
+            answers.append((grouping, candidates, np.zeros(1), np.zeros(1, dtype=bool)))
+    best = [fastest(step_time, oom) for _, _, step_time, oom in answers]
+    j = fastest(np.array([a[2][b] for a, b in zip(answers, best)]), np.array([a[3][b] for a, b in zip(answers, best)]))
+    grouping, candidates, _, _ = answers[j]
+    k, (member, member_samples, member_seed) = best[j], shares[j]
+    chosen = "greedy" if k == 0 else f"sample {k - 1} of {member_samples}"
     t2 = time.perf_counter()
     placement = Placement.from_assignment(graph, cluster, grouping.expand(candidates[k]), method)
     placement = sim.evaluate(placement)
+    decoding = ("greedy" if samples == 0 else
+                f"best of greedy + {member_samples} samples at temperature {member.sampling_temperature:g} "
+                f"(seed {member_seed})")
+    if len(shares) > 1:
+        decoding += (f" (the fastest of {len(shares)} pooled policies' greedy placements)" if samples == 0 else
+                     f", the fastest of {len(shares)} pooled policies' answers ({samples} samples in all)")
     placement.meta.update({
-        "policy": policy.describe(),
-        "decoding": "greedy" if samples == 0 else
-                    f"best of greedy + {samples} samples at temperature {temperature:g} (seed {seed})",
-        "chosen": chosen, "groups": grouping.num_groups, "training_steps": 0,
+        "policy": member.describe(), "decoding": decoding, "chosen": chosen, "groups": grouping.num_groups,
+        "training_steps": 0,
         "seconds": {"grouping_and_features": t1 - t0, "decoding": t2 - t1, "total": time.perf_counter() - t0},
     })
+    if policy.pooled:
+        placement.meta.update({"pool": [f"{m.name} v{m.version}" for m in policy.members], "pool_member": j})
     return placement
+
+
+def pool_shares(policy: SavedPolicy, samples: int, seed: int) -> list[tuple[SavedPolicy, int, int]]:
+    """``(member, samples, seed)`` for each of a policy's members: the K samples split evenly (the first
+    members take the remainder), member j's seeded ``seed + j``. A policy without a pool keeps all of K."""
+    m = len(policy.members)
+    return [(member, samples // m + (j < samples % m), seed + j) for j, member in enumerate(policy.members)]
+
+
+def grouped(graph: OpGraph, cluster: Cluster, sim: Simulator, policy: SavedPolicy, groups: int | None = None
+            ) -> tuple[Grouping, np.ndarray, np.ndarray, DecodeContext | None]:
+    """The groups `policy` places `graph` in (as it was trained to group), and what it reads of them:
+    ``(grouping, group features, device features, decode context or None)``."""
+    grouping = group_graph(graph, cluster, groups or policy.groups, sim.times, split_kinds=policy.kind_groups,
+                           balanced=policy.balanced_groups, split_critical=policy.critical_groups)
+    context = decode_context(graph, cluster, grouping, sim.times) if policy.load_aware else None
+    return grouping, group_features(graph, cluster, grouping, sim.times), device_features(cluster), context
 
 
 def candidate_placements(policy: SavedPolicy, group_feats: np.ndarray, device_feats: np.ndarray, samples: int,

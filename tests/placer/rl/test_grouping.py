@@ -10,9 +10,9 @@ from placer.errors import PlacerError
 from placer.graph import OpGraph
 from placer.cost_model import op_time_matrix
 from placer.graph_io import load_graph
-from placer.rl.grouping import _colocation_ids, fastest_kind, group_graph
+from placer.rl.grouping import _colocation_ids, critical_ops, fastest_kind, group_graph
 from placer.synthetic import layered_graph
-from tests.placer.helpers import op, two_device_cluster
+from tests.placer.helpers import graph, op, two_device_cluster
 
 GRAPHS = Path(__file__).resolve().parents[3] / "graphs"
 
@@ -118,6 +118,40 @@ def test_split_kinds_changes_nothing_on_a_cluster_of_one_kind():
     assert not fastest_kind(c, op_time_matrix(g, c)).any()
     np.testing.assert_array_equal(group_graph(g, c, 20, split_kinds=True).group_of_op,
                                   group_graph(g, c, 20).group_of_op)
+
+
+def test_critical_ops_are_those_on_a_longest_path():
+    """A spine of 1 s ops with a 0.4 s op hanging off each and rejoining it two ops on: the spine, and the
+    side op that ends it, are the longest path; every other side op has 0.6 s of slack or more. Two equal
+    branches are both critical."""
+    ops = []
+    for k in range(6):
+        ops.append(op(f"s{k}", [f"s{k - 1}"] * bool(k) + [f"b{k - 2}"] * (k >= 2), cost=1.0))
+        ops.append(op(f"b{k}", [f"s{k}"], cost=0.4))
+    g = graph(*ops)
+    crit = critical_ops(g, np.array([o.cost["gpu"] for o in g.ops]))
+    assert [g.ops[i].name for i in np.flatnonzero(crit)] == [f"s{k}" for k in range(6)] + ["b5"]
+    twin = graph(op("a"), op("l", ["a"]), op("r", ["a"]), op("z", ["l", "r"]))
+    assert critical_ops(twin, np.ones(4)).all()
+
+
+def test_split_critical_groups_the_critical_path_apart():
+    """With ``split_critical`` a group of the transformer mixes critical-path ops with the rest only where a
+    colocation set (never split) mixes them already; without it most groups do."""
+    g, c = load_graph(GRAPHS / "transformer.json.gz"), presets.get("4gpu")
+    times = op_time_matrix(g, c)
+    crit = critical_ops(g, times.min(axis=1))
+
+    def mixed(grouping):
+        return {k for k in range(grouping.num_groups) if len(set(crit[grouping.group_of_op == k])) > 1}
+
+    colocation = _colocation_ids(g)
+    mixed_sets = {s for s in np.unique(colocation) if len(set(crit[colocation == s])) > 1}
+    split = group_graph(g, c, 128, times, split_kinds=True, balanced=True, split_critical=True)
+    assert split.num_groups <= 128
+    for k in mixed(split):
+        assert mixed_sets & set(colocation[split.group_of_op == k].tolist())
+    assert len(mixed(group_graph(g, c, 128, times, split_kinds=True, balanced=True))) > 10 * max(len(mixed(split)), 1)
 
 
 @pytest.mark.parametrize("split_kinds", [False, True], ids=["plain", "split_kinds"])

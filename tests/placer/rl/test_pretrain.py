@@ -331,14 +331,16 @@ def test_cli_pretrain_on_a_tiny_corpus(tmp_path, capsys):
     assert load_policy(again / "policy").hidden == 16
     kinds = tmp_path / "kinds"  # --kind-groups: the card says so, and a run from that policy keeps it
     assert main(["pretrain", str(corpus), "--cluster", "2gpu", "--out", str(kinds), "--init", str(out / "policy"),
-                 "--kind-groups", "--balanced-groups", "--budget-seconds", "1", "--json"]) == 0
+                 "--kind-groups", "--balanced-groups", "--critical-groups", "--budget-seconds", "1", "--json"]) == 0
     assert load_policy(kinds / "policy").kind_groups and not load_policy(again / "policy").kind_groups
-    assert load_policy(kinds / "policy").balanced_groups
-    assert all(v["kind_groups"] for v in json.loads((kinds / "teachers.json").read_text()).values())
+    assert load_policy(kinds / "policy").balanced_groups and load_policy(kinds / "policy").critical_groups
+    assert all(v["kind_groups"] and v["critical_groups"]
+               for v in json.loads((kinds / "teachers.json").read_text()).values())
     assert main(["pretrain", str(corpus), "--cluster", "2gpu", "--out", str(kinds / "on"), "--init",
                  str(kinds / "policy"), "--budget-seconds", "1", "--json"]) == 0
     capsys.readouterr()
     assert load_policy(kinds / "on" / "policy").kind_groups and load_policy(kinds / "on" / "policy").balanced_groups
+    assert load_policy(kinds / "on" / "policy").critical_groups
 
     assert main(["pretrain", str(corpus), "--out", str(tmp_path / "x"), "--init", str(tmp_path)]) == 1
     assert "is not a policy folder" in capsys.readouterr().err
@@ -353,8 +355,8 @@ def test_cli_pretrain_on_a_tiny_corpus(tmp_path, capsys):
 
 
 def test_a_kind_groups_run_places_and_fine_tunes_the_same_groups(tmp_path):
-    """``kind_groups`` (with ``balanced_groups``) groups the host CPU's tiny ops apart in training, and the
-    policy's card carries both, so
+    """``kind_groups`` (with ``balanced_groups`` and ``critical_groups``) groups the host CPU's tiny ops, and
+    the critical path, apart in training, and the policy's card carries all three, so
     zero-shot placement and fine-tuning group a graph the way the policy was trained to place it."""
     from dataclasses import replace
 
@@ -364,21 +366,25 @@ def test_a_kind_groups_run_places_and_fine_tunes_the_same_groups(tmp_path):
     from placer.rl.zero_shot import place_zero_shot
 
     graph, cluster = load_graph(Path(__file__).resolve().parents[3] / "graphs" / "rnnlm.json.gz"), presets.get("4gpu")
-    config = replace(CONFIG, kind_groups=True, balanced_groups=True, load_aware=True)
+    config = replace(CONFIG, kind_groups=True, balanced_groups=True, critical_groups=True, load_aware=True)
     env = pretrain.make_environment(graph, cluster, config.groups, config.teachers, kind_groups=True,
-                                    balanced_groups=True)
-    split = group_graph(graph, cluster, config.groups, env.sim.times, split_kinds=True, balanced=True)
+                                    balanced_groups=True, critical_groups=True)
+    split = group_graph(graph, cluster, config.groups, env.sim.times, split_kinds=True, balanced=True,
+                        split_critical=True)
+    assert not np.array_equal(split.group_of_op, group_graph(graph, cluster, config.groups, env.sim.times,
+                                                             split_kinds=True, balanced=True).group_of_op)
     assert not np.array_equal(split.group_of_op, group_graph(graph, cluster, config.groups, env.sim.times).group_of_op)
     np.testing.assert_array_equal(env.grouping.group_of_op, split.group_of_op)
     p = pretrain.Pretrainer([env], config)
     assert pretrain.run(p, tmp_path, budget_seconds=1.0, name="t", version="1") == "done"
     saved = load_policy(tmp_path / pretrain.POLICY_DIR)
-    assert saved.kind_groups and saved.describe()["kind_groups"] and saved.balanced_groups
+    assert saved.kind_groups and saved.describe()["kind_groups"] and saved.balanced_groups and saved.critical_groups
 
     zero = place_zero_shot(graph, cluster, saved)
     assert zero.meta["policy"]["kind_groups"] and zero.meta["policy"]["balanced_groups"]
+    assert zero.meta["policy"]["critical_groups"]
     assert zero.meta["groups"] == split.num_groups
     tuner = fine_tuner(graph, cluster, saved, TrainConfig(samples=4, seed=0, jit=False), samples=0)
-    assert tuner.config.kind_groups and tuner.config.balanced_groups
+    assert tuner.config.kind_groups and tuner.config.balanced_groups and tuner.config.critical_groups
     np.testing.assert_array_equal(tuner.grouping.group_of_op, split.group_of_op)
     assert tuner.state.best.step_time == pytest.approx(zero.step_time)

@@ -2,6 +2,7 @@
 
 import json
 import shutil
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -23,7 +24,8 @@ def shipped():
 @pytest.fixture(scope="module")
 def envs(shipped):
     return [pretrain.make_environment(layered_graph(n, seed=n), presets.get(c), shipped.groups, ("single", "metis"),
-                                      kind_groups=shipped.kind_groups, balanced_groups=shipped.balanced_groups)
+                                      kind_groups=shipped.kind_groups, balanced_groups=shipped.balanced_groups,
+                                      critical_groups=shipped.critical_groups)
             for n in (150, 300) for c in ("2gpu", "4gpu")]
 
 
@@ -70,8 +72,9 @@ def test_bad_requests_are_refused(shipped, envs):
 
 def test_zero_shot_samples_at_the_cards_temperature(shipped, envs):
     graph, cluster = layered_graph(300, seed=7), presets.get("4gpu")
+    alone = replace(shipped, pooled=())  # the pooled policy draws at its own card's temperature
     for t in (1.0, 6.0):
-        p = place_zero_shot(graph, cluster, sampling.at_temperature(shipped, t), samples=32, seed=1)
+        p = place_zero_shot(graph, cluster, sampling.at_temperature(alone, t), samples=32, seed=1)
         assert f"temperature {t:g}" in p.meta["decoding"] and p.meta["policy"]["sampling_temperature"] == t
     env = envs[-1]
     cold, hot = (candidate_placements(sampling.at_temperature(shipped, t), env.group_feats, env.device_feats, 32, 1,
@@ -91,9 +94,11 @@ def test_a_card_with_a_bad_temperature_is_refused(tmp_path, bad):
         load_policy(folder)
 
 
-def test_the_shipped_policy_says_where_its_temperature_came_from(shipped):
-    s = shipped.card["sampling"]
-    assert shipped.sampling_temperature == s["temperature"] in sampling.TEMPERATURES
+@pytest.mark.parametrize("member", [0, 1], ids=["v5", "critical"])
+def test_the_shipped_policy_says_where_its_temperature_came_from(shipped, member):
+    policy = shipped.members[member]
+    s = policy.card["sampling"]
+    assert policy.sampling_temperature == s["temperature"] in sampling.TEMPERATURES
     assert s["geomean_ratio_to_teacher"][f"{s['temperature']:g}"] == min(s["geomean_ratio_to_teacher"].values())
-    trained = set(shipped.card["trained_on"]["graphs"])
+    trained = set(policy.card["trained_on"]["graphs"])
     assert s["chosen_on"] and not trained & {k.split("@")[0] for k in s["chosen_on"]}

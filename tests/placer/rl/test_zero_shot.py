@@ -1,6 +1,8 @@
 """Zero-shot placement with a saved policy, the shipped policy, and fine-tuning from it."""
 
 import json
+import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +13,7 @@ from placer.errors import PlacerError
 from placer.graph_io import load_graph, save_graph
 from placer.placers import registry
 from placer.rl.saved_policy import SHIPPED_POLICY_DIR, load_policy, save_policy, weights_of
-from placer.rl.zero_shot import place_zero_shot
+from placer.rl.zero_shot import DEFAULT_SAMPLES, place_zero_shot, pool_shares
 from placer.synthetic import layered_graph
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -25,7 +27,7 @@ def shipped():
 
 def test_the_shipped_policy_is_small_and_says_what_it_is(shipped):
     assert shipped.path == SHIPPED_POLICY_DIR == load_policy("shipped").path  # as the CLI and service name it
-    assert sum(f.stat().st_size for f in SHIPPED_POLICY_DIR.iterdir()) < 2 * 2**20
+    assert sum(f.stat().st_size for f in SHIPPED_POLICY_DIR.rglob("*") if f.is_file()) < 2 * 2**20
     d = shipped.describe()
     assert d["name"] and d["version"] and d["fine_tuned"] is False and d["trained_on"]["graphs"]
 
@@ -38,8 +40,37 @@ def test_shipped_policy_places_every_benchmark_graph(shipped, path):
     assert set(p.devices) == {op.name for op in graph.ops}
     assert set(p.devices.values()) <= set(cluster.device_names)
     assert np.isfinite(p.step_time) and p.step_time >= p.lower_bound * (1 - 1e-9)
-    assert p.meta["policy"]["name"] == shipped.name and p.meta["training_steps"] == 0
-    assert p.meta["groups"] <= shipped.groups
+    member = shipped.members[p.meta["pool_member"]]
+    assert p.meta["policy"]["name"] == member.name and p.meta["training_steps"] == 0
+    assert p.meta["groups"] <= member.groups
+
+
+def test_the_shipped_policy_pools_one_trained_on_critical_path_groups(shipped):
+    assert [m.critical_groups for m in shipped.members] == [False, True]
+    assert shipped.pooled[0].path == SHIPPED_POLICY_DIR / "critical"
+
+
+def test_a_pool_answers_the_fastest_of_its_members_answers(shipped):
+    """Each member places with its share of the samples and its own seed, alone as in the pool."""
+    graph, cluster = load_graph(ROOT / "graphs" / "rnnlm.json.gz"), presets.get("4gpu")
+    pooled = place_zero_shot(graph, cluster, shipped, samples=9, seed=3)
+    shares = pool_shares(shipped, 9, 3)
+    assert [(k, s) for _, k, s in shares] == [(5, 3), (4, 4)]
+    alone = [place_zero_shot(graph, cluster, replace(m, pooled=()), samples=k, seed=s) for m, k, s in shares]
+    assert pooled.step_time == min(a.step_time for a in alone)
+    j = pooled.meta["pool_member"]
+    assert pooled.devices == alone[j].devices and pooled.meta["policy"] == alone[j].meta["policy"]
+    assert pooled.meta["pool"] == [f"{m.name} v{m.version}" for m in shipped.members]
+
+
+@pytest.mark.parametrize("pool", [["../elsewhere"], "critical", [""], ["missing"]])
+def test_a_card_with_a_bad_pool_is_refused(tmp_path, pool):
+    folder = tmp_path / "policy"
+    shutil.copytree(SHIPPED_POLICY_DIR, folder)
+    card = json.loads((folder / "policy.json").read_text())
+    (folder / "policy.json").write_text(json.dumps({**card, "pool": pool}))
+    with pytest.raises(PlacerError, match="pool must be|is not a policy folder"):
+        load_policy(folder)
 
 
 def test_greedy_placement_is_deterministic(shipped):
@@ -47,7 +78,7 @@ def test_greedy_placement_is_deterministic(shipped):
     cluster = presets.get("8gpu")
     a = place_zero_shot(graph, cluster, shipped)
     b = place_zero_shot(graph, cluster, load_policy())
-    assert a.devices == b.devices and a.step_time == b.step_time and a.meta["decoding"] == "greedy"
+    assert a.devices == b.devices and a.step_time == b.step_time and a.meta["decoding"].startswith("greedy")
 
 
 def test_best_of_k_is_seeded_and_never_worse_than_greedy(shipped):
@@ -152,7 +183,7 @@ def test_cli_place_zero_shot(tmp_path, capsys):
     assert main(["place", str(path), "--cluster", "4gpu", "--method", "rl", "--policy", "shipped", "--best-of", "4",
                  "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["method"] == "rl" and "best of greedy + 4" in out["meta"]["decoding"]
+    assert out["method"] == "rl" and "(4 samples in all)" in out["meta"]["decoding"]
     assert main(["place", str(path), "--cluster", "4gpu", "--method", "metis", "--policy", "shipped"]) == 1
     assert "apply to method rl" in capsys.readouterr().err
 
@@ -163,15 +194,16 @@ def test_cli_train_fine_tunes_from_the_policy(tmp_path, capsys, shipped):
     graph = layered_graph(50, seed=2)  # under 64 groups: no XLA compile (the test stays quick)
     path = tmp_path / "g.json.gz"
     save_graph(graph, path)
-    zero = place_zero_shot(graph, presets.get("2gpu"), shipped)
+    zero = place_zero_shot(graph, presets.get("2gpu"), shipped, samples=DEFAULT_SAMPLES)  # as the fine-tune starts
     out = tmp_path / "run"
     assert main(["train", str(path), "--cluster", "2gpu", "--init", "shipped", "--steps", "3", "--samples", "4",
                  "--out", str(out), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["warm_start"]["method"] == "policy"
-    assert summary["warm_start"]["greedy_step_time"] == pytest.approx(zero.step_time)
+    assert summary["warm_start"]["start_step_time"] == pytest.approx(zero.step_time)
     best = json.loads((out / "best_placement.json").read_text())
-    assert best["meta"]["policy"]["name"] == shipped.name and best["meta"]["policy"]["fine_tuned"] is True
+    assert best["meta"]["policy"]["name"] == zero.meta["policy"]["name"]  # the pooled policy that placed it
+    assert best["meta"]["policy"]["fine_tuned"] is True
     assert best["step_time"] <= zero.step_time * (1 + 1e-9)  # starts from the zero-shot placement
     assert main(["train", str(path), "--cluster", "2gpu", "--out", str(out), "--steps", "5", "--resume"]) == 0
     state = json.loads((out / "trainer_state.json").read_text())
@@ -184,7 +216,7 @@ def test_cli_fine_tune_with_the_heuristic_warm_start_is_never_worse_than_either(
     graph, cluster = layered_graph(50, seed=3), presets.get("2gpu")
     path = tmp_path / "g.json.gz"
     save_graph(graph, path)
-    zero = place_zero_shot(graph, cluster, shipped)
+    zero = place_zero_shot(graph, cluster, shipped, samples=DEFAULT_SAMPLES)
     best_heuristic = min(registry.place(name, graph, cluster).step_time
                          for name in registry.names(heuristic_only=True))
     out = tmp_path / "run"
@@ -193,5 +225,5 @@ def test_cli_fine_tune_with_the_heuristic_warm_start_is_never_worse_than_either(
     summary = json.loads(capsys.readouterr().out)
     assert summary["warm_start"]["method"] == "policy"
     best = json.loads((out / "best_placement.json").read_text())
-    assert best["meta"]["policy"]["name"] == shipped.name
+    assert best["meta"]["policy"]["name"] == zero.meta["policy"]["name"]
     assert best["step_time"] <= min(zero.step_time, best_heuristic) * (1 + 1e-9)
