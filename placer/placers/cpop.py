@@ -30,7 +30,7 @@ import heapq
 import numpy as np
 
 from placer.placers.common import LiveMemory, Problem, reject_options
-from placer.placers.heft import Schedule, earliest_slot, quantised_ranks, upward_ranks
+from placer.placers.heft import ListScheduler, Schedule, quantised_ranks, upward_ranks
 from placer.placers.registry import register
 
 
@@ -93,57 +93,24 @@ def cpop(problem: Problem, devices: np.ndarray | None = None, memory: LiveMemory
     on_path[path] = True
     path_device = int(devs[np.argmin(times[np.ix_(path, devs)].sum(axis=0))])
 
-    p_off, p_idx = problem.graph.predecessors
+    p_off, _ = problem.graph.predecessors
     s_off, s_idx = problem.graph.successors
-    n, D = problem.num_ops, problem.num_devices
     key = quantised_ranks(priority)
     topo_rank = problem.graph.topo_rank
     waiting = np.diff(p_off).astype(np.int64)  # unscheduled predecessors of each op
     queue = [(-key[i], int(topo_rank[i]), int(i)) for i in np.flatnonzero(waiting == 0)]
     heapq.heapify(queue)
-    assignment = np.full(n, -1, dtype=np.int64)
-    start, finish = np.zeros(n), np.zeros(n)
-    pinned = np.full(problem.num_units, -1, dtype=np.int64)
-    starts: list[list[float]] = [[] for _ in range(D)]
-    ends: list[list[float]] = [[] for _ in range(D)]
+    scheduler = ListScheduler(problem, memory)
     while queue:
         _, _, i = heapq.heappop(queue)
-        ready = np.zeros(D)
-        for m in p_idx[p_off[i]:p_off[i + 1]].tolist():
-            np.maximum(ready, finish[m] + problem.comm_times(m, int(assignment[m])), out=ready)
-        u = int(problem.unit[i])
-        if pinned[u] >= 0:
-            choices = [int(pinned[u])]
-        else:
-            room = memory.room()[devs]
-            need = memory.need(np.array([i]), np.array([u]), pinned[[u]])[0]
-            fits = devs[room >= need]
-            if on_path[i] and path_device in fits:
-                choices = [path_device]
-            else:
-                choices = fits.tolist() or [int(devs[np.argmax(room)])]
-        best = None
-        for d in choices:
-            dur = float(times[i, d])
-            t, k = earliest_slot(starts[d], ends[d], float(ready[d]), dur)
-            if best is None or t + dur < best[0] + best[1]:
-                best = (t, dur, d, k)
-        t, dur, d, k = best
-        if dur > 0:
-            starts[d].insert(k, t)
-            ends[d].insert(k, t + dur)
-        assignment[i], start[i], finish[i] = d, t, t + dur
-        new_unit = None
-        if pinned[u] < 0:
-            pinned[u] = d
-            new_unit = u
-        memory.place(i, d, new_unit, assignment)
+        choices = scheduler.allowed(i, devs)
+        scheduler.place(i, [path_device] if on_path[i] and path_device in choices else choices)
         for j in s_idx[s_off[i]:s_off[i + 1]].tolist():
             waiting[j] -= 1
             if waiting[j] == 0:
                 heapq.heappush(queue, (-key[j], int(topo_rank[j]), j))
-    return Schedule(assignment, start, finish, {"critical_path_ops": int(len(path)),
-                                                "critical_path_device": problem.cluster.devices[path_device].name})
+    return scheduler.schedule(critical_path_ops=int(len(path)),
+                              critical_path_device=problem.cluster.devices[path_device].name)
 
 
 @register("cpop", description="Critical-Path-on-a-Processor (Topcuoglu et al. 2002): the critical path on one "

@@ -92,6 +92,60 @@ def earliest_slot(starts: list[float], ends: list[float], ready: float, duration
     return t, k
 
 
+class ListScheduler:
+    """The processor-selection phase HEFT and CPOP share: ops placed one at a time, each at its earliest
+    finish time among the devices offered (insertion policy), colocation units pinned to the device of their
+    first placed op, and `LiveMemory` kept along the way."""
+
+    def __init__(self, problem: Problem, memory: LiveMemory):
+        n, D = problem.num_ops, problem.num_devices
+        self.problem, self.memory = problem, memory
+        self.assignment = np.full(n, -1, dtype=np.int64)
+        self.start, self.finish = np.zeros(n), np.zeros(n)
+        self.pinned = np.full(problem.num_units, -1, dtype=np.int64)
+        self.starts: list[list[float]] = [[] for _ in range(D)]
+        self.ends: list[list[float]] = [[] for _ in range(D)]
+        self.p_off, self.p_idx = problem.graph.predecessors
+
+    def allowed(self, i: int, devs: np.ndarray) -> list[int]:
+        """Where op i may go: its unit's device once pinned, else the devices of `devs` with room for it
+        (the one with the most room when none has enough)."""
+        u = int(self.problem.unit[i])
+        if self.pinned[u] >= 0:
+            return [int(self.pinned[u])]
+        room = self.memory.room()[devs]
+        need = self.memory.need(np.array([i]), np.array([u]), self.pinned[[u]])[0]
+        return devs[room >= need].tolist() or [int(devs[np.argmax(room)])]
+
+    def place(self, i: int, choices: list[int]) -> int:
+        """Put op i on the device of `choices` where it finishes first; returns that device."""
+        problem = self.problem
+        ready = np.zeros(problem.num_devices)
+        for m in self.p_idx[self.p_off[i]:self.p_off[i + 1]].tolist():
+            np.maximum(ready, self.finish[m] + problem.comm_times(m, int(self.assignment[m])), out=ready)
+        best = None
+        for d in choices:
+            dur = float(problem.times[i, d])
+            t, k = earliest_slot(self.starts[d], self.ends[d], float(ready[d]), dur)
+            if best is None or t + dur < best[0] + best[1]:
+                best = (t, dur, d, k)
+        t, dur, d, k = best
+        if dur > 0:  # a zero-length op occupies no time, so it never blocks a gap
+            self.starts[d].insert(k, t)
+            self.ends[d].insert(k, t + dur)
+        self.assignment[i], self.start[i], self.finish[i] = d, t, t + dur
+        u = int(problem.unit[i])
+        new_unit = None
+        if self.pinned[u] < 0:
+            self.pinned[u] = d
+            new_unit = u
+        self.memory.place(i, d, new_unit, self.assignment)
+        return d
+
+    def schedule(self, **notes) -> Schedule:
+        return Schedule(self.assignment, self.start, self.finish, notes)
+
+
 def heft(problem: Problem, devices: np.ndarray | None = None,
          memory: LiveMemory | None = None) -> Schedule:
     """Run HEFT on a compiled problem.
@@ -109,45 +163,11 @@ def heft(problem: Problem, devices: np.ndarray | None = None,
         Device, start and finish per op; ``length`` is HEFT's makespan.
     """
     devs = np.arange(problem.num_devices) if devices is None else np.asarray(devices)
-    memory = LiveMemory(problem) if memory is None else memory
-    times = problem.times
-    rank = upward_ranks(problem, times[:, devs].mean(axis=1), problem.mean_comm_time(devs))
-    p_off, p_idx = problem.graph.predecessors
-    n, D = problem.num_ops, problem.num_devices
-    assignment = np.full(n, -1, dtype=np.int64)
-    start = np.zeros(n)
-    finish = np.zeros(n)
-    pinned = np.full(problem.num_units, -1, dtype=np.int64)
-    starts: list[list[float]] = [[] for _ in range(D)]
-    ends: list[list[float]] = [[] for _ in range(D)]
+    scheduler = ListScheduler(problem, LiveMemory(problem) if memory is None else memory)
+    rank = upward_ranks(problem, problem.times[:, devs].mean(axis=1), problem.mean_comm_time(devs))
     for i in priority_order(problem, rank).tolist():
-        ready = np.zeros(D)
-        for m in p_idx[p_off[i]:p_off[i + 1]].tolist():
-            np.maximum(ready, finish[m] + problem.comm_times(m, int(assignment[m])), out=ready)
-        u = int(problem.unit[i])
-        if pinned[u] >= 0:
-            choices = [int(pinned[u])]
-        else:
-            room = memory.room()[devs]
-            need = memory.need(np.array([i]), np.array([u]), pinned[[u]])[0]
-            choices = devs[room >= need].tolist() or [int(devs[np.argmax(room)])]
-        best = None
-        for d in choices:
-            dur = float(times[i, d])
-            t, k = earliest_slot(starts[d], ends[d], float(ready[d]), dur)
-            if best is None or t + dur < best[0] + best[1]:
-                best = (t, dur, d, k)
-        t, dur, d, k = best
-        if dur > 0:  # a zero-length op occupies no time, so it never blocks a gap
-            starts[d].insert(k, t)
-            ends[d].insert(k, t + dur)
-        assignment[i], start[i], finish[i] = d, t, t + dur
-        new_unit = None
-        if pinned[u] < 0:
-            pinned[u] = d
-            new_unit = u
-        memory.place(i, d, new_unit, assignment)
-    return Schedule(assignment, start, finish)
+        scheduler.place(i, scheduler.allowed(i, devs))
+    return scheduler.schedule()
 
 
 @register("heft", description="Heterogeneous Earliest Finish Time (Topcuoglu et al. 2002), insertion-based")
