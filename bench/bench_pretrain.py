@@ -26,9 +26,10 @@ of ``graphs/``, on one cluster:
 - ``rl_searched``: per-graph RL as stage ``rl``, but its warm start is the best
   heuristic after ``--refine-seconds`` of that search (``placer train``'s
   ``--warm-start-search``), against stage ``rl``'s result;
-- ``rl_grouped``: per-graph RL as stage ``rl``, on the kind and balanced
-  groups the shipped policy (v4) places (``TrainConfig.kind_groups`` and
-  ``balanced_groups``): per-graph RL given the same groups as the policy.
+- ``rl_grouped``: per-graph RL as stage ``rl``, on kind and balanced groups
+  as the shipped v5 places (``TrainConfig.kind_groups`` and
+  ``balanced_groups``; from its warm start, RL's groups also keep apart ops
+  the heuristic put on different devices).
 
 Each stage's result is saved per graph in the JSON as it finishes, so an
 interrupted run resumes (``--redo STAGE`` recomputes one). Also times placing
@@ -202,8 +203,8 @@ def stage_rl_searched(graph, cluster, heur: dict, args) -> dict:
 
 
 def stage_rl_grouped(graph, cluster, heur: dict, args) -> dict:
-    """Per-graph RL as stage rl, on the groups the shipped policy places (kind and balanced groups): is the
-    zero-shot policy ahead of per-graph RL, or only of per-graph RL's grouping?"""
+    """Per-graph RL as stage rl, on kind and balanced groups as the shipped v5 places: is the zero-shot policy
+    ahead of per-graph RL, or only of per-graph RL's grouping?"""
     from placer.rl.trainer import TrainConfig, Trainer, train
 
     h = registry.place(heur["best"], graph, cluster)
