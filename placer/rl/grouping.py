@@ -247,18 +247,18 @@ def _heavy_edge_matching(a: np.ndarray, b: np.ndarray, w: np.ndarray, g_time: np
     weight = np.bincount(inv, weights=w)
     pa, pb = uniq // num, uniq % num
     order = np.lexsort((pb, pa, -weight))
-    matched = np.zeros(num, dtype=bool)
+    # pairs that may merge at all, filtered at once: the loop below only settles who is matched first
+    allowed = (g_time[pa] + g_time[pb] <= time_cap) & (g_mem[pa] + g_mem[pb] <= mem_cap)
+    if label is not None:
+        allowed &= label[pa] == label[pb]
+    order = order[allowed[order]]
+    matched = bytearray(num)
     new_id = np.arange(num)
     merges = 0
-    for k in order:
-        x, y = pa[k], pb[k]
+    for x, y in zip(pa[order].tolist(), pb[order].tolist()):
         if matched[x] or matched[y]:
             continue
-        if g_time[x] + g_time[y] > time_cap or g_mem[x] + g_mem[y] > mem_cap:
-            continue
-        if label is not None and label[x] != label[y]:
-            continue
-        matched[x] = matched[y] = True
+        matched[x] = matched[y] = 1
         new_id[y] = x
         merges += 1
         if merges >= max_merges:
