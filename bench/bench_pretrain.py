@@ -120,7 +120,9 @@ def stage_zero_shot(graph, cluster, policy, args) -> dict:
         t0 = time.perf_counter()
         p = place_zero_shot(graph, cluster, policy, samples=k, seed=args.seed)
         out[label] = {"step_time": p.step_time, "oom": p.oom, "seconds": time.perf_counter() - t0,
-                      "first_call_seconds": first, "groups": p.meta["groups"]}
+                      "first_call_seconds": first, "groups": p.meta["groups"],
+                      "placed_by": f"{p.meta['policy']['name']} v{p.meta['policy']['version']}",
+                      "chosen": p.meta["chosen"]}
     out["policy"] = policy.describe()
     return out
 
