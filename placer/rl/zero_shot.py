@@ -89,8 +89,9 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
             answers.append((grouping, candidates, res.step_time, res.oom))
         else:
             answers.append((grouping, candidates, np.zeros(1), np.zeros(1, dtype=bool)))
-    best = [fastest(step_time, oom) for _, _, step_time, oom in answers]
-    j = fastest(np.array([a[2][b] for a, b in zip(answers, best)]), np.array([a[3][b] for a, b in zip(answers, best)]))
+    best = [fastest(step_time, oom) for _, _, step_time, oom in answers]  # each member's answer
+    j = fastest(np.array([step_time[k] for (_, _, step_time, _), k in zip(answers, best)]),
+                np.array([oom[k] for (_, _, _, oom), k in zip(answers, best)]))  # the fastest of them
     grouping, candidates, _, _ = answers[j]
     k, (member, member_samples, member_seed) = best[j], shares[j]
     chosen = "greedy" if k == 0 else f"sample {k - 1} of {member_samples}"
