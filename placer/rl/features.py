@@ -8,6 +8,7 @@ weight reads 1) and passed through ``log1p``.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import NamedTuple
 
@@ -39,8 +40,9 @@ NUM_LOAD_FEATURES = 6
 """Per device, while a load-aware decoder places groups one by one (`load_features`)."""
 
 
+@functools.lru_cache(maxsize=4096)
 def op_category(op_type: str) -> int:
-    """Index in `CATEGORY_NAMES` of an op type."""
+    """Index in `CATEGORY_NAMES` of an op type (cached: a graph has a few dozen types and thousands of ops)."""
     for k, (_, pattern) in enumerate(OP_CATEGORIES):
         if pattern.search(op_type):
             return k

@@ -127,8 +127,9 @@ def group_graph(graph: OpGraph, cluster: Cluster, max_groups: int = DEFAULT_MAX_
     num = int(gid.max()) + 1
     p_off, p_idx = graph.predecessors
     dst = np.repeat(np.arange(n), np.diff(p_off))
-    src = p_idx
-    edge_w = out_bytes[src] + 1.0  # +1: a tensor of unknown size still ties its ops
+    # edges between groups, one per pair with their summed weight: the list shrinks as groups merge
+    edge_a, edge_b, edge_w = _pair_edges(gid[p_idx], gid[dst], out_bytes[p_idx] + 1.0, num)  # +1: a tensor of
+    # unknown size still ties its ops
 
     time_cap = 2.0 * op_time.sum() / max_groups
     label = None
@@ -142,7 +143,7 @@ def group_graph(graph: OpGraph, cluster: Cluster, max_groups: int = DEFAULT_MAX_
     while num > max_groups:
         g_time = np.bincount(gid, weights=op_time, minlength=num)
         g_mem = np.bincount(gid, weights=op_mem, minlength=num)
-        merged = _heavy_edge_matching(gid[src], gid[dst], edge_w, g_time, g_mem, time_cap, mem_cap,
+        merged = _heavy_edge_matching(edge_a, edge_b, edge_w, g_time, g_mem, time_cap, mem_cap,
                                       num - max_groups, label)
         if merged is None and balanced and np.isfinite(time_cap):
             merged = _merge_topological_neighbours(gid, graph.topo_rank, g_mem, mem_cap, num - max_groups, label,
@@ -170,6 +171,7 @@ def group_graph(graph: OpGraph, cluster: Cluster, max_groups: int = DEFAULT_MAX_
             )
         gid = merged[gid]
         num = int(gid.max()) + 1
+        edge_a, edge_b, edge_w = _pair_edges(merged[edge_a], merged[edge_b], edge_w, num)
     return Grouping(_number_topologically(gid, graph.topo_rank), num)
 
 
@@ -229,23 +231,26 @@ def _colocation_ids(graph: OpGraph) -> np.ndarray:
     return dense.astype(np.int64)
 
 
-def _heavy_edge_matching(a: np.ndarray, b: np.ndarray, w: np.ndarray, g_time: np.ndarray, g_mem: np.ndarray,
+def _pair_edges(a: np.ndarray, b: np.ndarray, w: np.ndarray, num: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Edges between `num` groups as ``(a, b, weight)`` with ``a < b``, one per pair, weights summed; edges
+    within a group dropped."""
+    keep = a != b
+    a, b = np.minimum(a[keep], b[keep]), np.maximum(a[keep], b[keep])
+    pair, inv = np.unique(a * num + b, return_inverse=True)
+    return pair // num, pair % num, np.bincount(inv, weights=w[keep], minlength=len(pair))
+
+
+def _heavy_edge_matching(pa: np.ndarray, pb: np.ndarray, weight: np.ndarray, g_time: np.ndarray, g_mem: np.ndarray,
                          time_cap: float, mem_cap: float, max_merges: int,
                          label: np.ndarray | None = None) -> np.ndarray | None:
     """One coarsening pass: new id per old group, or None when no pair may merge.
 
-    Pairs are visited heaviest first (ties by ids, so the result is
-    deterministic); each group joins at most one pair per pass.
+    Pairs (`_pair_edges`) are visited heaviest first (ties by ids, so the
+    result is deterministic); each group joins at most one pair per pass.
     """
-    keep = a != b
-    a, b, w = np.minimum(a[keep], b[keep]), np.maximum(a[keep], b[keep]), w[keep]
-    if a.size == 0:
+    if pa.size == 0:
         return None
     num = len(g_time)
-    key = a * num + b
-    uniq, inv = np.unique(key, return_inverse=True)
-    weight = np.bincount(inv, weights=w)
-    pa, pb = uniq // num, uniq % num
     order = np.lexsort((pb, pa, -weight))
     # pairs that may merge at all, filtered at once: the loop below only settles who is matched first
     allowed = (g_time[pa] + g_time[pb] <= time_cap) & (g_mem[pa] + g_mem[pb] <= mem_cap)
