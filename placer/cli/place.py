@@ -23,7 +23,7 @@ def add_parser(sub) -> None:
                         "(`placer pretrain`), or 'shipped' for the package's own")
     p.add_argument("--best-of", type=int, default=None, metavar="K",
                    help="method rl with --policy: the best of the greedy placement and K seeded samples "
-                        "(default 64, as the service answers; 0: greedy alone)")
+                        "(default 256, as the service answers; 0: greedy alone)")
     p.add_argument("--starts", type=int, default=None, metavar="K",
                    help="method rl: race REINFORCE from the K fastest distinct heuristic placements (2-8) by "
                         "successive halving (as `placer train --starts`); not with --policy")
@@ -42,7 +42,9 @@ def add_parser(sub) -> None:
         "  expert       one layer per GPU in turn (sequence models), else balanced stages\n"
         "  metis        METIS k-way partition: balanced compute, fewest bytes cut\n"
         "  heft         Heterogeneous Earliest Finish Time (Topcuoglu et al. 2002)\n"
+        "  cpop         Critical-Path-on-a-Processor: the critical path on one device (same paper)\n"
         "  m_topo, m_etf, m_sct  Baechi's memory-constrained placers (Jeon et al. 2020)\n"
+        "  pipeline_dp  pipeline stages by dynamic programming (--objective throughput)\n"
         "and any other registered placer (the service's GET /v1/placers lists them all)"
     )
 
