@@ -121,7 +121,8 @@ def stage_zero_shot(graph, cluster, policy, args) -> dict:
         p = place_zero_shot(graph, cluster, policy, samples=k, seed=args.seed)
         out[label] = {"step_time": p.step_time, "oom": p.oom, "seconds": time.perf_counter() - t0,
                       "first_call_seconds": first, "groups": p.meta["groups"],
-                      "placed_by": f"{p.meta['policy']['name']} v{p.meta['policy']['version']}",
+                      "placed_by": f"{p.meta['policy']['name']} v{p.meta['policy']['version']} at "
+                                   f"{p.meta['policy']['groups']} groups",
                       "chosen": p.meta["chosen"]}
     out["policy"] = policy.describe()
     return out

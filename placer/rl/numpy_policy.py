@@ -47,7 +47,7 @@ def encode(weights: dict[str, np.ndarray], groups: np.ndarray) -> np.ndarray:
 def decode(weights: dict[str, np.ndarray], groups: np.ndarray, devices: np.ndarray, num_samples: int = 1,
            greedy: bool = True, rng: np.random.Generator | None = None,
            actions: np.ndarray | None = None, temperature: float = 1.0,
-           context: DecodeContext | None = None) -> tuple[np.ndarray, np.ndarray]:
+           context: DecodeContext | None = None, greedy_rows: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Decode placements of groups.
 
     Parameters
@@ -62,6 +62,8 @@ def decode(weights: dict[str, np.ndarray], groups: np.ndarray, devices: np.ndarr
         greedy placement is the same at every temperature). Log-probabilities are of the tempered softmax.
     context : the groups' `placer.rl.features.DecodeContext`; needed, and only read, by a load-aware
         policy (one with ``load_w``).
+    greedy_rows : when sampling, the first this many of the K rows are greedy instead (one pass
+        decodes a greedy placement and samples; the samples are those of the other K - greedy_rows).
 
     Returns
     -------
@@ -128,8 +130,11 @@ def decode(weights: dict[str, np.ndarray], groups: np.ndarray, devices: np.ndarr
             a = np.asarray(actions)[:, t].astype(np.int64)
         elif greedy:
             a = logq.argmax(axis=1)
-        else:
-            a = (logq + rng.gumbel(size=logq.shape)).argmax(axis=1)  # Gumbel-max: a sample of softmax
+        else:  # Gumbel-max: a sample of softmax (no noise on greedy rows)
+            noise = rng.gumbel(size=(K - greedy_rows, logq.shape[1]))
+            if greedy_rows:
+                noise = np.concatenate([np.zeros((greedy_rows, logq.shape[1])), noise])
+            a = (logq + noise).argmax(axis=1)
         logp += logq[np.arange(K), a]
         prev = dev[a]
         out[:, t] = a

@@ -8,6 +8,9 @@ Layout of a policy folder::
 A card may name other policy folders inside its own (``"pool": ["critical"]``):
 policies trained on other groupings whose zero-shot answers are pooled with
 this one's (`placer.rl.zero_shot`); they load with it (`SavedPolicy.pooled`).
+Its ``"pool_groups": [64]`` pools each of these policies once more at each
+such G (the features do not depend on the group count, and the granularity
+that places a graph best differs from graph to graph).
 
 Plain arrays rather than a TensorFlow checkpoint, so that placing a graph
 (`placer.rl.zero_shot`) needs neither TensorFlow nor a trace: loading is a
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +107,15 @@ class SavedPolicy:
 
     @property
     def groups(self) -> int:
+        """G, the most groups it places a graph in: the G it was trained with, unless pooled at another
+        (`at_groups`)."""
         return int(self.card.get("groups", 256))
+
+    def at_groups(self, groups: int) -> "SavedPolicy":
+        """The same policy placing graphs in at most `groups` groups (its card's ``groups`` changed, and
+        ``trained_groups`` keeping the G it was trained with)."""
+        card = {**self.card, "groups": groups, "trained_groups": self.card.get("trained_groups", self.groups)}
+        return replace(self, card=card, pooled=())
 
     @property
     def sampling_temperature(self) -> float:
@@ -114,7 +125,8 @@ class SavedPolicy:
     def describe(self) -> dict[str, Any]:
         """What a placement's meta says about the policy that made it."""
         return {"name": self.name, "version": self.version, "fine_tuned": bool(self.card.get("fine_tuned", False)),
-                "hidden": self.hidden, "groups": self.groups, "load_aware": self.load_aware,
+                "hidden": self.hidden, "groups": self.groups,
+                "trained_groups": int(self.card.get("trained_groups", self.groups)), "load_aware": self.load_aware,
                 "kind_groups": self.kind_groups, "balanced_groups": self.balanced_groups,
                 "critical_groups": self.critical_groups, "sampling_temperature": self.sampling_temperature,
                 "trained_on": self.card.get("trained_on")}
@@ -210,18 +222,27 @@ def load_policy(directory: str | Path | None = None) -> SavedPolicy:
     missing = [v for v in VARIABLES if v not in weights]
     if missing:
         raise PlacerError(f"{str(directory / WEIGHTS)!r} lacks variables {missing}")
-    return SavedPolicy(_with_every_load_feature(weights), card, directory, _load_pool(directory, card))
+    policy = SavedPolicy(_with_every_load_feature(weights), card, directory)
+    return replace(policy, pooled=_load_pool(directory, policy))
 
 
-def _load_pool(directory: Path, card: dict[str, Any]) -> tuple[SavedPolicy, ...]:
-    """The policies a card's ``pool`` names: subfolders of its own folder, themselves pooling nothing."""
+def _load_pool(directory: Path, policy: SavedPolicy) -> tuple[SavedPolicy, ...]:
+    """The policies `policy`'s card pools: subfolders its ``pool`` names (themselves pooling nothing), then
+    each of it and them at every G of its ``pool_groups``."""
+    card = policy.card
     pool = card.get("pool") or []
     if not isinstance(pool, list) or not all(isinstance(n, str) and n and Path(n).name == n for n in pool):
         raise PlacerError(f"{str(directory / CARD)!r}: pool must be a list of subfolder names, got {pool!r}")
     members = tuple(load_policy(directory / n) for n in pool)
     if any(m.pooled for m in members):
         raise PlacerError(f"{str(directory / CARD)!r}: a pooled policy may not pool others")
-    return members
+    pool_groups = card.get("pool_groups") or []
+    if not isinstance(pool_groups, list) or not all(
+            isinstance(g, int) and not isinstance(g, bool) and g >= 1 for g in pool_groups):
+        raise PlacerError(f"{str(directory / CARD)!r}: pool_groups must be a list of positive group counts, "
+                          f"got {pool_groups!r}")
+    at_other_groups = tuple(m.at_groups(g) for g in pool_groups for m in (policy, *members) if g != m.groups)
+    return members + at_other_groups
 
 
 def _with_every_load_feature(weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

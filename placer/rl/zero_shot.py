@@ -38,8 +38,9 @@ from placer.simulator import Simulator
 
 MAX_SAMPLES = 1024
 DEFAULT_SAMPLES = 256
-"""K of the service's instant answer and of a fine-tune's start: 0.44 s for a 10k-op graph (decoding
-and simulating 257 placements; `bench/bench_pretrain.py`), under half the second allowed."""
+"""K of the service's instant answer and of a fine-tune's start, shared among a pool's members: 0.8 s for a
+10k-op graph with the shipped pool of four (four groupings, decoding and simulating 260 placements;
+`bench/bench_pretrain.py`), within the second allowed."""
 
 
 def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, samples: int = 0, seed: int = 0,
@@ -54,7 +55,7 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
         samples (`pool_shares`), and the fastest of all their placements is the answer.
     samples : 0 for greedy decoding; K > 0 for the best of greedy plus K samples.
     seed : seeds the samples.
-    groups : G, the most groups (default: the G the policy was trained with).
+    groups : G, the most groups, for every member (default: each member's own G).
     method : the placement's ``method`` field.
 
     Returns
@@ -110,7 +111,8 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
         "seconds": {"grouping_and_features": t1 - t0, "decoding": t2 - t1, "total": time.perf_counter() - t0},
     })
     if policy.pooled:
-        placement.meta.update({"pool": [f"{m.name} v{m.version}" for m in policy.members], "pool_member": j})
+        placement.meta.update({"pool": [f"{m.name} v{m.version} ({m.groups} groups)" for m in policy.members],
+                               "pool_member": j})
     return placement
 
 
@@ -138,12 +140,11 @@ def candidate_placements(policy: SavedPolicy, group_feats: np.ndarray, device_fe
     Shared by the zero-shot answer and a fine-tune's start, so both choose among the same placements.
     Samples are drawn at ``policy.sampling_temperature``; `context` is needed by a load-aware policy.
     """
-    greedy, _ = decode(policy.weights, group_feats, device_feats, 1, greedy=True, context=context)
     if samples == 0:
-        return greedy
-    sampled, _ = decode(policy.weights, group_feats, device_feats, samples, greedy=False,
-                        rng=np.random.default_rng(seed), temperature=policy.sampling_temperature, context=context)
-    return np.concatenate([greedy, sampled])
+        return decode(policy.weights, group_feats, device_feats, 1, greedy=True, context=context)[0]
+    return decode(policy.weights, group_feats, device_feats, 1 + samples, greedy=False,
+                  rng=np.random.default_rng(seed), temperature=policy.sampling_temperature, context=context,
+                  greedy_rows=1)[0]
 
 
 def fastest(step_time: np.ndarray, oom: np.ndarray) -> int:

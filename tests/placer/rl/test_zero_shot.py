@@ -45,9 +45,12 @@ def test_shipped_policy_places_every_benchmark_graph(shipped, path):
     assert p.meta["groups"] <= member.groups
 
 
-def test_the_shipped_policy_pools_one_trained_on_critical_path_groups(shipped):
-    assert [m.critical_groups for m in shipped.members] == [False, True]
+def test_the_shipped_policy_pools_one_trained_on_critical_path_groups_and_both_at_half_the_groups(shipped):
+    assert [(m.critical_groups, m.groups) for m in shipped.members] == [(False, 128), (True, 128), (False, 64),
+                                                                         (True, 64)]
     assert shipped.pooled[0].path == SHIPPED_POLICY_DIR / "critical"
+    for coarse, fine in zip(shipped.members[2:], shipped.members[:2]):
+        assert coarse.weights is fine.weights and coarse.describe()["trained_groups"] == 128
 
 
 def test_a_pool_answers_the_fastest_of_its_members_answers(shipped):
@@ -55,12 +58,13 @@ def test_a_pool_answers_the_fastest_of_its_members_answers(shipped):
     graph, cluster = load_graph(ROOT / "graphs" / "rnnlm.json.gz"), presets.get("4gpu")
     pooled = place_zero_shot(graph, cluster, shipped, samples=9, seed=3)
     shares = pool_shares(shipped, 9, 3)
-    assert [(k, s) for _, k, s in shares] == [(5, 3), (4, 4)]
+    assert [(k, s) for _, k, s in shares] == [(3, 3), (2, 4), (2, 5), (2, 6)]
     alone = [place_zero_shot(graph, cluster, replace(m, pooled=()), samples=k, seed=s) for m, k, s in shares]
     assert pooled.step_time == min(a.step_time for a in alone)
     j = pooled.meta["pool_member"]
     assert pooled.devices == alone[j].devices and pooled.meta["policy"] == alone[j].meta["policy"]
-    assert pooled.meta["pool"] == [f"{m.name} v{m.version}" for m in shipped.members]
+    assert pooled.meta["pool"] == [f"{m.name} v{m.version} ({m.groups} groups)" for m in shipped.members]
+    assert alone[j].meta["groups"] <= shipped.members[j].groups
 
 
 @pytest.mark.parametrize("pool", [["../elsewhere"], "critical", [""], ["missing"]])
@@ -70,6 +74,16 @@ def test_a_card_with_a_bad_pool_is_refused(tmp_path, pool):
     card = json.loads((folder / "policy.json").read_text())
     (folder / "policy.json").write_text(json.dumps({**card, "pool": pool}))
     with pytest.raises(PlacerError, match="pool must be|is not a policy folder"):
+        load_policy(folder)
+
+
+@pytest.mark.parametrize("pool_groups", [64, [0], ["64"], [True]])
+def test_a_card_with_bad_pool_groups_is_refused(tmp_path, pool_groups):
+    folder = tmp_path / "policy"
+    shutil.copytree(SHIPPED_POLICY_DIR, folder)
+    card = json.loads((folder / "policy.json").read_text())
+    (folder / "policy.json").write_text(json.dumps({**card, "pool_groups": pool_groups}))
+    with pytest.raises(PlacerError, match="pool_groups must be a list of positive group counts"):
         load_policy(folder)
 
 
@@ -122,6 +136,25 @@ def test_numpy_decoder_matches_the_tensorflow_policy(load_aware):
         assert not np.array_equal(acts, decode(plain, f, d, 1)[0])
         np.testing.assert_array_equal(decode(plain, f, d, 1)[0], decode({**w, "load_w": 0 * w["load_w"]}, f, d, 1,
                                                                          context=ctx)[0])
+
+
+def test_one_pass_decodes_the_greedy_placement_and_the_same_samples_as_two(shipped):
+    """`candidate_placements` decodes greedy and samples in one pass (``greedy_rows``): the same rows as a
+    greedy pass and a sampling pass, for every pooled member."""
+    from placer.rl.numpy_policy import decode
+    from placer.rl.zero_shot import candidate_placements, grouped
+    from placer.simulator import Simulator
+
+    graph, cluster = load_graph(ROOT / "graphs" / "rnnlm.json.gz"), presets.get("4gpu")
+    sim = Simulator(graph, cluster)
+    for member in shipped.members:
+        _, f, d, ctx = grouped(graph, cluster, sim, member)
+        greedy, _ = decode(member.weights, f, d, 1, greedy=True, context=ctx)
+        sampled, _ = decode(member.weights, f, d, 12, greedy=False, rng=np.random.default_rng(5),
+                            temperature=member.sampling_temperature, context=ctx)
+        both = candidate_placements(member, f, d, 12, 5, ctx)
+        np.testing.assert_array_equal(both, np.concatenate([greedy, sampled]))
+        assert len({tuple(row) for row in both}) > 1
 
 
 def test_a_policy_saved_with_fewer_load_features_loads_with_zero_weights_for_the_rest(tmp_path):
