@@ -67,24 +67,25 @@ def test_a_pool_answers_the_fastest_of_its_members_answers(shipped):
     assert alone[j].meta["groups"] <= shipped.members[j].groups
 
 
-@pytest.mark.parametrize("pool", [["../elsewhere"], "critical", [""], ["missing"]])
-def test_a_card_with_a_bad_pool_is_refused(tmp_path, pool):
+def shipped_copy_with(tmp_path, **changes):
+    """A copy of the shipped policy folder whose card has `changes`."""
     folder = tmp_path / "policy"
     shutil.copytree(SHIPPED_POLICY_DIR, folder)
     card = json.loads((folder / "policy.json").read_text())
-    (folder / "policy.json").write_text(json.dumps({**card, "pool": pool}))
+    (folder / "policy.json").write_text(json.dumps({**card, **changes}))
+    return folder
+
+
+@pytest.mark.parametrize("pool", [["../elsewhere"], "critical", [""], ["missing"]])
+def test_a_card_with_a_bad_pool_is_refused(tmp_path, pool):
     with pytest.raises(PlacerError, match="pool must be|is not a policy folder"):
-        load_policy(folder)
+        load_policy(shipped_copy_with(tmp_path, pool=pool))
 
 
 @pytest.mark.parametrize("pool_groups", [64, [0], ["64"], [True]])
 def test_a_card_with_bad_pool_groups_is_refused(tmp_path, pool_groups):
-    folder = tmp_path / "policy"
-    shutil.copytree(SHIPPED_POLICY_DIR, folder)
-    card = json.loads((folder / "policy.json").read_text())
-    (folder / "policy.json").write_text(json.dumps({**card, "pool_groups": pool_groups}))
     with pytest.raises(PlacerError, match="pool_groups must be a list of positive group counts"):
-        load_policy(folder)
+        load_policy(shipped_copy_with(tmp_path, pool_groups=pool_groups))
 
 
 def test_greedy_placement_is_deterministic(shipped):
