@@ -127,9 +127,9 @@ def group_graph(graph: OpGraph, cluster: Cluster, max_groups: int = DEFAULT_MAX_
     num = int(gid.max()) + 1
     p_off, p_idx = graph.predecessors
     dst = np.repeat(np.arange(n), np.diff(p_off))
-    # edges between groups, one per pair with their summed weight: the list shrinks as groups merge
-    edge_a, edge_b, edge_w = _pair_edges(gid[p_idx], gid[dst], out_bytes[p_idx] + 1.0, num)  # +1: a tensor of
-    # unknown size still ties its ops
+    # edges between groups, one per pair with their summed weight (the list shrinks as groups merge); +1: a
+    # tensor of unknown size still ties its ops
+    edge_a, edge_b, edge_w = _pair_edges(gid[p_idx], gid[dst], out_bytes[p_idx] + 1.0, num)
 
     time_cap = 2.0 * op_time.sum() / max_groups
     label = None

@@ -111,11 +111,16 @@ class SavedPolicy:
         (`at_groups`)."""
         return int(self.card.get("groups", 256))
 
+    @property
+    def trained_groups(self) -> int:
+        """The G it was trained with."""
+        return int(self.card.get("trained_groups", self.groups))
+
     def at_groups(self, groups: int) -> "SavedPolicy":
-        """The same policy placing graphs in at most `groups` groups (its card's ``groups`` changed, and
-        ``trained_groups`` keeping the G it was trained with)."""
-        card = {**self.card, "groups": groups, "trained_groups": self.card.get("trained_groups", self.groups)}
-        return replace(self, card=card, pooled=())
+        """The same policy placing graphs in at most `groups` groups, as a pool member (its card's ``groups``
+        changed, ``trained_groups`` added, and no pool of its own)."""
+        card = {k: v for k, v in self.card.items() if k not in ("pool", "pool_groups")}
+        return replace(self, card={**card, "groups": groups, "trained_groups": self.trained_groups}, pooled=())
 
     @property
     def sampling_temperature(self) -> float:
@@ -126,7 +131,7 @@ class SavedPolicy:
         """What a placement's meta says about the policy that made it."""
         return {"name": self.name, "version": self.version, "fine_tuned": bool(self.card.get("fine_tuned", False)),
                 "hidden": self.hidden, "groups": self.groups,
-                "trained_groups": int(self.card.get("trained_groups", self.groups)), "load_aware": self.load_aware,
+                "trained_groups": self.trained_groups, "load_aware": self.load_aware,
                 "kind_groups": self.kind_groups, "balanced_groups": self.balanced_groups,
                 "critical_groups": self.critical_groups, "sampling_temperature": self.sampling_temperature,
                 "trained_on": self.card.get("trained_on")}

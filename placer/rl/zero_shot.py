@@ -14,7 +14,8 @@ to ops. Two decodings:
   mostly the greedy placement again.
 
 A policy with pooled policies (`placer.rl.saved_policy.SavedPolicy.pooled`;
-the shipped one pools a policy trained on critical-path groups) answers with
+the shipped one pools a policy trained on critical-path groups, and both
+again at 64 groups, its card's ``pool_groups``) answers with
 the fastest of its members' placements, each member grouping the graph as it
 was trained to and drawing its share of the K samples; greedy decoding is
 then the fastest of the members' greedy placements, still repeatable.

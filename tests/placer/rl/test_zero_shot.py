@@ -51,6 +51,7 @@ def test_the_shipped_policy_pools_one_trained_on_critical_path_groups_and_both_a
     assert shipped.pooled[0].path == SHIPPED_POLICY_DIR / "critical"
     for coarse, fine in zip(shipped.members[2:], shipped.members[:2]):
         assert coarse.weights is fine.weights and coarse.describe()["trained_groups"] == 128
+        assert not coarse.pooled and "pool" not in coarse.card and "pool_groups" not in coarse.card
 
 
 def test_a_pool_answers_the_fastest_of_its_members_answers(shipped):
