@@ -46,6 +46,7 @@ from placer import presets  # noqa: E402
 from placer.cli.common import add_grouping_flags  # noqa: E402
 from placer.graph_io import load_graph  # noqa: E402
 from placer.placers import registry  # noqa: E402
+from placer.rl.trainer import TrainConfig  # noqa: E402
 from placer.synthetic import layered_graph  # noqa: E402
 
 
@@ -71,7 +72,7 @@ def run_rl(graph, cluster, args, curve_path, reference):
     them again to rank them is not counted, as the heuristics' time is not).
     """
     from placer.rl.race import Race, race_starts, run
-    from placer.rl.trainer import TrainConfig, Trainer
+    from placer.rl.trainer import Trainer
 
     config = TrainConfig(samples=args.samples, groups=args.groups, seed=args.seed, warm_start=args.warm_start,
                          kind_groups=bool(args.kind_groups), balanced_groups=bool(args.balanced_groups))
@@ -142,12 +143,15 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--warm-start", choices=("heuristic", "none"), default="heuristic")
     ap.add_argument("--starts", type=int, default=1, help="race this many heuristic warm starts (default 1)")
-    add_grouping_flags(ap, "default: off, heavy-edge groups as placer train's default; use another --out")
+    add_grouping_flags(ap, "default: as placer train, on; rows of other groupings belong in another --out")
     ap.add_argument("--against", nargs="*", default=[], metavar="JSON",
                     help="earlier bench_rl_*.json results to compare each row with (same graph and cluster)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "rl"), help="results folder")
     ap.add_argument("--report", action="store_true", help="only rebuild the table from OUT/rows/")
     args = ap.parse_args()
+    for flag in ("kind_groups", "balanced_groups"):
+        if getattr(args, flag) is None:
+            setattr(args, flag, getattr(TrainConfig, flag))
     out = Path(args.out)
     (out / "rows").mkdir(parents=True, exist_ok=True)
     if not args.report:
@@ -191,6 +195,15 @@ def run_all(args, out):
             tmp.replace(row_path)
 
 
+def _grouping(rows) -> str:
+    """How the kept rows grouped ops (rows from before the flags were recorded: heavy edges alone)."""
+    kinds = {tuple(f.replace("_", " ") for f in ("kind_groups", "balanced_groups") if r.get(f, False)) for r in rows}
+    if len(kinds) > 1:
+        return "groupings differ between rows"
+    flags = kinds.pop() if kinds else ()
+    return " + ".join(flags) if flags else "heavy-edge groups"
+
+
 def report(args, out) -> int:
     """Table, geometric mean and JSON from the kept rows of this budget."""
     rows = [json.loads(p.read_text()) for p in sorted((out / "rows").glob("*.json"))]
@@ -204,8 +217,7 @@ def report(args, out) -> int:
     lines = [f"RL placer, budget {args.budget_seconds:g} s per graph and cluster, K={args.samples}, "
              f"G<={args.groups}, warm start {args.warm_start}"
              + (f" (race of {args.starts} starts)" if args.starts > 1 else "")
-             + "".join(f", {flag.replace('_', ' ')}" for flag in ("kind_groups", "balanced_groups")
-                       if getattr(args, flag))
+             + f", {_grouping(rows)}"
              + f", seed {args.seed}, {len(rows)} runs", "", header, "|" + "---|" * (12 + 2 * len(against))]
     vs = {label: [] for label in against}
     for r in rows:

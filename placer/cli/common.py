@@ -35,19 +35,20 @@ def add_objective(p: argparse.ArgumentParser, help: str, default: str | None = "
     p.add_argument("--objective", choices=OBJECTIVES, default=default, help=help)
 
 
-def add_grouping_flags(p: argparse.ArgumentParser, default: str) -> None:
-    """``--kind-groups``, ``--balanced-groups`` and ``--critical-groups`` (`placer.rl.grouping.group_graph`'s
-    ``split_kinds``, ``balanced`` and ``split_critical``), for the commands that train a policy; `default` ends
-    each help text."""
-    p.add_argument("--kind-groups", action="store_true", default=None,
+def add_grouping_flags(p: argparse.ArgumentParser, default: str, critical_default: str | None = None) -> None:
+    """``--[no-]kind-groups``, ``--[no-]balanced-groups`` and ``--[no-]critical-groups``
+    (`placer.rl.grouping.group_graph`'s ``split_kinds``, ``balanced`` and ``split_critical``), for the commands
+    that train a policy; `default` ends each help text (`critical_default`, when given, that of the last).
+    Unset flags are None, so a command can tell "not given" from "off"."""
+    p.add_argument("--kind-groups", action=argparse.BooleanOptionalAction, default=None,
                    help="group apart ops that run fastest on different kinds of device (the tiny ops a host CPU "
                         f"runs faster than a GPU), so they can go there ({default})")
-    p.add_argument("--balanced-groups", action="store_true", default=None,
+    p.add_argument("--balanced-groups", action=argparse.BooleanOptionalAction, default=None,
                    help="before letting a group take more than 2/G of the compute, merge small groups that are "
                         f"neighbours in topological order ({default})")
-    p.add_argument("--critical-groups", action="store_true", default=None,
+    p.add_argument("--critical-groups", action=argparse.BooleanOptionalAction, default=None,
                    help="group the ops on a critical path apart from the rest, so the path can stay on one device "
-                        f"({default})")
+                        f"({critical_default or default})")
 
 
 def add_run_folder(p: argparse.ArgumentParser) -> None:

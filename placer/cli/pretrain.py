@@ -38,7 +38,7 @@ def add_parser(sub) -> None:
                    help="the decoder also reads each device's load so far (compute, memory, share of the group's "
                         "inputs, how much slower and how much later the group would finish there); with --init, "
                         "its load weights start at zero (default: as the --init policy)")
-    add_grouping_flags(p, "default: as the --init policy")
+    add_grouping_flags(p, "default: as the --init policy, else off")
     p.add_argument("--teachers", nargs="+", default=None, metavar="METHOD",
                    help="heuristics whose fastest placement each graph imitates first "
                         "(default: the fast ones, single expert metis heft m_topo)")

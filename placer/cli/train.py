@@ -52,7 +52,8 @@ def add_parser(sub) -> None:
                    help="first improve the heuristic warm start by S seconds of local search in the simulator "
                         "(step time objective; default 0: imitate the heuristic as it is); where REINFORCE "
                         "starts decides much of where it ends (README: Learned placer)")
-    add_grouping_flags(p, "default off; not with --init, whose policy decides its groups")
+    add_grouping_flags(p, "default on; not with --init, whose policy decides its groups",
+                       critical_default="default off; not with --init")
     p.add_argument("--starts", type=int, default=None, metavar="K",
                    help="race REINFORCE from the K fastest distinct heuristic placements (2-8), keeping the "
                         "faster half each round until one start has the rest of the budget (successive halving; "
@@ -89,7 +90,8 @@ def run(args) -> int:
     check_refine(args.refine_seconds, args.refine_sweeps, args.objective)
     for flag, value in (("--kind-groups", args.kind_groups), ("--balanced-groups", args.balanced_groups),
                         ("--critical-groups", args.critical_groups)):
-        if value and args.init is not None:
+        if value is not None and args.init is not None:
+            flag = flag if value else flag.replace("--", "--no-", 1)
             raise PlacerError(f"{flag} does not go with --init: a fine-tune groups ops as its policy was trained to "
                               "(the policy card says how)")
     if args.warm_start_search is not None and not args.warm_start_search >= 0:

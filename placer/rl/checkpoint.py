@@ -23,7 +23,7 @@ import numpy as np
 
 from placer.errors import PlacerError
 from placer.graph_io import read_json_file, write_atomic
-from placer.rl.trainer import TrainConfig, Trainer, TrainerState
+from placer.rl.trainer import TrainConfig, Trainer, TrainerState, config_from_saved
 
 STATE_FILE = "trainer_state.json"
 CHECKPOINT_DIR = "checkpoint"
@@ -82,7 +82,7 @@ def read_state_file(path: Path, what: str, fmt: int) -> dict[str, Any] | None:
 
 def config_of(saved: dict[str, Any]) -> TrainConfig:
     """The config a saved run was trained with."""
-    return TrainConfig(**saved["config"])
+    return config_from_saved(saved["config"])
 
 
 def reference_of(saved: dict[str, Any]) -> tuple[str, np.ndarray, float] | None:

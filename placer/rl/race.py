@@ -31,8 +31,8 @@ from placer.graph import OpGraph
 from placer.graph_io import write_atomic
 from placer.placement import Placement
 from placer.rl import checkpoint
-from placer.rl.trainer import (StepStats, TrainConfig, Trainer, TrainerState, ranked_heuristics,
-                               searched_reference, train)
+from placer.rl.trainer import (StepStats, TrainConfig, Trainer, TrainerState, config_from_saved,
+                               ranked_heuristics, searched_reference, train)
 
 STATE_FILE = "race_state.json"
 STARTS_DIR = "starts"
@@ -256,7 +256,7 @@ def restore_race(graph: OpGraph, cluster: Cluster, directory: str | Path, saved:
     if (saved.get("graph"), saved.get("cluster")) != (graph.name, cluster.name):
         raise PlacerError(f"cannot resume the race in {str(directory)!r}: it places {saved.get('graph')!r} on "
                           f"{saved.get('cluster')!r}, not {graph.name!r} on {cluster.name!r}")
-    config = TrainConfig(**saved["config"])
+    config = config_from_saved(saved["config"])
     starts = []
     for i in range(saved["starts"]):
         arm_state = checkpoint.load_state(directory / STARTS_DIR / str(i))

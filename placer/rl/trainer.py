@@ -73,10 +73,12 @@ class TrainConfig:
     load_aware: bool = False
     """The decoder also reads the devices' load so far (`placer.rl.policy.PolicyConfig.load_aware`); set
     from the policy when fine-tuning one that does."""
-    kind_groups: bool = False
+    kind_groups: bool = True
     """Ops that run fastest on different kinds of device are grouped apart (`placer.rl.grouping.group_graph`'s
-    ``split_kinds``), so groups of tiny ops can go to the host CPU; set from the policy when fine-tuning."""
-    balanced_groups: bool = False
+    ``split_kinds``), so groups of tiny ops can go to the host CPU; set from the policy when fine-tuning.
+    On by default, with `balanced_groups`, since 10-minute RL on both beat heavy-edge groups alone
+    (README: Learned placer); runs saved before then resume as they were (`config_from_saved`)."""
+    balanced_groups: bool = True
     """Small groups that are neighbours in topological order merge before any group may exceed its compute
     share (`placer.rl.grouping.group_graph`'s ``balanced``)."""
     critical_groups: bool = False
@@ -142,6 +144,15 @@ class TrainConfig:
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or not 0 <= self.seed < 2**31:
             raise PlacerError(f"seed must be an integer in [0, 2**31), got {self.seed!r}")
         return self
+
+
+SAVED_BEFORE_GROUPING_DEFAULTS = {"kind_groups": False, "balanced_groups": False}
+"""How a run saved before `TrainConfig` had these fields grouped its ops (heavy edges alone)."""
+
+
+def config_from_saved(config: dict[str, Any]) -> TrainConfig:
+    """The config a saved run was trained with: a field it does not name takes its value from then, not now."""
+    return TrainConfig(**{**SAVED_BEFORE_GROUPING_DEFAULTS, **config})
 
 
 @dataclass

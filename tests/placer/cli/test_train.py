@@ -83,6 +83,7 @@ def test_refine_seconds_writes_a_refined_placement_never_slower(cli, graph_file,
     (["--starts", "2", "--reward", "measured"], "does not go with --reward measured"),
     (["--kind-groups", "--init", "shipped"], "--kind-groups does not go with --init"),
     (["--balanced-groups", "--init", "shipped"], "--balanced-groups does not go with --init"),
+    (["--no-kind-groups", "--init", "shipped"], "--no-kind-groups does not go with --init"),
     (["--steps", "0"], "--steps must be at least 1"),
     (["--budget-seconds", "-3"], "--budget-seconds must be positive"),
     (["--samples", "1", "--steps", "1"], "samples must be at least 2"),
@@ -105,16 +106,38 @@ def test_the_heuristic_warm_start_is_searched_first_when_asked(cli, graph_file, 
     assert config["warm_start_search"] == (float(flag[1]) if flag else 0.0)
 
 
-def test_kind_and_balanced_groups_are_kept_by_the_run_and_its_resume(cli, graph_file, tmp_path):
-    out = tmp_path / "run"
-    r = cli("train", graph_file, "--cluster", "4gpu", "--out", out, "--steps", "1", *FAST, "--kind-groups",
-            "--balanced-groups")
+def test_kind_and_balanced_groups_are_the_default_and_kept_by_the_run_and_its_resume(cli, graph_file, tmp_path):
+    on, off = tmp_path / "on", tmp_path / "off"
+    assert cli("train", graph_file, "--cluster", "4gpu", "--out", on, "--steps", "1", *FAST).code == 0
+    r = cli("train", graph_file, "--cluster", "4gpu", "--out", off, "--steps", "1", *FAST, "--no-kind-groups",
+            "--no-balanced-groups")
     assert r.code == 0, r.err
-    config = json.loads((out / "trainer_state.json").read_text())["config"]
-    assert config["kind_groups"] and config["balanced_groups"]
-    r = cli("train", graph_file, "--cluster", "4gpu", "--out", out, "--steps", "2", "--resume")
+    config = lambda out: json.loads((out / "trainer_state.json").read_text())["config"]  # noqa: E731
+    assert config(on)["kind_groups"] and config(on)["balanced_groups"] and not config(on)["critical_groups"]
+    assert not config(off)["kind_groups"] and not config(off)["balanced_groups"]
+    r = cli("train", graph_file, "--cluster", "4gpu", "--out", off, "--steps", "2", "--resume")
     assert r.code == 0, r.err
-    assert json.loads((out / "trainer_state.json").read_text())["config"]["kind_groups"]
+    assert not config(off)["kind_groups"] and not config(off)["balanced_groups"]
+    r = cli("train", graph_file, "--cluster", "4gpu", "--out", off, "--steps", "3", "--resume", "--kind-groups")
+    assert r.code == 1 and "cannot resume with kind_groups=True" in r.err
+
+
+def test_a_run_saved_before_the_grouping_defaults_resumes_on_heavy_edge_groups(cli, graph_file, tmp_path):
+    """A trainer_state.json without the grouping fields was trained on heavy-edge groups; it must not resume on
+    the groups of today's defaults (its checkpoint holds one decision per group)."""
+    out = tmp_path / "old"
+    r = cli("train", graph_file, "--cluster", "4gpu", "--out", out, "--steps", "1", *FAST, "--no-kind-groups",
+            "--no-balanced-groups")
+    assert r.code == 0, r.err
+    state_file = out / "trainer_state.json"
+    state = json.loads(state_file.read_text())
+    for key in ("kind_groups", "balanced_groups", "critical_groups"):
+        del state["config"][key]
+    state_file.write_text(json.dumps(state))
+    r = cli("train", graph_file, "--cluster", "4gpu", "--out", out, "--steps", "2", "--resume", "--json")
+    assert r.code == 0, r.err
+    config = json.loads(state_file.read_text())["config"]
+    assert not config["kind_groups"] and not config["balanced_groups"] and json.loads(r.out)["step"] == 2
 
 
 def test_starts_races_heuristic_warm_starts_and_resumes(cli, graph_file, tmp_path):
