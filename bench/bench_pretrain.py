@@ -4,9 +4,10 @@ For every held-out corpus graph (families never trained on) and every graph
 of ``graphs/``, on one cluster:
 
 - ``heuristics``: every registered heuristic; the best one's step time;
-- ``rl``: per-graph RL from scratch (`placer.rl.trainer`, heuristic warm
-  start, the issue-5 placer) for ``--rl-budget`` seconds; its final best R,
-  the REINFORCE steps it took to reach R, its curve;
+- ``rl``: per-graph RL from scratch (`placer.rl.trainer` with ``placer
+  train``'s defaults: heuristic warm start, kind and balanced groups) for
+  ``--rl-budget`` seconds; its final best R, the REINFORCE steps it took to
+  reach R, its curve;
 - ``zero_shot``: the pre-trained policy, greedy and best-of-K, no training;
   step time and the wall time to place (second call: numba and NumPy warm);
 - ``finetune``: per-graph RL started from the pre-trained policy, stopped as
@@ -26,10 +27,13 @@ of ``graphs/``, on one cluster:
 - ``rl_searched``: per-graph RL as stage ``rl``, but its warm start is the best
   heuristic after ``--refine-seconds`` of that search (``placer train``'s
   ``--warm-start-search``), against stage ``rl``'s result;
-- ``rl_grouped``: per-graph RL as stage ``rl``, on kind and balanced groups
-  as the shipped v5 places (``TrainConfig.kind_groups`` and
-  ``balanced_groups``; from its warm start, RL's groups also keep apart ops
-  the heuristic put on different devices).
+- ``rl_heavy_edge``: per-graph RL as stage ``rl``, on heavy-edge groups alone
+  (``placer train --no-kind-groups --no-balanced-groups``, its default until
+  kind and balanced groups beat it), against stage ``rl``.
+
+The issue's reference, per-graph RL with a 10-minute budget, is read from
+`bench/bench_rl.py`'s kept rows (`TEN_MINUTE_RL_FOLDERS`); the heavy-edge
+10-minute runs (`TEN_MINUTE_HEAVY_EDGE_RL_FOLDERS`) are shown beside it.
 
 Each stage's result is saved per graph in the JSON as it finishes, so an
 interrupted run resumes (``--redo STAGE`` recomputes one). Also times placing
@@ -61,7 +65,7 @@ from placer.graph_io import load_graph, write_atomic  # noqa: E402
 from placer.placers import registry  # noqa: E402
 
 STAGES = ("heuristics", "rl", "zero_shot", "finetune", "finetune_heuristic", "refine", "refine_rl", "rl_searched",
-          "rl_grouped")
+          "rl_heavy_edge")
 
 
 def default_graphs() -> list[tuple[str, Path, str]]:
@@ -96,14 +100,18 @@ def stage_heuristics(graph, cluster) -> dict:
 def stage_rl(graph, cluster, heur: dict, args) -> dict:
     from placer.rl.trainer import TrainConfig, Trainer, train
 
-    reference = (heur["best"], np.asarray(heur["best_devices"], np.int64), heur["best_step_time"])
+    if "best_devices" in heur:
+        reference = (heur["best"], np.asarray(heur["best_devices"], np.int64), heur["best_step_time"])
+    else:  # kept only until RL has run once: a rerun places with the best heuristic again
+        h = registry.place(heur["best"], graph, cluster)
+        reference = (h.method, h.assignment(graph, cluster), h.step_time)
     trainer = Trainer(graph, cluster, TrainConfig(groups=args.groups, seed=args.seed), reference=reference)
     curve = []
     train(trainer, budget_seconds=args.rl_budget, on_step=lambda s: curve.append((s.step, s.elapsed_seconds,
                                                                                   s.best_step_time)))
     b = trainer.state.best
     return {"budget_seconds": args.rl_budget, "step_time": b.step_time, "oom": b.oom, "steps": trainer.state.step,
-            "found_at_step": b.step, "found_at_seconds": b.elapsed_seconds,
+            "grouping": grouping_of(trainer.config), "found_at_step": b.step, "found_at_seconds": b.elapsed_seconds,
             "imitation_steps": trainer.state.warm_start.get("imitation_steps", 0),
             "warm_start_step_time": trainer.state.warm_start.get("projected_step_time"),
             "curve": curve}
@@ -185,7 +193,8 @@ def stage_refine_rl(graph, cluster, heur: dict, args) -> dict:
     train(trainer, budget_seconds=args.rl_budget)
     start = trainer.best_placement()
     p = refine(graph, cluster, start, seconds=args.refine_seconds)
-    return {"rl_budget_seconds": args.rl_budget, "seconds": args.refine_seconds, "start_step_time": start.step_time,
+    return {"rl_budget_seconds": args.rl_budget, "grouping": grouping_of(trainer.config),
+            "seconds": args.refine_seconds, "start_step_time": start.step_time,
             "step_time": p.step_time, "oom": p.oom,
             **{k: p.meta["refined"][k] for k in ("moves", "sweeps", "local_optimum")}}
 
@@ -202,34 +211,44 @@ def stage_rl_searched(graph, cluster, heur: dict, args) -> dict:
     return {"budget_seconds": args.rl_budget, "search_seconds": args.refine_seconds,
             "heuristic_step_time": h.step_time, "start_step_time": reference[2],
             "projected_step_time": trainer.state.warm_start.get("projected_step_time"),
-            "step_time": b.step_time, "oom": b.oom, "steps": trainer.state.step, "found_at_step": b.step}
+            "step_time": b.step_time, "oom": b.oom, "steps": trainer.state.step, "found_at_step": b.step,
+            "grouping": grouping_of(trainer.config)}
 
 
-def stage_rl_grouped(graph, cluster, heur: dict, args) -> dict:
-    """Per-graph RL as stage rl, on kind and balanced groups as the shipped v5 places: is the zero-shot policy
-    ahead of per-graph RL, or only of per-graph RL's grouping?"""
+def grouping_of(config) -> str:
+    """How a per-graph RL run grouped its ops, as the tables say it."""
+    flags = [name for name, on in (("kind", config.kind_groups), ("balanced", config.balanced_groups)) if on]
+    return " + ".join(flags) if flags else "heavy-edge"
+
+
+def stage_rl_heavy_edge(graph, cluster, heur: dict, args) -> dict:
+    """Per-graph RL as stage rl, on heavy-edge groups alone: what ``placer train``'s default grouping gains."""
     from placer.rl.trainer import TrainConfig, Trainer, train
 
     h = registry.place(heur["best"], graph, cluster)
-    config = TrainConfig(groups=args.groups, seed=args.seed, kind_groups=True, balanced_groups=True)
+    config = TrainConfig(groups=args.groups, seed=args.seed, kind_groups=False, balanced_groups=False)
     trainer = Trainer(graph, cluster, config, reference=(h.method, h.assignment(graph, cluster), h.step_time))
     train(trainer, budget_seconds=args.rl_budget)
     b = trainer.state.best
     return {"budget_seconds": args.rl_budget, "step_time": b.step_time, "oom": b.oom, "steps": trainer.state.step,
-            "found_at_step": b.step, "imitation_steps": trainer.state.warm_start.get("imitation_steps", 0)}
+            "grouping": grouping_of(config), "found_at_step": b.step,
+            "imitation_steps": trainer.state.warm_start.get("imitation_steps", 0)}
 
 
-def rl_grouped_table(results: dict, k: str) -> str:
-    lines = ["| graph | RL 90 s (stage rl) | RL 90 s, kind + balanced groups | change | RL 600 s | "
-             "zero-shot best-of-K | zero-shot vs grouped RL 90 s |", "|---|---|---|---|---|---|---|"]
-    ms = lambda x: f"{x * 1e3:.1f} ms"  # noqa: E731
+def rl_heavy_edge_table(results: dict, k: str) -> str:
+    lines = ["| graph | RL 90 s (stage rl) | RL 90 s, heavy-edge groups | stage rl vs it | RL 600 s | "
+             "RL 600 s, heavy-edge groups | RL 600 s vs it | zero-shot best-of-K | vs RL 600 s | "
+             "vs heavy-edge RL 600 s |", "|---|---|---|---|---|---|---|---|---|---|"]
+    ms = lambda x: f"{x * 1e3:.1f} ms" if x else "-"  # noqa: E731
+    rel = lambda a, b: f"{a / b - 1:+.1%}" if a and b else "-"  # noqa: E731
     for name, r in results["graphs"].items():
-        g, rl, z = r.get("rl_grouped"), r.get("rl"), (r.get("zero_shot") or {}).get(k)
-        if not (g and rl and z):
+        e, rl, z = r.get("rl_heavy_edge"), r.get("rl"), (r.get("zero_shot") or {}).get(k)
+        if not (e and rl and z):
             continue
-        lines.append(f"| {name} | {ms(rl['step_time'])} | {ms(g['step_time'])} | {g['step_time'] / rl['step_time'] - 1:+.1%} | "
-                     f"{ms(r['rl_600']) if r.get('rl_600') else '-'} | {ms(z['step_time'])} | "
-                     f"{z['step_time'] / g['step_time'] - 1:+.1%} |")
+        a, b = r.get("rl_600"), r.get("rl_600_heavy_edge")
+        lines.append(f"| {name} | {ms(rl['step_time'])} | {ms(e['step_time'])} | {rel(rl['step_time'], e['step_time'])} | "
+                     f"{ms(a)} | {ms(b)} | {rel(a, b)} | {ms(z['step_time'])} | {rel(z['step_time'], a)} | "
+                     f"{rel(z['step_time'], b)} |")
     return "\n".join(lines)
 
 
@@ -286,14 +305,17 @@ def time_10k(policy, cluster, samples: int) -> dict:
             "breakdown": p.meta["seconds"]}
 
 
-TEN_MINUTE_RL_FOLDERS = ("rl", "rl_heldout")
-"""Folders under bench/results/ where `bench/bench_rl.py --budget-seconds 600` kept its rows: the suite's
-graphs, and the held-out corpus graphs (``--graphs corpus/graphs/<held-out>.json.gz --out bench/results/rl_heldout``)."""
+TEN_MINUTE_RL_FOLDERS = ("rl_grouped", "rl_grouped_heldout")
+"""Folders under bench/results/ where `bench/bench_rl.py --budget-seconds 600` kept its rows with ``placer
+train``'s default kind and balanced groups: the suite's graphs, and the held-out corpus graphs (``--graphs
+corpus/graphs/<held-out>.json.gz``)."""
+TEN_MINUTE_HEAVY_EDGE_RL_FOLDERS = ("rl_heavy_edge",)
+"""The same on heavy-edge groups alone (``--no-kind-groups --no-balanced-groups``), all ten graphs."""
 
 
-def ten_minute_rl(label: str, cluster: str) -> float | None:
+def ten_minute_rl(label: str, cluster: str, folders: tuple[str, ...] = TEN_MINUTE_RL_FOLDERS) -> float | None:
     """Per-graph RL's step time with the issue's 10-minute budget, where `bench/bench_rl.py` has run it."""
-    for folder in TEN_MINUTE_RL_FOLDERS:
+    for folder in folders:
         path = ROOT / "bench" / "results" / folder / "rows" / f"{label}_{cluster}_600s.json"
         if path.exists():
             row = json.loads(path.read_text())
@@ -379,11 +401,12 @@ def main() -> int:
         graph = load_graph(path)
         r = results["graphs"].setdefault(label, {})
         r.update({"set": which, "ops": len(graph), "cluster": cluster.name,
-                  "rl_600": ten_minute_rl(label, cluster.name)})
+                  "rl_600": ten_minute_rl(label, cluster.name),
+                  "rl_600_heavy_edge": ten_minute_rl(label, cluster.name, TEN_MINUTE_HEAVY_EDGE_RL_FOLDERS)})
         for stage in STAGES:
             if stage not in args.stages or (stage in r and stage not in args.redo):
                 continue
-            if (stage in ("rl", "refine", "refine_rl", "rl_searched", "rl_grouped") and "heuristics" not in r
+            if (stage in ("rl", "refine", "refine_rl", "rl_searched", "rl_heavy_edge") and "heuristics" not in r
                     or stage.startswith("finetune") and "rl" not in r):
                 print(f"{label}: {stage} needs the earlier stages; skipped", flush=True)
                 continue
@@ -400,8 +423,8 @@ def main() -> int:
                 r[stage] = stage_refine_rl(graph, cluster, r["heuristics"], args)
             elif stage == "rl_searched":
                 r[stage] = stage_rl_searched(graph, cluster, r["heuristics"], args)
-            elif stage == "rl_grouped":
-                r[stage] = stage_rl_grouped(graph, cluster, r["heuristics"], args)
+            elif stage == "rl_heavy_edge":
+                r[stage] = stage_rl_heavy_edge(graph, cluster, r["heuristics"], args)
             else:
                 r[stage] = stage_finetune(graph, cluster, policy, r["rl"], r["heuristics"], args,
                                           heuristic=stage == "finetune_heuristic")
@@ -425,6 +448,13 @@ def main() -> int:
                                                       for r in done if k in r["zero_shot"]]),
             "geomean_best_of_k_over_rl_600s": _geo([r["zero_shot"][k]["step_time"] / r["rl_600"]
                                                     for r in done if k in r["zero_shot"] and r.get("rl_600")]),
+            "best_of_k_within_5pct_of_rl_600s": sum(r["zero_shot"][k]["step_time"] <= 1.05 * r["rl_600"]
+                                                    for r in done if k in r["zero_shot"] and r.get("rl_600")),
+            "best_of_k_no_worse_than_heuristic": sum(r["zero_shot"][k]["step_time"] <= r["heuristics"]["best_step_time"]
+                                                     for r in done if k in r["zero_shot"]),
+            "geomean_best_of_k_over_heavy_edge_rl_600s": _geo([r["zero_shot"][k]["step_time"] / r["rl_600_heavy_edge"]
+                                                               for r in done if k in r["zero_shot"]
+                                                               and r.get("rl_600_heavy_edge")]),
         }
     refined = [r for r in results["graphs"].values() if r.get("refine") and r.get("rl_600")]
     if refined:
@@ -448,18 +478,20 @@ def main() -> int:
                 "geomean_refined_rl_over_rl_600s": _geo([r["refine_rl"]["step_time"] / r["rl_600"] for r in with_rl]),
             })
     k = f"best_of_{args.best_of}"
-    grouped = [r for r in results["graphs"].values()
-               if r.get("rl_grouped") and r.get("rl") and k in (r.get("zero_shot") or {})]
-    if grouped:
-        results["rl_grouped_table"] = rl_grouped_table(results, k)
-        z = [r["zero_shot"][k]["step_time"] / r["rl_grouped"]["step_time"] for r in grouped]
-        results["rl_grouped_summary"] = {
-            "graphs": len(grouped),
-            "geomean_grouped_rl_over_rl": _geo([r["rl_grouped"]["step_time"] / r["rl"]["step_time"] for r in grouped]),
-            "geomean_grouped_rl_over_rl_600s": _geo([r["rl_grouped"]["step_time"] / r["rl_600"] for r in grouped
-                                                     if r.get("rl_600")]),
-            "geomean_best_of_k_over_grouped_rl": _geo(z),
-            "best_of_k_within_5pct_of_grouped_rl": sum(x <= 1.05 for x in z),
+    heavy = [r for r in results["graphs"].values()
+             if r.get("rl_heavy_edge") and r.get("rl") and k in (r.get("zero_shot") or {})]
+    results.pop("rl_grouped_table", None)
+    results.pop("rl_grouped_summary", None)
+    if heavy:
+        results["rl_heavy_edge_table"] = rl_heavy_edge_table(results, k)
+        ten = [r for r in heavy if r.get("rl_600") and r.get("rl_600_heavy_edge")]
+        results["rl_heavy_edge_summary"] = {
+            "graphs": len(heavy),
+            "geomean_rl_over_heavy_edge_rl": _geo([r["rl"]["step_time"] / r["rl_heavy_edge"]["step_time"]
+                                                   for r in heavy]),
+            "graphs_with_both_600s": len(ten),
+            "geomean_rl_600s_over_heavy_edge_rl_600s": _geo([r["rl_600"] / r["rl_600_heavy_edge"] for r in ten]),
+            "rl_600s_faster": sum(r["rl_600"] < r["rl_600_heavy_edge"] for r in ten),
         }
     searched = [r for r in results["graphs"].values() if r.get("rl_searched") and r.get("rl") and r.get("rl_600")]
     if searched:
@@ -479,9 +511,9 @@ def main() -> int:
     if "rl_searched_table" in results:
         print(results["rl_searched_table"])
         print(json.dumps(results["rl_searched_summary"], indent=1))
-    if "rl_grouped_table" in results:
-        print(results["rl_grouped_table"])
-        print(json.dumps(results["rl_grouped_summary"], indent=1))
+    if "rl_heavy_edge_table" in results:
+        print(results["rl_heavy_edge_table"])
+        print(json.dumps(results["rl_heavy_edge_summary"], indent=1))
     if "summary" in results:
         print(json.dumps(results["summary"], indent=1))
     return 0
