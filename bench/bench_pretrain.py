@@ -64,6 +64,8 @@ from placer import presets  # noqa: E402
 from placer.graph_io import load_graph, write_atomic  # noqa: E402
 from placer.placers import registry  # noqa: E402
 
+from bench_rl import grouping_label  # noqa: E402  (this script's folder is on the path)
+
 STAGES = ("heuristics", "rl", "zero_shot", "finetune", "finetune_heuristic", "refine", "refine_rl", "rl_searched",
           "rl_heavy_edge")
 
@@ -97,15 +99,26 @@ def stage_heuristics(graph, cluster) -> dict:
             "best_devices": best.assignment(graph, cluster).tolist()}
 
 
-def stage_rl(graph, cluster, heur: dict, args) -> dict:
+def heuristic_reference(graph, cluster, heur: dict) -> tuple[str, np.ndarray, float]:
+    """The best heuristic's placement, as per-graph RL's warm start takes it: the one stage heuristics kept
+    (until RL has run once), else placed again."""
+    if "best_devices" in heur:
+        return heur["best"], np.asarray(heur["best_devices"], np.int64), heur["best_step_time"]
+    h = registry.place(heur["best"], graph, cluster)
+    return h.method, h.assignment(graph, cluster), h.step_time
+
+
+def grouping_of(config) -> str:
+    return grouping_label(config.kind_groups, config.balanced_groups)
+
+
+def stage_rl(graph, cluster, heur: dict, args, **grouping) -> dict:
+    """Per-graph RL from the best heuristic with ``placer train``'s defaults; `grouping` overrides its
+    ``kind_groups``/``balanced_groups`` (stage rl_heavy_edge)."""
     from placer.rl.trainer import TrainConfig, Trainer, train
 
-    if "best_devices" in heur:
-        reference = (heur["best"], np.asarray(heur["best_devices"], np.int64), heur["best_step_time"])
-    else:  # kept only until RL has run once: a rerun places with the best heuristic again
-        h = registry.place(heur["best"], graph, cluster)
-        reference = (h.method, h.assignment(graph, cluster), h.step_time)
-    trainer = Trainer(graph, cluster, TrainConfig(groups=args.groups, seed=args.seed), reference=reference)
+    config = TrainConfig(groups=args.groups, seed=args.seed, **grouping)
+    trainer = Trainer(graph, cluster, config, reference=heuristic_reference(graph, cluster, heur))
     curve = []
     train(trainer, budget_seconds=args.rl_budget, on_step=lambda s: curve.append((s.step, s.elapsed_seconds,
                                                                                   s.best_step_time)))
@@ -137,15 +150,11 @@ def stage_zero_shot(graph, cluster, policy, args) -> dict:
 
 
 def stage_finetune(graph, cluster, policy, rl: dict, heur: dict, args, heuristic: bool = False) -> dict:
-    from placer.placers import registry
     from placer.rl.finetune import fine_tuner
     from placer.rl.trainer import TrainConfig, train
 
     target = rl["step_time"]
-    reference = None
-    if heuristic:  # the best heuristic of stage "heuristics", run again (its placement is not kept)
-        p = registry.place(heur["best"], graph, cluster)
-        reference = (heur["best"], p.assignment(graph, cluster), p.step_time)
+    reference = heuristic_reference(graph, cluster, heur) if heuristic else None
     trainer = fine_tuner(graph, cluster, policy, TrainConfig(seed=args.seed), heuristic=heuristic,
                          reference=reference)
     start = trainer.state.best.step_time
@@ -187,9 +196,8 @@ def stage_refine_rl(graph, cluster, heur: dict, args) -> dict:
     from placer.placers.refine import refine
     from placer.rl.trainer import TrainConfig, Trainer, train
 
-    h = registry.place(heur["best"], graph, cluster)
     trainer = Trainer(graph, cluster, TrainConfig(groups=args.groups, seed=args.seed),
-                      reference=(h.method, h.assignment(graph, cluster), h.step_time))
+                      reference=heuristic_reference(graph, cluster, heur))
     train(trainer, budget_seconds=args.rl_budget)
     start = trainer.best_placement()
     p = refine(graph, cluster, start, seconds=args.refine_seconds)
@@ -202,37 +210,16 @@ def stage_refine_rl(graph, cluster, heur: dict, args) -> dict:
 def stage_rl_searched(graph, cluster, heur: dict, args) -> dict:
     from placer.rl.trainer import TrainConfig, Trainer, searched_reference, train
 
-    h = registry.place(heur["best"], graph, cluster)
-    reference = searched_reference(graph, cluster, (h.method, h.assignment(graph, cluster), h.step_time),
-                                   args.refine_seconds)  # what --warm-start-search imitates
+    heuristic = heuristic_reference(graph, cluster, heur)
+    reference = searched_reference(graph, cluster, heuristic, args.refine_seconds)  # what --warm-start-search imitates
     trainer = Trainer(graph, cluster, TrainConfig(groups=args.groups, seed=args.seed), reference=reference)
     train(trainer, budget_seconds=args.rl_budget)
     b = trainer.state.best
     return {"budget_seconds": args.rl_budget, "search_seconds": args.refine_seconds,
-            "heuristic_step_time": h.step_time, "start_step_time": reference[2],
+            "heuristic_step_time": heuristic[2], "start_step_time": reference[2],
             "projected_step_time": trainer.state.warm_start.get("projected_step_time"),
             "step_time": b.step_time, "oom": b.oom, "steps": trainer.state.step, "found_at_step": b.step,
             "grouping": grouping_of(trainer.config)}
-
-
-def grouping_of(config) -> str:
-    """How a per-graph RL run grouped its ops, as the tables say it."""
-    flags = [name for name, on in (("kind", config.kind_groups), ("balanced", config.balanced_groups)) if on]
-    return " + ".join(flags) if flags else "heavy-edge"
-
-
-def stage_rl_heavy_edge(graph, cluster, heur: dict, args) -> dict:
-    """Per-graph RL as stage rl, on heavy-edge groups alone: what ``placer train``'s default grouping gains."""
-    from placer.rl.trainer import TrainConfig, Trainer, train
-
-    h = registry.place(heur["best"], graph, cluster)
-    config = TrainConfig(groups=args.groups, seed=args.seed, kind_groups=False, balanced_groups=False)
-    trainer = Trainer(graph, cluster, config, reference=(h.method, h.assignment(graph, cluster), h.step_time))
-    train(trainer, budget_seconds=args.rl_budget)
-    b = trainer.state.best
-    return {"budget_seconds": args.rl_budget, "step_time": b.step_time, "oom": b.oom, "steps": trainer.state.step,
-            "grouping": grouping_of(config), "found_at_step": b.step,
-            "imitation_steps": trainer.state.warm_start.get("imitation_steps", 0)}
 
 
 def rl_heavy_edge_table(results: dict, k: str) -> str:
@@ -415,6 +402,8 @@ def main() -> int:
                 r[stage] = stage_heuristics(graph, cluster)
             elif stage == "rl":
                 r[stage] = stage_rl(graph, cluster, r["heuristics"], args)
+            elif stage == "rl_heavy_edge":
+                r[stage] = stage_rl(graph, cluster, r["heuristics"], args, kind_groups=False, balanced_groups=False)
             elif stage == "zero_shot":
                 r[stage] = stage_zero_shot(graph, cluster, policy, args)
             elif stage == "refine":
@@ -423,8 +412,6 @@ def main() -> int:
                 r[stage] = stage_refine_rl(graph, cluster, r["heuristics"], args)
             elif stage == "rl_searched":
                 r[stage] = stage_rl_searched(graph, cluster, r["heuristics"], args)
-            elif stage == "rl_heavy_edge":
-                r[stage] = stage_rl_heavy_edge(graph, cluster, r["heuristics"], args)
             else:
                 r[stage] = stage_finetune(graph, cluster, policy, r["rl"], r["heuristics"], args,
                                           heuristic=stage == "finetune_heuristic")

@@ -195,13 +195,16 @@ def run_all(args, out):
             tmp.replace(row_path)
 
 
-def _grouping(rows) -> str:
+def grouping_label(kind_groups: bool, balanced_groups: bool) -> str:
+    """How per-graph RL grouped its ops, as the tables say it: "kind + balanced", ..., or "heavy-edge"."""
+    flags = [name for name, on in (("kind", kind_groups), ("balanced", balanced_groups)) if on]
+    return " + ".join(flags) if flags else "heavy-edge"
+
+
+def _rows_grouping(rows) -> str:
     """How the kept rows grouped ops (rows from before the flags were recorded: heavy edges alone)."""
-    kinds = {tuple(f.replace("_", " ") for f in ("kind_groups", "balanced_groups") if r.get(f, False)) for r in rows}
-    if len(kinds) > 1:
-        return "groupings differ between rows"
-    flags = kinds.pop() if kinds else ()
-    return " + ".join(flags) if flags else "heavy-edge groups"
+    labels = {grouping_label(r.get("kind_groups", False), r.get("balanced_groups", False)) for r in rows}
+    return f"{labels.pop()} groups" if len(labels) == 1 else "groupings differ between rows"
 
 
 def report(args, out) -> int:
@@ -217,7 +220,7 @@ def report(args, out) -> int:
     lines = [f"RL placer, budget {args.budget_seconds:g} s per graph and cluster, K={args.samples}, "
              f"G<={args.groups}, warm start {args.warm_start}"
              + (f" (race of {args.starts} starts)" if args.starts > 1 else "")
-             + f", {_grouping(rows)}"
+             + f", {_rows_grouping(rows)}"
              + f", seed {args.seed}, {len(rows)} runs", "", header, "|" + "---|" * (12 + 2 * len(against))]
     vs = {label: [] for label in against}
     for r in rows:
