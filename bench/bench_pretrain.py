@@ -19,6 +19,10 @@ of ``graphs/``, on one cluster:
   heuristic beats the policy's zero-shot start, the pre-trained weights
   imitate it first, as the from-scratch run's random ones do. Its imitation
   steps count, as the from-scratch run's do;
+- ``finetune_600``: stage ``finetune`` with the issue's own target, per-graph
+  RL's 10-minute result (`bench/bench_rl.py`'s rows, below), stopped when
+  reached, after a fifth of the steps that 10-minute run took to find it, or
+  after ``--finetune-600-budget`` seconds; its steps against that run's;
 - ``refine``: the zero-shot best-of-K answer and the best heuristic's
   placement, each then improved by ``--refine-seconds`` of local search
   (`placer.placers.refine`, the same search and budget for both);
@@ -66,8 +70,8 @@ from placer.placers import registry  # noqa: E402
 
 from bench_rl import grouping_label  # noqa: E402  (this script's folder is on the path)
 
-STAGES = ("heuristics", "rl", "zero_shot", "finetune", "finetune_heuristic", "refine", "refine_rl", "rl_searched",
-          "rl_heavy_edge")
+STAGES = ("heuristics", "rl", "zero_shot", "finetune", "finetune_heuristic", "finetune_600", "refine", "refine_rl",
+          "rl_searched", "rl_heavy_edge")
 
 
 def default_graphs() -> list[tuple[str, Path, str]]:
@@ -149,11 +153,13 @@ def stage_zero_shot(graph, cluster, policy, args) -> dict:
     return out
 
 
-def stage_finetune(graph, cluster, policy, rl: dict, heur: dict, args, heuristic: bool = False) -> dict:
+def stage_finetune(graph, cluster, policy, target: float, heur: dict, args, heuristic: bool = False,
+                   budget_seconds: float | None = None, max_steps: int | None = None) -> dict:
+    """Fine-tune from `policy` until the best step time reaches `target` (or the budget runs out)."""
     from placer.rl.finetune import fine_tuner
     from placer.rl.trainer import TrainConfig, train
 
-    target = rl["step_time"]
+    budget_seconds = args.finetune_budget if budget_seconds is None else budget_seconds
     reference = heuristic_reference(graph, cluster, heur) if heuristic else None
     trainer = fine_tuner(graph, cluster, policy, TrainConfig(seed=args.seed), heuristic=heuristic,
                          reference=reference)
@@ -166,7 +172,7 @@ def stage_finetune(graph, cluster, policy, rl: dict, heur: dict, args, heuristic
         if reached["step"] is None and s.best_step_time <= target:
             reached["step"] = trainer.state.best.step  # 0 when the imitated heuristic already matched
 
-    train(trainer, budget_seconds=args.finetune_budget, on_step=on_step,
+    train(trainer, budget_seconds=budget_seconds, max_steps=max_steps, on_step=on_step,
           should_stop=lambda: reached["step"] is not None)
     ws = trainer.state.warm_start
     imitated = ws.get("imitated") or ws.get("imitated_start")
@@ -175,7 +181,20 @@ def stage_finetune(graph, cluster, policy, rl: dict, heur: dict, args, heuristic
             "imitation_steps": imitated["imitation_steps"] if imitated else 0,
             "imitated": (imitated.get("heuristic") or f"zero-shot {ws['start']}") if imitated else None,
             "steps_run": trainer.state.step, "best_step_time": trainer.state.best.step_time,
-            "seconds": trainer.state.elapsed_seconds, "budget_seconds": args.finetune_budget, "curve": curve}
+            "seconds": trainer.state.elapsed_seconds, "budget_seconds": budget_seconds, "max_steps": max_steps,
+            "curve": curve}
+
+
+def stage_finetune_600(graph, cluster, policy, label: str, heur: dict, args) -> dict:
+    """Stage finetune against per-graph RL's 10-minute result, for at most a fifth of the steps (imitation
+    included) that run took to find it, or ``--finetune-600-budget`` seconds."""
+    row = ten_minute_row(label, cluster.name)
+    scratch = row["found_at_step"] + row["warm_start"].get("imitation_steps", 0)
+    out = stage_finetune(graph, cluster, policy, row["rl_step_time"], heur, args,
+                         budget_seconds=args.finetune_600_budget, max_steps=max(1, scratch // 5))
+    out["rl_600_found_at_step"] = row["found_at_step"]
+    out["rl_600_imitation_steps"] = row["warm_start"].get("imitation_steps", 0)
+    return out
 
 
 def stage_refine(graph, cluster, policy, heur: dict, args) -> dict:
@@ -253,6 +272,26 @@ def rl_searched_table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def _steps_with_imitation(steps: int | None, imitation: int) -> int | None:
+    return None if steps is None else steps + imitation
+
+
+def finetune_600_table(results: dict) -> str:
+    lines = ["| graph | zero-shot start | RL 600 s | its steps to it (incl. imitation) | fine-tune steps to it "
+             "(incl. imitation) | within a fifth |", "|---|---|---|---|---|---|"]
+    for name, r in results["graphs"].items():
+        f = r.get("finetune_600")
+        if not f:
+            continue
+        scratch = f["rl_600_found_at_step"] + f["rl_600_imitation_steps"]
+        ours = _steps_with_imitation(f["steps_to_match"], f["imitation_steps"])
+        lines.append(f"| {name} | {f['start_step_time'] * 1e3:.1f} ms | {f['target'] * 1e3:.1f} ms | {scratch} | "
+                     + (f"not within {f['steps_run'] + f['imitation_steps']} ({f['best_step_time'] * 1e3:.1f} ms, "
+                        f"{f['seconds']:.0f} s)" if ours is None else str(ours))
+                     + f" | {'yes' if ours is not None and ours <= scratch / 5 else 'no'} |")
+    return "\n".join(lines)
+
+
 def refine_table(results: dict) -> str:
     lines = ["| graph | zero-shot | + refine | best heuristic | + refine | RL 600 s | refined zero-shot vs RL 600 s | "
              "refined heuristic vs RL 600 s | refined zero-shot vs refined heuristic | per-graph RL (stage refine_rl) | "
@@ -300,14 +339,19 @@ TEN_MINUTE_HEAVY_EDGE_RL_FOLDERS = ("rl_heavy_edge",)
 """The same on heavy-edge groups alone (``--no-kind-groups --no-balanced-groups``), all ten graphs."""
 
 
-def ten_minute_rl(label: str, cluster: str, folders: tuple[str, ...] = TEN_MINUTE_RL_FOLDERS) -> float | None:
-    """Per-graph RL's step time with the issue's 10-minute budget, where `bench/bench_rl.py` has run it."""
+def ten_minute_row(label: str, cluster: str, folders: tuple[str, ...] = TEN_MINUTE_RL_FOLDERS) -> dict | None:
+    """`bench/bench_rl.py`'s row for per-graph RL with the issue's 10-minute budget, where it has run."""
     for folder in folders:
         path = ROOT / "bench" / "results" / folder / "rows" / f"{label}_{cluster}_600s.json"
         if path.exists():
-            row = json.loads(path.read_text())
-            return None if row.get("rl_oom") else row["rl_step_time"]
+            return json.loads(path.read_text())
     return None
+
+
+def ten_minute_rl(label: str, cluster: str, folders: tuple[str, ...] = TEN_MINUTE_RL_FOLDERS) -> float | None:
+    """Per-graph RL's step time with the issue's 10-minute budget, where `bench/bench_rl.py` has run it."""
+    row = ten_minute_row(label, cluster, folders)
+    return None if row is None or row.get("rl_oom") else row["rl_step_time"]
 
 
 def _geo(xs):
@@ -354,6 +398,8 @@ def main() -> int:
     parser.add_argument("--cluster", default="4gpu")
     parser.add_argument("--rl-budget", type=float, default=90.0, help="per-graph RL seconds (the issue: 600)")
     parser.add_argument("--finetune-budget", type=float, default=90.0)
+    parser.add_argument("--finetune-600-budget", type=float, default=900.0,
+                        help="stage finetune_600's most seconds (it stops after a fifth of the 10-minute run's steps)")
     parser.add_argument("--groups", type=int, default=128, help="per-graph RL's G")
     parser.add_argument("--best-of", type=int, default=None,
                         help="K of the best-of-K decoding (default: the service's, zero_shot.DEFAULT_SAMPLES)")
@@ -374,7 +420,8 @@ def main() -> int:
     results = json.loads(out.read_text()) if out.exists() else {"graphs": {}}
     results["args"] = vars(args)
     cluster = presets.get(args.cluster)
-    policy = load_policy(args.policy) if {"zero_shot", "finetune", "finetune_heuristic", "refine"} & set(args.stages) else None
+    policy = (load_policy(args.policy) if {"zero_shot", "finetune", "finetune_heuristic", "finetune_600", "refine"}
+              & set(args.stages) else None)
 
     def save():
         for r in results["graphs"].values():  # the heuristic's placement is only needed until RL has run
@@ -393,8 +440,10 @@ def main() -> int:
         for stage in STAGES:
             if stage not in args.stages or (stage in r and stage not in args.redo):
                 continue
-            if (stage in ("rl", "refine", "refine_rl", "rl_searched", "rl_heavy_edge") and "heuristics" not in r
-                    or stage.startswith("finetune") and "rl" not in r):
+            if (stage in ("rl", "refine", "refine_rl", "rl_searched", "rl_heavy_edge", "finetune_600")
+                    and "heuristics" not in r
+                    or stage in ("finetune", "finetune_heuristic") and "rl" not in r
+                    or stage == "finetune_600" and not r.get("rl_600")):
                 print(f"{label}: {stage} needs the earlier stages; skipped", flush=True)
                 continue
             t0 = time.perf_counter()
@@ -412,8 +461,10 @@ def main() -> int:
                 r[stage] = stage_refine_rl(graph, cluster, r["heuristics"], args)
             elif stage == "rl_searched":
                 r[stage] = stage_rl_searched(graph, cluster, r["heuristics"], args)
+            elif stage == "finetune_600":
+                r[stage] = stage_finetune_600(graph, cluster, policy, label, r["heuristics"], args)
             else:
-                r[stage] = stage_finetune(graph, cluster, policy, r["rl"], r["heuristics"], args,
+                r[stage] = stage_finetune(graph, cluster, policy, r["rl"]["step_time"], r["heuristics"], args,
                                           heuristic=stage == "finetune_heuristic")
             save()
             brief = {k: v for k, v in r[stage].items() if not isinstance(v, (list, dict))}
@@ -442,6 +493,16 @@ def main() -> int:
             "geomean_best_of_k_over_heavy_edge_rl_600s": _geo([r["zero_shot"][k]["step_time"] / r["rl_600_heavy_edge"]
                                                                for r in done if k in r["zero_shot"]
                                                                and r.get("rl_600_heavy_edge")]),
+        }
+    tuned = [r["finetune_600"] for r in results["graphs"].values() if r.get("finetune_600")]
+    if tuned:
+        results["finetune_600_table"] = finetune_600_table(results)
+        within = [_steps_with_imitation(f["steps_to_match"], f["imitation_steps"]) for f in tuned]
+        results["finetune_600_summary"] = {
+            "graphs": len(tuned), "budget_seconds": tuned[0]["budget_seconds"],
+            "reached": sum(w is not None for w in within),
+            "within_a_fifth_of_the_steps": sum(w is not None and w <= (f["rl_600_found_at_step"] + f["rl_600_imitation_steps"]) / 5
+                                               for w, f in zip(within, tuned)),
         }
     refined = [r for r in results["graphs"].values() if r.get("refine") and r.get("rl_600")]
     if refined:
@@ -492,6 +553,9 @@ def main() -> int:
         }
     save()
     print(results["table"])
+    if "finetune_600_table" in results:
+        print(results["finetune_600_table"])
+        print(json.dumps(results["finetune_600_summary"], indent=1))
     if "refine_table" in results:
         print(results["refine_table"])
         print(json.dumps(results["refine_summary"], indent=1))
