@@ -153,7 +153,7 @@ def stage_zero_shot(graph, cluster, policy, args) -> dict:
     return out
 
 
-def stage_finetune(graph, cluster, policy, target: float, heur: dict, args, heuristic: bool = False,
+def stage_finetune(graph, cluster, policy, target: float, heur: dict | None, args, heuristic: bool = False,
                    budget_seconds: float | None = None, max_steps: int | None = None) -> dict:
     """Fine-tune from `policy` until the best step time reaches `target` (or the budget runs out)."""
     from placer.rl.finetune import fine_tuner
@@ -185,16 +185,15 @@ def stage_finetune(graph, cluster, policy, target: float, heur: dict, args, heur
             "curve": curve}
 
 
-def stage_finetune_600(graph, cluster, policy, label: str, heur: dict, args) -> dict:
+def stage_finetune_600(graph, cluster, policy, label: str, args) -> dict:
     """Stage finetune against per-graph RL's 10-minute result, for at most a fifth of the steps (imitation
     included) that run took to find it, or ``--finetune-600-budget`` seconds."""
     row = ten_minute_row(label, cluster.name)
-    scratch = row["found_at_step"] + row["warm_start"].get("imitation_steps", 0)
-    out = stage_finetune(graph, cluster, policy, row["rl_step_time"], heur, args,
-                         budget_seconds=args.finetune_600_budget, max_steps=max(1, scratch // 5))
-    out["rl_600_found_at_step"] = row["found_at_step"]
-    out["rl_600_imitation_steps"] = row["warm_start"].get("imitation_steps", 0)
-    return out
+    imitation = row["warm_start"].get("imitation_steps", 0)
+    out = stage_finetune(graph, cluster, policy, row["rl_step_time"], None, args,
+                         budget_seconds=args.finetune_600_budget,
+                         max_steps=max(1, (row["found_at_step"] + imitation) // 5))
+    return {**out, "rl_600_found_at_step": row["found_at_step"], "rl_600_imitation_steps": imitation}
 
 
 def stage_refine(graph, cluster, policy, heur: dict, args) -> dict:
@@ -272,8 +271,12 @@ def rl_searched_table(results: dict) -> str:
     return "\n".join(lines)
 
 
-def _steps_with_imitation(steps: int | None, imitation: int) -> int | None:
-    return None if steps is None else steps + imitation
+def finetune_600_steps(f: dict) -> tuple[int, int | None, bool]:
+    """Stage finetune_600's ``(the 10-minute run's steps to its result, the fine-tune's or None when it did
+    not get there, whether that is within a fifth)``, imitation steps included in both counts."""
+    scratch = f["rl_600_found_at_step"] + f["rl_600_imitation_steps"]
+    ours = None if f["steps_to_match"] is None else f["steps_to_match"] + f["imitation_steps"]
+    return scratch, ours, ours is not None and ours <= scratch / 5
 
 
 def finetune_600_table(results: dict) -> str:
@@ -283,12 +286,11 @@ def finetune_600_table(results: dict) -> str:
         f = r.get("finetune_600")
         if not f:
             continue
-        scratch = f["rl_600_found_at_step"] + f["rl_600_imitation_steps"]
-        ours = _steps_with_imitation(f["steps_to_match"], f["imitation_steps"])
+        scratch, ours, within = finetune_600_steps(f)
         lines.append(f"| {name} | {f['start_step_time'] * 1e3:.1f} ms | {f['target'] * 1e3:.1f} ms | {scratch} | "
                      + (f"not within {f['steps_run'] + f['imitation_steps']} ({f['best_step_time'] * 1e3:.1f} ms, "
                         f"{f['seconds']:.0f} s)" if ours is None else str(ours))
-                     + f" | {'yes' if ours is not None and ours <= scratch / 5 else 'no'} |")
+                     + f" | {'yes' if within else 'no'} |")
     return "\n".join(lines)
 
 
@@ -440,8 +442,7 @@ def main() -> int:
         for stage in STAGES:
             if stage not in args.stages or (stage in r and stage not in args.redo):
                 continue
-            if (stage in ("rl", "refine", "refine_rl", "rl_searched", "rl_heavy_edge", "finetune_600")
-                    and "heuristics" not in r
+            if (stage in ("rl", "refine", "refine_rl", "rl_searched", "rl_heavy_edge") and "heuristics" not in r
                     or stage in ("finetune", "finetune_heuristic") and "rl" not in r
                     or stage == "finetune_600" and not r.get("rl_600")):
                 print(f"{label}: {stage} needs the earlier stages; skipped", flush=True)
@@ -462,7 +463,7 @@ def main() -> int:
             elif stage == "rl_searched":
                 r[stage] = stage_rl_searched(graph, cluster, r["heuristics"], args)
             elif stage == "finetune_600":
-                r[stage] = stage_finetune_600(graph, cluster, policy, label, r["heuristics"], args)
+                r[stage] = stage_finetune_600(graph, cluster, policy, label, args)
             else:
                 r[stage] = stage_finetune(graph, cluster, policy, r["rl"]["step_time"], r["heuristics"], args,
                                           heuristic=stage == "finetune_heuristic")
@@ -497,11 +498,10 @@ def main() -> int:
     tuned = [r["finetune_600"] for r in results["graphs"].values() if r.get("finetune_600")]
     if tuned:
         results["finetune_600_table"] = finetune_600_table(results)
-        within = [_steps_with_imitation(f["steps_to_match"], f["imitation_steps"]) for f in tuned]
+        counts = [finetune_600_steps(f) for f in tuned]
         results["finetune_600_summary"] = {
-            "graphs": len(tuned), "reached": sum(w is not None for w in within),
-            "within_a_fifth_of_the_steps": sum(w is not None and w <= (f["rl_600_found_at_step"] + f["rl_600_imitation_steps"]) / 5
-                                               for w, f in zip(within, tuned)),
+            "graphs": len(tuned), "reached": sum(ours is not None for _, ours, _ in counts),
+            "within_a_fifth_of_the_steps": sum(within for _, _, within in counts),
         }
     refined = [r for r in results["graphs"].values() if r.get("refine") and r.get("rl_600")]
     if refined:
