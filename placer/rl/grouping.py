@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from placer.cluster import Cluster
 from placer.cost_model import op_time_matrix
@@ -192,21 +193,28 @@ def levels(graph: OpGraph, op_time: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     """Top level (earliest start) and bottom level (longest path to the end, the op's own time included) of
     every op."""
     p_off, p_idx = graph.predecessors
-    order = graph.topo_order.tolist()
-    p_off_l, p_idx_l = p_off.tolist(), p_idx.tolist()
-    t = op_time.tolist()
-    top = [0.0] * len(graph)
+    return _levels(graph.topo_order.astype(np.int64), p_off.astype(np.int64), p_idx.astype(np.int64),
+                   np.ascontiguousarray(op_time, dtype=np.float64))
+
+
+@njit(cache=True)
+def _levels(order, p_off, p_idx, t):
+    n = len(t)
+    top = np.zeros(n)
     for i in order:
-        preds = p_idx_l[p_off_l[i]:p_off_l[i + 1]]
-        if preds:
-            top[i] = max(top[j] + t[j] for j in preds)
-    bottom = [0.0] * len(graph)
-    for i in reversed(order):
+        for k in range(p_off[i], p_off[i + 1]):
+            j = p_idx[k]
+            if top[j] + t[j] > top[i]:
+                top[i] = top[j] + t[j]
+    bottom = np.zeros(n)
+    for r in range(n - 1, -1, -1):
+        i = order[r]
         bottom[i] += t[i]
-        for j in p_idx_l[p_off_l[i]:p_off_l[i + 1]]:
+        for k in range(p_off[i], p_off[i + 1]):
+            j = p_idx[k]
             if bottom[i] > bottom[j]:
                 bottom[j] = bottom[i]
-    return np.asarray(top), np.asarray(bottom)
+    return top, bottom
 
 
 def fastest_kind(cluster: Cluster, times: np.ndarray) -> np.ndarray:
@@ -251,27 +259,38 @@ def _heavy_edge_matching(pa: np.ndarray, pb: np.ndarray, weight: np.ndarray, g_t
     if pa.size == 0:
         return None
     num = len(g_time)
-    order = np.lexsort((pb, pa, -weight))
-    # pairs that may merge at all, filtered at once: the loop below only settles who is matched first
+    # pairs that may merge at all, filtered first (late passes allow a handful of thousands), then sorted:
+    # the matching below only settles who is matched first
     allowed = (g_time[pa] + g_time[pb] <= time_cap) & (g_mem[pa] + g_mem[pb] <= mem_cap)
     if label is not None:
         allowed &= label[pa] == label[pb]
-    order = order[allowed[order]]
-    matched = bytearray(num)
-    new_id = np.arange(num)
-    merges = 0
-    for x, y in zip(pa[order].tolist(), pb[order].tolist()):
-        if matched[x] or matched[y]:
-            continue
-        matched[x] = matched[y] = 1
-        new_id[y] = x
-        merges += 1
-        if merges >= max_merges:
-            break
+    order = np.flatnonzero(allowed)
+    order = order[np.lexsort((pb[order], pa[order], -weight[order]))]
+    new_id, merges = _match(pa[order], pb[order], num, max_merges)
     if merges == 0:
         return None
     _, dense = np.unique(new_id, return_inverse=True)
     return dense.astype(np.int64)
+
+
+@njit(cache=True)
+def _match(xs, ys, num, max_merges):
+    """Greedy matching of the pairs ``(xs[k], ys[k])`` in order: each group joins at most one pair, and at most
+    `max_merges` pairs; ``(new id per group, merges)``, the second of a pair taking the first's id."""
+    matched = np.zeros(num, dtype=np.bool_)
+    new_id = np.arange(num)
+    merges = 0
+    for k in range(len(xs)):
+        x, y = xs[k], ys[k]
+        if matched[x] or matched[y]:
+            continue
+        matched[x] = True
+        matched[y] = True
+        new_id[y] = x
+        merges += 1
+        if merges >= max_merges:
+            break
+    return new_id, merges
 
 
 def _merge_topological_neighbours(gid: np.ndarray, rank: np.ndarray, g_mem: np.ndarray, mem_cap: float,
