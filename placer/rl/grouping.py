@@ -141,9 +141,9 @@ def group_graph(graph: OpGraph, cluster: Cluster, max_groups: int = DEFAULT_MAX_
             op_label = critical_ops(graph, op_time) * (int(op_label.max()) + 1) + op_label
         label = np.zeros(num, dtype=np.int64)
         label[gid] = op_label  # a colocation set shares one device anyway
+    g_time = np.bincount(gid, weights=op_time, minlength=num)
+    g_mem = np.bincount(gid, weights=op_mem, minlength=num)
     while num > max_groups:
-        g_time = np.bincount(gid, weights=op_time, minlength=num)
-        g_mem = np.bincount(gid, weights=op_mem, minlength=num)
         merged = _heavy_edge_matching(edge_a, edge_b, edge_w, g_time, g_mem, time_cap, mem_cap,
                                       num - max_groups, label)
         if merged is None and balanced and np.isfinite(time_cap):
@@ -172,6 +172,8 @@ def group_graph(graph: OpGraph, cluster: Cluster, max_groups: int = DEFAULT_MAX_
             )
         gid = merged[gid]
         num = int(gid.max()) + 1
+        g_time = np.bincount(merged, weights=g_time, minlength=num)
+        g_mem = np.bincount(merged, weights=g_mem, minlength=num)
         edge_a, edge_b, edge_w = _pair_edges(merged[edge_a], merged[edge_b], edge_w, num)
     return Grouping(_number_topologically(gid, graph.topo_rank), num)
 
