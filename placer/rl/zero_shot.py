@@ -39,9 +39,9 @@ from placer.simulator import Simulator
 
 MAX_SAMPLES = 1024
 DEFAULT_SAMPLES = 256
-"""K of the service's instant answer and of a fine-tune's start, shared among a pool's members: 0.8 s for a
+"""K of the service's instant answer and of a fine-tune's start, shared among a pool's members: 0.73 s for a
 10k-op graph with the shipped pool of four (four groupings, decoding and simulating 260 placements;
-`bench/bench_pretrain.py`), within the second allowed."""
+`bench/bench_pretrain.py`), 0.98 s for the largest benchmark graph (12,779 ops), within the second allowed."""
 
 
 def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, samples: int = 0, seed: int = 0,
