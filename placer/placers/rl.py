@@ -53,11 +53,11 @@ def rl(graph: OpGraph, cluster: Cluster, *, budget_seconds: float | None = None,
     PlacerError
         On a budget that is not a positive number, or a bad training option.
     """
+    if policy is not None and budget_seconds is None and steps is None and type(starts) is int and starts == 1:
+        return _zero_shot(graph, cluster, policy, best_of, seed, groups)  # NumPy only: no TensorFlow import
     from placer.rl.trainer import TrainConfig, Trainer, train
 
     _check_starts(starts, policy, warm_start)
-    if policy is not None and budget_seconds is None and steps is None:
-        return _zero_shot(graph, cluster, policy, best_of, seed, groups)
     if budget_seconds is None:
         budget_seconds = DEFAULT_BUDGET_SECONDS
     if isinstance(budget_seconds, bool) or not isinstance(budget_seconds, (int, float)) \

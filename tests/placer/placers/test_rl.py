@@ -1,5 +1,8 @@
 """The `rl` registry method: trains briefly and returns a scored placement."""
 
+import subprocess
+import sys
+
 import pytest
 
 from placer import presets
@@ -28,6 +31,7 @@ def test_rl_places_every_op_and_is_scored():
     ({"starts": 0}, "starts must be an integer from 1 to 8"),
     ({"starts": 2.5}, "starts must be an integer from 1 to 8"),
     ({"starts": 2, "warm_start": "none"}, "starts races heuristic warm starts; it does not go with warm_start 'none'"),
+    ({"starts": 2, "policy": "shipped"}, "starts races heuristic warm starts; it does not go with policy"),
 ])
 def test_bad_options_are_refused(options, message):
     with pytest.raises(PlacerError, match=message):
@@ -43,3 +47,14 @@ def test_starts_races_heuristic_warm_starts():
     assert sum(s["steps"] for s in race["starts"]) == 12
     assert p.step_time == pytest.approx(min(s["best_step_time"] for s in race["starts"]))
     assert len(p.devices) == 40 and p.method == "rl"
+
+
+def test_zero_shot_placement_does_not_import_tensorflow():
+    """A pre-trained policy places in NumPy: `placer place --method rl --policy shipped` must not pay the
+    seconds TensorFlow takes to import."""
+    code = ("import sys; from placer import presets; from placer.placers import registry; "
+            "from placer.synthetic import layered_graph; "
+            "p = registry.place('rl', layered_graph(60, seed=3), presets.get('4gpu'), policy='shipped', best_of=8); "
+            "print(len(p.devices), 'tensorflow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["60", "False"]
