@@ -53,11 +53,11 @@ def rl(graph: OpGraph, cluster: Cluster, *, budget_seconds: float | None = None,
     PlacerError
         On a budget that is not a positive number, or a bad training option.
     """
-    if policy is not None and budget_seconds is None and steps is None and type(starts) is int and starts == 1:
+    _check_starts(starts, policy, warm_start)
+    if policy is not None and budget_seconds is None and steps is None:
         return _zero_shot(graph, cluster, policy, best_of, seed, groups)  # NumPy only: no TensorFlow import
     from placer.rl.trainer import TrainConfig, Trainer, train
 
-    _check_starts(starts, policy, warm_start)
     if budget_seconds is None:
         budget_seconds = DEFAULT_BUDGET_SECONDS
     if isinstance(budget_seconds, bool) or not isinstance(budget_seconds, (int, float)) \
@@ -80,7 +80,9 @@ def rl(graph: OpGraph, cluster: Cluster, *, budget_seconds: float | None = None,
 
 
 def _check_starts(starts, policy: str | None, warm_start: str) -> None:
-    from placer.rl.race import MAX_STARTS
+    if type(starts) is int and starts == 1:  # one start, no race: nothing to check (and no TensorFlow import)
+        return
+    from placer.rl.race import MAX_STARTS  # imports the trainer, and so TensorFlow
 
     if isinstance(starts, bool) or not isinstance(starts, int) or not 1 <= starts <= MAX_STARTS:
         raise PlacerError(f"rl: starts must be an integer from 1 to {MAX_STARTS}, got {starts!r}")

@@ -261,8 +261,8 @@ def _heavy_edge_matching(pa: np.ndarray, pb: np.ndarray, weight: np.ndarray, g_t
     if pa.size == 0:
         return None
     num = len(g_time)
-    # pairs that may merge at all, filtered first (late passes allow a handful of thousands), then sorted:
-    # the matching below only settles who is matched first
+    # pairs that may merge at all, filtered first (a late pass allows a handful of its thousands of pairs),
+    # then sorted: the matching below only settles who is matched first
     allowed = (g_time[pa] + g_time[pb] <= time_cap) & (g_mem[pa] + g_mem[pb] <= mem_cap)
     if label is not None:
         allowed &= label[pa] == label[pb]
