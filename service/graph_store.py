@@ -30,6 +30,15 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(8)}"
 
 
+def _record(graph: OpGraph, source: str) -> GraphRecord:
+    """A new graph record holding `graph` as gzip JSON (``mtime=0``: the same graph, the same bytes)."""
+    data = gzip.compress(json.dumps(graph.to_dict(), separators=(",", ":")).encode(), 6, mtime=0)
+    return GraphRecord(
+        id=new_id("g"), name=graph.name, num_ops=len(graph), num_edges=graph.num_edges,
+        source=source, created_at=time.time(), size_bytes=len(data), data=data,
+    )
+
+
 class GraphStore:
     """Adds graphs to storage and loads them back, with an LRU of parsed graphs."""
 
@@ -41,32 +50,36 @@ class GraphStore:
 
     def add(self, graph: OpGraph, *, source: str) -> GraphRecord:
         """Store `graph` (as gzip JSON) and return its record."""
-        data = gzip.compress(json.dumps(graph.to_dict(), separators=(",", ":")).encode(), 6, mtime=0)
-        record = GraphRecord(
-            id=new_id("g"), name=graph.name, num_ops=len(graph), num_edges=graph.num_edges,
-            source=source, created_at=time.time(), size_bytes=len(data), data=data,
-        )
+        record = _record(graph, source)
         self.storage.add_graph(record=record)
         self._remember(record.id, graph)
         return record
 
     def add_bundled(self, folder: Path) -> list[GraphRecord]:
-        """Store each ``*.json.gz`` graph of `folder` not stored before (source ``bundled:<file>``).
+        """Store each ``*.json.gz`` graph of `folder` never stored before (source ``bundled:<file>``).
 
-        A file that fails to load is logged and skipped: a bad bundled file must
-        not keep the service from starting.
+        "Never" includes graphs since deleted: a user's DELETE of a bundled
+        graph lasts across restarts. Storage checks and stores in one
+        transaction, so service workers starting together store each file
+        once; files stored before are skipped before they are parsed. A file
+        that fails to load is logged and skipped: a bad bundled file must not
+        keep the service from starting.
         """
+        stored = self.storage.bundled_sources()
         added = []
         for path in sorted(folder.glob("*.json.gz")):
             source = f"bundled:{path.name}"
-            if self.storage.find_graph(source=source) is not None:
+            if source in stored:
                 continue
             try:
                 graph = load_graph(path)
             except PlacerError as e:
                 log.warning("bundled graph %s skipped: %s", path, e)
                 continue
-            added.append(self.add(graph, source=source))
+            record = _record(graph, source)
+            if self.storage.add_bundled_graph(record=record):  # False: another worker stored it first
+                self._remember(record.id, graph)
+                added.append(record)
         return added
 
     def load(self, graph_id: str) -> OpGraph | None:

@@ -82,7 +82,8 @@ class Storage(Protocol):
     def add_graph(self, *, record: GraphRecord) -> None: ...
     def get_graph(self, *, graph_id: str, with_data: bool = False) -> GraphRecord | None: ...
     def list_graphs(self, *, limit: int, offset: int) -> list[GraphRecord]: ...
-    def find_graph(self, *, source: str) -> GraphRecord | None: ...
+    def bundled_sources(self) -> set[str]: ...
+    def add_bundled_graph(self, *, record: GraphRecord) -> bool: ...
     def delete_graph(self, *, graph_id: str) -> bool: ...
     def add_placement(self, *, record: PlacementRecord) -> None: ...
     def get_placement(self, *, placement_id: str) -> PlacementRecord | None: ...
@@ -111,6 +112,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     options TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
+CREATE TABLE IF NOT EXISTS bundled_graphs (
+    source TEXT PRIMARY KEY, graph_id TEXT NOT NULL, stored_at REAL NOT NULL
+);
 """
 
 _GRAPH_META = "id, name, num_ops, num_edges, source, created_at, size_bytes"
@@ -121,8 +125,9 @@ class SQLiteStorage:
     """`Storage` in one SQLite file (or ``:memory:``).
 
     One connection guarded by a lock: SQLite serialises writers anyway, and
-    the service's transactions are a single statement each. Several
-    processes may share the file (WAL, busy timeout).
+    the service's transactions are a single statement each (but storing a
+    bundled graph, `add_bundled_graph`). Several processes may share the file
+    (WAL, busy timeout).
     """
 
     def __init__(self, path: str):
@@ -133,17 +138,29 @@ class SQLiteStorage:
             self._db = sqlite3.connect(path, check_same_thread=False, timeout=30.0, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
+            had_bundled = self._has_table("bundled_graphs")
             self._db.executescript(_SCHEMA)
-            self._migrate()
+            self._migrate(had_bundled)
         except sqlite3.Error as e:
             raise StorageError(f"cannot open SQLite database {path!r}: {e}") from None
         self._lock = threading.Lock()
 
-    def _migrate(self) -> None:
-        """Add columns newer than the file (databases made by an older version keep working)."""
+    def _has_table(self, name: str) -> bool:
+        return self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                                (name,)).fetchone() is not None
+
+    def _migrate(self, had_bundled: bool) -> None:
+        """Bring a file made by an older version up to date (its data keeps working).
+
+        Jobs gain the ``options`` column. Bundled graphs an older version
+        stored are recorded as stored, so they are not stored again.
+        """
         have = {row[1] for row in self._db.execute("PRAGMA table_info(jobs)")}
         if "options" not in have:
             self._db.execute("ALTER TABLE jobs ADD COLUMN options TEXT NOT NULL DEFAULT '{}'")
+        if not had_bundled:
+            self._db.execute("INSERT OR IGNORE INTO bundled_graphs SELECT source, id, created_at FROM graphs "
+                             "WHERE source LIKE 'bundled:%' ORDER BY created_at")
 
     def _run(self, sql: str, params: tuple = ()) -> sqlite3.Cursor:
         with self._lock:
@@ -155,9 +172,14 @@ class SQLiteStorage:
 
     # -- graphs ----------------------------------------------------------
     def add_graph(self, *, record: GraphRecord) -> None:
+        with self._lock:
+            self._insert_graph(record)
+
+    def _insert_graph(self, record: GraphRecord) -> None:
+        """Insert one graph row; the caller holds the lock."""
         if record.data is None:
             raise ValueError("a graph record needs its data")
-        self._run(
+        self._db.execute(
             "INSERT INTO graphs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (record.id, record.name, record.num_ops, record.num_edges, record.source,
              record.created_at, record.size_bytes, record.data),
@@ -174,11 +196,30 @@ class SQLiteStorage:
         )
         return [GraphRecord(*r) for r in rows]
 
-    def find_graph(self, *, source: str) -> GraphRecord | None:
-        """The oldest graph that arrived from `source` (bundled graphs are stored once)."""
-        rows = self._rows(f"SELECT {_GRAPH_META} FROM graphs WHERE source = ? ORDER BY created_at LIMIT 1",
-                          (source,))
-        return GraphRecord(*rows[0]) if rows else None
+    def bundled_sources(self) -> set[str]:
+        """Sources of every bundled graph ever stored, deleted ones included (see `add_bundled_graph`)."""
+        return {row[0] for row in self._rows("SELECT source FROM bundled_graphs")}
+
+    def add_bundled_graph(self, *, record: GraphRecord) -> bool:
+        """Store a bundled graph unless one from ``record.source`` was ever stored; True if stored.
+
+        The source is recorded for good, so a bundled graph a user deleted is
+        not stored again at the next start. Recording and storing are one
+        write transaction (``BEGIN IMMEDIATE``) keyed on the source: service
+        processes starting together on one database store each file once.
+        """
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                fresh = self._db.execute("INSERT OR IGNORE INTO bundled_graphs VALUES (?, ?, ?)",
+                                         (record.source, record.id, record.created_at)).rowcount == 1
+                if fresh:
+                    self._insert_graph(record)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return fresh
 
     def delete_graph(self, *, graph_id: str) -> bool:
         return self._run("DELETE FROM graphs WHERE id = ?", (graph_id,)).rowcount > 0

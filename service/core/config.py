@@ -62,8 +62,8 @@ class Settings(BaseSettings):
     """Command that trains one job (space-separated in the environment); the
     service appends ``GRAPH --cluster C --budget-seconds S --seed N --out DIR [--resume]``."""
     bundled_graphs_dir: Path | None = Field(default_factory=lambda: _repo_graphs())
-    """Graph files (``*.json.gz``) stored once at first start, so they are listed ready to place;
-    empty for none. Default: the repository's ``graphs/`` folder, when there is one."""
+    """Graph files (``*.json.gz``) stored once at first start, so they are listed ready to place (one
+    deleted is not stored again); empty for none. Default: the repository's ``graphs/`` folder, when there is one."""
     graph_cache_size: int = Field(16, ge=0)
     """Parsed graphs kept in memory (graphs are immutable, parsing a large one is slow)."""
 

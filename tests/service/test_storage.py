@@ -75,3 +75,34 @@ def test_old_database_gains_new_columns(tmp_path):
     s.update_job(job_id="j_1", options={"steps": 2})
     assert s.get_job(job_id="j_1").options == {"steps": 2}
     s.close()
+
+
+def test_bundled_graph_recorded_for_good(tmp_path):
+    """A bundled source is stored once, and still counts as stored after its graph is deleted."""
+    s = open_storage(f"sqlite:///{tmp_path}/b.db")
+    first = GraphRecord(**{**_graph("g_1").__dict__, "source": "bundled:a.json.gz"})
+    assert s.add_bundled_graph(record=first)
+    assert not s.add_bundled_graph(record=GraphRecord(**{**first.__dict__, "id": "g_2"}))
+    assert s.delete_graph(graph_id="g_1")
+    assert s.bundled_sources() == {"bundled:a.json.gz"}
+    assert not s.add_bundled_graph(record=GraphRecord(**{**first.__dict__, "id": "g_3"}))
+    assert s.list_graphs(limit=10, offset=0) == []
+    s.close()
+
+
+def test_old_database_keeps_its_bundled_graphs(tmp_path):
+    """Bundled graphs stored by a version without the bundled_graphs table count as stored."""
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE graphs (id TEXT PRIMARY KEY, name TEXT NOT NULL, num_ops INTEGER NOT NULL,"
+               " num_edges INTEGER NOT NULL, source TEXT NOT NULL, created_at REAL NOT NULL,"
+               " size_bytes INTEGER NOT NULL, data BLOB NOT NULL)")
+    db.execute("INSERT INTO graphs VALUES ('g_1', 'n', 3, 2, 'bundled:a.json.gz', 1, 4, x'00')")
+    db.execute("INSERT INTO graphs VALUES ('g_2', 'n', 3, 2, 'json', 2, 4, x'00')")
+    db.commit()
+    db.close()
+    s = open_storage(f"sqlite:///{path}")
+    assert s.bundled_sources() == {"bundled:a.json.gz"}
+    s.close()
