@@ -8,9 +8,11 @@ checks (cycles, dangling inputs, sizes) and names the offending op.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt,
+                      ValidatorFunctionWrapHandler, WrapValidator, model_validator)
+from pydantic_core import PydanticCustomError
 
 MAX_DEVICES = 256
 """Largest inline cluster: the simulator holds device x device link matrices and op x device times."""
@@ -50,16 +52,16 @@ class GraphSpec(BaseModel):
         return self.model_dump(exclude_none=True)
 
 
-# One device of an inline cluster spec.
+# One device of an inline cluster spec. Numbers are strict, as in a cluster file: no booleans, no strings.
 class DeviceSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str
     kind: str
-    peak_flops: float
-    memory_bandwidth: float
-    memory_bytes: float
-    op_overhead: float = 0.0
+    peak_flops: StrictFloat
+    memory_bandwidth: StrictFloat
+    memory_bytes: StrictFloat
+    op_overhead: StrictFloat = 0.0
 
 
 # A link of an inline cluster spec (full duplex).
@@ -67,11 +69,12 @@ class LinkSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     between: list[str] | None = Field(None, description="Two device names; absent for default_link.")
-    bandwidth: float
-    latency: float = 0.0
+    bandwidth: StrictFloat
+    latency: StrictFloat = 0.0
 
 
-# An inline cluster (the cluster file format).
+# An inline cluster: every field of the cluster file format (`placer/schemas/cluster.schema.json`), so the
+# spec GET /v1/clusters answers for a preset can be sent back as it is.
 class ClusterSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -79,11 +82,34 @@ class ClusterSpec(BaseModel):
     devices: list[DeviceSpec] = Field(min_length=1, max_length=MAX_DEVICES)
     links: list[LinkSpec] = Field(default_factory=list, max_length=MAX_DEVICES * (MAX_DEVICES - 1) // 2)
     default_link: LinkSpec | None = None
+    shared_threads: StrictInt | None = Field(
+        None, ge=1, description="The devices share one pool of this many threads (logical CPU devices of one "
+                                "TensorFlow process): at most this many ops run at once in the cluster.")
     meta: dict[str, Any] = Field(default_factory=dict)
 
     def to_library(self) -> dict[str, Any]:
         """The dict `Cluster.from_dict` reads."""
         return self.model_dump(exclude_none=True)
+
+
+def _preset_or_spec(value: Any, handler: ValidatorFunctionWrapHandler) -> str | ClusterSpec:
+    """A string is a preset name, an object a cluster spec: the input's type picks the branch.
+
+    Trying both branches (a plain union) reports both failures, and a bad
+    spec's real error came second, after "Input should be a valid string".
+    Validated as a spec alone, its errors name the spec's field
+    (``cluster.devices: List should have at most 256 items``).
+    """
+    if isinstance(value, str):
+        return handler(value)
+    if not isinstance(value, (dict, ClusterSpec)):
+        raise PydanticCustomError("cluster_type", "cluster must be a preset name (a string, see GET /v1/clusters) "
+                                                  "or a cluster spec (an object)")
+    return ClusterSpec.model_validate(value)
+
+
+ClusterRef = Annotated[str | ClusterSpec, WrapValidator(_preset_or_spec)]
+"""A request's ``cluster``: a preset name or an inline spec."""
 
 
 # A stored graph, as listed and fetched.
@@ -110,14 +136,14 @@ class PlacementCreate(BaseModel):
 
     graph_id: str | None = Field(None, description="A graph uploaded with POST /v1/graphs.")
     graph: GraphSpec | None = Field(None, description="An inline graph instead of graph_id.")
-    cluster: str | ClusterSpec = Field("4gpu", description="A preset name (GET /v1/clusters) or an inline spec.")
+    cluster: ClusterRef = Field("4gpu", description="A preset name (GET /v1/clusters) or an inline spec.")
     method: str = Field("best", description="A placer (GET /v1/placers), 'best' (every heuristic, "
                                             "fastest returned) or 'rl' (the shipped pre-trained policy's "
                                             "zero-shot placement at once, and a training job).")
     options: dict[str, Any] = Field(default_factory=dict, description="Keyword options of the method "
                                                                       "(for rl: the TrainOptions of a job).")
     objective: str = "step_time"
-    baselines: bool = Field(False, description="Also answer every candidate heuristic's simulated step time.")
+    baselines: StrictBool = Field(False, description="Also answer every candidate heuristic's simulated step time.")
     candidates: list[str] | None = Field(
         None, max_length=64, description="method best and baselines: only these heuristics (default: every "
                                          "heuristic that optimises the objective).")
@@ -154,6 +180,8 @@ class PlacementPublic(BaseModel):
     oom: bool = False
     objective: str = "step_time"
     lower_bound: float | None = None
+    max_load: float | None = Field(None, description="objective throughput: the busiest device's load, seconds "
+                                                     "per micro-batch (a new one can start that often).")
     meta: dict[str, Any] = Field(default_factory=dict)
     baselines: dict[str, float | None] | None = Field(
         None, description="Simulated step time of every heuristic (null where one failed).")
@@ -214,7 +242,7 @@ class JobCreate(BaseModel):
 
     graph_id: str | None = None
     graph: GraphSpec | None = None
-    cluster: str | ClusterSpec = "4gpu"
+    cluster: ClusterRef = "4gpu"
     budget_seconds: float = Field(60.0, gt=0, le=7 * 86400)
     seed: int = Field(0, ge=0, lt=2**31)
     options: TrainOptions = Field(default_factory=TrainOptions)

@@ -26,6 +26,24 @@ BEST = "best"
 RL = "rl"
 
 
+def method_names() -> list[str]:
+    """Every ``method`` a placement request may name: the registered placers, then ``best`` (and ``rl``)."""
+    names = registry.names()
+    return [*names, BEST, *([] if RL in names else [RL])]
+
+
+def check_method(name: str) -> None:
+    """Refuse a method the service does not know, listing those it does (the registry's list lacks ``best``).
+
+    Raises
+    ------
+    PlacerError
+        If `name` is not in `method_names`.
+    """
+    if name not in method_names():
+        raise PlacerError(f"unknown method {name!r}; methods: {', '.join(method_names())}")
+
+
 def resolve_cluster(spec: str | dict[str, Any]) -> Cluster:
     """A preset by name or an inline spec; never a file path (requests must not read server files).
 
@@ -69,6 +87,7 @@ def place_one(name: str, graph: OpGraph, cluster: Cluster, *, objective: str = "
         placer rejects with TypeError/ValueError.
     """
     options = options or {}
+    check_method(name)
     check_options(name, options)
     if not options:
         return registry.place(name, graph, cluster, objective=objective)
@@ -95,14 +114,20 @@ def candidates(objective: str, names: list[str] | None = None) -> list[str]:
     Parameters
     ----------
     objective : the objective asked for.
-    names : restrict to these (each must be a registered placer).
+    names : restrict to these (each must be a registered heuristic).
 
     Raises
     ------
     PlacerError
-        If a name is not a registered placer, or no heuristic is registered.
+        If a name is not a registered heuristic (``rl`` trains: it is a job, not a candidate), or no
+        heuristic is registered.
     """
     if names is not None:
+        learned = [n for n in dict.fromkeys(names) if not registry.get(n).heuristic]
+        if learned:
+            raise PlacerError(f"candidates must be heuristics; {', '.join(map(repr, learned))} is learned "
+                              f"(ask for it as the method); heuristics: "
+                              f"{', '.join(registry.names(heuristic_only=True))}")
         return [registry.get(n).name for n in dict.fromkeys(names)]
     heuristics = registry.names(heuristic_only=True)
     if not heuristics:

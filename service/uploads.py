@@ -79,6 +79,10 @@ def graph_from_upload(body: bytes, *, fmt: UploadFormat, name: str | None, conte
     if not body:
         raise PlacerError("upload: the request body is empty; send a graph (JSON or GraphDef)")
     gzipped = body[:2] == _GZIP_MAGIC
+    if _says_gzip(content_type) and not gzipped:
+        # else it would reach the GraphDef parser (TensorFlow: seconds) and be called a corrupt GraphDef
+        raise PlacerError(f"upload: Content-Type is {content_type.split(';')[0].strip()} but the body is not "
+                          "gzip data (it does not start with the gzip magic bytes 1f 8b)")
     raw = inflate(body, max_inflated)
     if fmt == "auto":
         is_json = "json" in content_type.lower() or raw.lstrip()[:1] == b"{"
@@ -86,6 +90,11 @@ def graph_from_upload(body: bytes, *, fmt: UploadFormat, name: str | None, conte
     if fmt == "json":
         return _graph_from_json(raw, name, max_ops), "json+gzip" if gzipped else "json"
     return _graph_from_graphdef(raw, name or "graph", max_ops)
+
+
+def _says_gzip(content_type: str) -> bool:
+    """True for ``application/gzip`` and ``application/x-gzip`` (parameters ignored)."""
+    return content_type.split(";")[0].strip().lower() in ("application/gzip", "application/x-gzip")
 
 
 def _graph_from_json(raw: bytes, name: str | None, max_ops: int) -> OpGraph:

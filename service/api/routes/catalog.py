@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from placer import presets
 from placer.placers import registry
 from service import placing
-from service.models import ClusterPublic, ClustersPublic, PlacerPublic, PlacersPublic
+from service.models import ClusterPublic, ClustersPublic, PlacerPublic, PlacersPublic, TrainOptions
 
 router = APIRouter(tags=["catalog"])
 
@@ -24,17 +24,27 @@ def list_clusters() -> ClustersPublic:
 
 @router.get("/placers", response_model=PlacersPublic)
 def list_placers() -> PlacersPublic:
-    """Placement methods: every registered placer, plus ``best`` and ``rl``."""
+    """Placement methods: every registered placer, plus ``best`` and ``rl``, described as this API takes them."""
     data = []
     for name in registry.names():
         info = registry.get(name)
-        data.append(PlacerPublic(name=name, description=info.description,
+        description = _RL_DESCRIPTION if name == placing.RL else info.description
+        data.append(PlacerPublic(name=name, description=description,
                                  kind="heuristic" if info.heuristic else "learned",
                                  objectives=list(info.objectives)))
     data.append(PlacerPublic(name=placing.BEST, kind="meta", objectives=["step_time"],
-                             description="every heuristic; the fastest placement that fits in memory"))
+                             description="every heuristic; the fastest placement that fits in memory "
+                                         "(no options; 'candidates' narrows the heuristics)"))
     if placing.RL not in registry.names():
         data.append(PlacerPublic(name=placing.RL, kind="learned", objectives=["step_time"],
-                                 description="train a placement policy in a background job "
-                                             "(REINFORCE, simulator reward); answers the best so far"))
+                                 description=_RL_DESCRIPTION))
     return PlacersPublic(data=data)
+
+
+_RL_DESCRIPTION = (
+    "learned: the shipped pre-trained policy's zero-shot placement at once, then a training job (REINFORCE "
+    "against the simulator) whose best placement replaces it once faster; request fields budget_seconds, seed, "
+    f"wait_seconds; options: {', '.join(TrainOptions.model_fields)} (as in POST /v1/jobs)")
+"""Method ``rl`` as POST /v1/placements takes it. The registry's description is the command line's
+(``policy=``, ``best_of=``): here the zero-shot placement is always the shipped policy's, and the options
+are a training job's (`TrainOptions`, listed from the model so the two cannot drift apart)."""

@@ -83,7 +83,8 @@ async def _start_and_wait(body: PlacementCreate, graph: OpGraph, cluster: Cluste
     try:
         train_options = TrainOptions.model_validate(body.options).flags()
     except ValidationError as e:
-        raise PlacerError(f"method 'rl': bad options: {_first_error(e)}") from None
+        raise PlacerError(f"method 'rl': bad options: {_first_error(e)} (its options: "
+                          f"{', '.join(TrainOptions.model_fields)}; GET /v1/placers)") from None
     if body.objective != "step_time":
         raise PlacerError(f"method 'rl' optimises step_time only, not {body.objective!r}")
     job_capacity(jobs)
@@ -156,12 +157,13 @@ def _empty(graph: str, cluster: str) -> dict[str, Any]:
 
 
 def _public(record: PlacementRecord, job: JobRecord | None) -> PlacementPublic:
+    """The answer for a stored placement: every field of the Placement contract, plus where it came from."""
     body = dict(record.body)
     return PlacementPublic(
         id=record.id, graph_id=record.graph_id, graph=body.get("graph", ""), cluster=record.cluster,
         method=body.get("method", record.method), devices=body.get("devices", {}),
         step_time=body.get("step_time"), peak_memory=body.get("peak_memory", {}), oom=bool(body.get("oom")),
         objective=body.get("objective", "step_time"), lower_bound=body.get("lower_bound"),
-        meta=body.get("meta", {}), baselines=body.get("baselines"),
+        max_load=body.get("max_load"), meta=body.get("meta", {}), baselines=body.get("baselines"),
         job_id=record.job_id, job_state=job.state if job else None, created_at=record.created_at,
     )

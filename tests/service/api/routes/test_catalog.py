@@ -24,6 +24,18 @@ def test_placers(client):
     assert {p["kind"] for p in body["data"]} <= {"heuristic", "learned", "meta"}
 
 
+def test_rl_is_described_as_the_api_takes_it(client, graph_id):
+    """rl's description names the request fields and options POST /v1/placements accepts, and no others."""
+    from service.models import TrainOptions
+
+    rl = next(p for p in client.get("/v1/placers").json()["data"] if p["name"] == "rl")
+    for name in [*TrainOptions.model_fields, "budget_seconds", "seed", "wait_seconds"]:
+        assert name in rl["description"]
+    assert "policy=" not in rl["description"] and "best_of" not in rl["description"]
+    r = client.post("/v1/placements", json={"graph_id": graph_id, "method": "rl", "options": {"policy": "shipped"}})
+    assert r.status_code == 422  # what the command line's description offers, the API does not take
+
+
 def test_healthz(client):
     assert client.get("/healthz").json() == {"status": "ok", "version": "0.1.0", "auth": False, "jobs_running": 0}
 

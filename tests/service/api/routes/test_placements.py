@@ -95,9 +95,47 @@ class TestErrors:
         assert r.status_code == 422 and "peak_flops" in r.json()["detail"]
 
     def test_unknown_method(self, client, graph_id):
-        """An unknown method is a 422 listing the methods."""
+        """An unknown method is a 422 listing the methods, best and rl included."""
         r = client.post("/v1/placements", json={"graph_id": graph_id, "method": "oracle"})
         assert r.status_code == 422 and "oracle" in r.json()["detail"]
+        listed = r.json()["detail"].split("methods: ")[1].split(", ")
+        assert listed == [p["name"] for p in client.get("/v1/placers").json()["data"]]
+        assert "best" in listed and "rl" in listed
+
+    @pytest.mark.parametrize("value", ["yes", "true", 1, None])
+    def test_baselines_must_be_a_boolean(self, client, graph_id, heuristic, value):
+        """baselines is strict: "yes" is not taken for true."""
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "method": heuristic, "baselines": value})
+        assert r.status_code == 422
+        assert [(e["loc"], e["msg"]) for e in r.json()["detail"]] == [
+            (["body", "baselines"], "Input should be a valid boolean")]
+
+    def test_validation_errors_are_brief_and_name_the_spec_field(self, client, graph_id):
+        """An over-long inline cluster is one error naming cluster.devices, without echoing the body back."""
+        from service.models import MAX_DEVICES
+
+        dev = {"kind": "cpu", "peak_flops": 1e12, "memory_bandwidth": 1e11, "memory_bytes": 1e10}
+        cluster = {"name": "big", "default_link": {"bandwidth": 1e10},
+                   "devices": [{"name": f"d{i}", **dev} for i in range(4 * MAX_DEVICES)]}
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": cluster, "method": "single"})
+        assert r.status_code == 422
+        errors = r.json()["detail"]
+        assert [e["loc"] for e in errors] == [["body", "cluster", "devices"]]
+        assert errors[0]["msg"].startswith(f"List should have at most {MAX_DEVICES} items")
+        assert "input" not in errors[0] and len(r.content) < 1000
+
+    def test_long_string_input_is_shortened(self, client, graph_id):
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "objective": "x", "baselines": "y" * 10_000})
+        assert r.status_code == 422 and len(r.content) < 1000
+        assert r.json()["detail"][0]["input"].endswith("(10000 characters)")
+
+    @pytest.mark.parametrize("cluster", [5, ["2gpu"], None])
+    def test_cluster_neither_name_nor_spec(self, client, graph_id, cluster):
+        """A cluster that is neither a string nor an object is one error that says what it must be."""
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": cluster})
+        assert r.status_code == 422
+        assert [(e["loc"], e["type"]) for e in r.json()["detail"]] == [(["body", "cluster"], "cluster_type")]
+        assert "preset name" in r.json()["detail"][0]["msg"]
 
     def test_unknown_option(self, client, graph_id, heuristic):
         r = client.post("/v1/placements", json={"graph_id": graph_id, "method": heuristic,
@@ -277,6 +315,13 @@ class TestCandidates:
         r = client.post("/v1/placements", json={"graph_id": graph_id, "method": "best", "candidates": ["zzz"]})
         assert r.status_code == 422 and "zzz" in r.json()["detail"]
 
+    def test_learned_candidate_is_refused(self, client, graph_id):
+        """rl trains for minutes: as a candidate of best (or a baseline) it would hold the request, so it is refused."""
+        for body in ({"method": "best", "candidates": ["metis", "rl"]},
+                     {"method": "metis", "baselines": True, "candidates": ["rl"]}):
+            r = client.post("/v1/placements", json={"graph_id": graph_id, **body})
+            assert r.status_code == 422 and "'rl' is learned" in r.json()["detail"], r.text
+
     def test_default_candidates_fit_the_objective(self, client, graph_id):
         """By default best runs the heuristics that optimise the objective asked for."""
         r = client.post("/v1/placements", json={"graph_id": graph_id, "method": "best"})
@@ -291,6 +336,74 @@ class TestCandidates:
         p = r.json()
         assert r.status_code == 201 and len(p["meta"].get("skipped", {})) == len(p["baselines"]) - 1
         assert sum(t is not None for t in p["baselines"].values()) == 1
+
+
+class TestClusterSpec:
+    def test_every_preset_spec_posts_back_inline(self, client, graph_id):
+        """The spec GET /v1/clusters answers for a preset is accepted inline and places as the preset does."""
+        for preset in client.get("/v1/clusters").json()["data"]:
+            by_name = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": preset["name"],
+                                                          "method": "round_robin"})
+            inline = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": preset["spec"],
+                                                         "method": "round_robin"})
+            assert inline.status_code == 201, (preset["name"], inline.text)
+            assert inline.json()["step_time"] == by_name.json()["step_time"]
+            assert inline.json()["devices"] == by_name.json()["devices"]
+
+    def test_shared_threads_changes_the_simulation(self, client, graph_id):
+        """shared_threads reaches the simulator: one thread for two devices serialises what two would overlap."""
+        spec = next(c["spec"] for c in client.get("/v1/clusters").json()["data"] if c["spec"].get("shared_threads"))
+        wide = {**spec, "shared_threads": 64}
+        times = [client.post("/v1/placements", json={"graph": _parallel_graph(), "cluster": c,
+                                                     "method": "round_robin"}).json()["step_time"]
+                 for c in (spec, wide)]
+        assert times[0] > times[1]
+
+    @pytest.mark.parametrize("value", [0, -1, True, 1.5, "2"])
+    def test_shared_threads_is_a_positive_integer(self, client, graph_id, value):
+        """The same check as a cluster file: a positive integer, not a boolean, float or string."""
+        spec = next(c["spec"] for c in client.get("/v1/clusters").json()["data"] if c["name"] == "local")
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": {**spec, "shared_threads": value}})
+        assert r.status_code == 422
+        assert [e["loc"] for e in r.json()["detail"]] == [["body", "cluster", "shared_threads"]]
+
+    @pytest.mark.parametrize("value", [True, "1e12"])
+    def test_device_numbers_are_numbers(self, client, graph_id, value):
+        """As in a cluster file, a boolean or a string is not a number."""
+        spec = next(c["spec"] for c in client.get("/v1/clusters").json()["data"] if c["name"] == "2gpu")
+        spec["devices"][0]["peak_flops"] = value
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": spec})
+        assert [e["loc"] for e in r.json()["detail"]] == [["body", "cluster", "devices", 0, "peak_flops"]]
+
+
+def _parallel_graph() -> dict:
+    """Two independent heavy matmuls: on two devices they can overlap."""
+    return {"name": "parallel", "nodes": [
+        {"name": "x", "op": "Placeholder", "output_bytes": 1000},
+        {"name": "a", "op": "MatMul", "inputs": ["x"], "output_bytes": 1000, "flops": 1e10},
+        {"name": "b", "op": "MatMul", "inputs": ["x"], "output_bytes": 1000, "flops": 1e10},
+    ]}
+
+
+class TestThroughput:
+    @pytest.mark.parametrize("method", ["pipeline_dp", "best"])
+    def test_max_load_is_answered_and_stored(self, client, graph_id, method):
+        """A throughput placement answers max_load, as the CLI's --json does, and GET answers it again."""
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": "4gpu", "method": method,
+                                                "objective": "throughput"})
+        assert r.status_code == 201, r.text
+        p = r.json()
+        assert p["objective"] == "throughput" and p["max_load"] > 0
+        assert client.get(f"/v1/placements/{p['id']}").json()["max_load"] == p["max_load"]
+
+    def test_every_contract_field_is_answered(self):
+        """PlacementPublic has a field for everything the Placement contract can hold."""
+        from placer.placement import Placement
+        from service.models import PlacementPublic
+
+        full = Placement(graph="g", cluster="c", method="m", devices={}, step_time=1.0, lower_bound=0.5,
+                         max_load=1.0, meta={"k": 1}).to_dict()
+        assert set(full) <= set(PlacementPublic.model_fields)
 
 
 def test_inline_cluster_device_limit(client, graph_id):
