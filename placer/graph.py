@@ -193,6 +193,20 @@ class OpGraph:
                 groups.setdefault(op.colocation, []).append(i)
         return groups
 
+    @cached_property
+    def fingerprint(self) -> str:
+        """A short hash of the ops (names, types, inputs, sizes, costs, colocation; not `name` or `meta`).
+
+        A saved training run records it, so that resuming on another graph
+        that happens to share its name and op count is refused rather than
+        trained on groups and placements made for the first.
+        """
+        import hashlib
+        import json
+
+        nodes = json.dumps([op.to_dict() for op in self.ops], sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(nodes.encode()).hexdigest()[:16]
+
     # -- conversion ------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """The graph in the JSON file format (see ``placer/schemas/graph.schema.json``)."""

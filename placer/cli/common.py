@@ -57,7 +57,9 @@ def add_run_folder(p: argparse.ArgumentParser) -> None:
     `run_folder` checks ``--out`` when the command runs.
     """
     p.add_argument("--out", required=True, metavar="DIR", help="folder for the run's files")
-    p.add_argument("--resume", action="store_true", help="continue the run saved in DIR")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run saved in DIR (an error when DIR holds none, or one of another graph "
+                        "or cluster)")
 
 
 def add_placement_option(p: argparse.ArgumentParser) -> None:
@@ -110,6 +112,52 @@ def run_folder(out: str) -> Path:
     if path.exists() and not path.is_dir():
         raise PlacerError(f"--out {str(path)!r} is a file, not a folder")
     return path
+
+
+def output_file(path: str | None, flag: str) -> Path | None:
+    """The file an output option (``-o``, ``--trace``, ...) names, checked before any work is done.
+
+    Its folder must already exist, as with most Unix tools: a mistyped path
+    is an error rather than a new tree of folders (only a run folder, ``--out
+    DIR``, is created). None stays None (the option was not given).
+
+    Raises
+    ------
+    PlacerError
+        If the folder is missing or not a folder, or `path` names a folder.
+    """
+    from placer.errors import PlacerError
+
+    if path is None:
+        return None
+    file = Path(path)
+    if not file.parent.is_dir():
+        missing = "is not a folder" if file.parent.exists() else "does not exist"
+        raise PlacerError(f"{flag} {path!r}: folder {str(file.parent)!r} {missing}")
+    if file.is_dir():
+        raise PlacerError(f"{flag} {path!r} is a folder, not a file")
+    return file
+
+
+def check_resume(out: Path, saved: bool, resume: bool, what: str) -> bool:
+    """Whether to continue the run in `out` (`saved`: it holds a saved one); a PlacerError when the flags disagree.
+
+    A saved run is never started over without ``--resume``, and ``--resume``
+    with nothing to continue is refused (the user expects a resume), unless
+    a run was begun there (it wrote progress.json) but stopped before its
+    first checkpoint: then it starts again, with a note (the service resumes
+    whatever job it started).
+    """
+    from placer.errors import PlacerError
+
+    if saved and not resume:
+        raise PlacerError(f"{str(out)!r} already holds a {what}; pass --resume to continue it or choose another --out")
+    if resume and not saved:
+        if not (out / "progress.json").exists():
+            raise PlacerError(f"no {what} to resume in {str(out)!r}; drop --resume to start one")
+        print(f"note: the {what} in {str(out)!r} stopped before its first checkpoint; starting it again",
+              file=sys.stderr)
+    return saved and resume
 
 
 def check_budget(seconds: float | None) -> None:
@@ -215,9 +263,25 @@ def human_bytes(n: float) -> str:
     return f"{n} B"
 
 
-def human_seconds(s: float | None) -> str:
+def seconds_per_unit(graph) -> float:
+    """Seconds in one unit of `graph`'s times (`human_seconds`'s `unit`): 1, but for an MSR workload 1e-3.
+
+    The MSR importer keeps the dataset's milliseconds as they are, so that
+    the published max loads come out exactly; printed as seconds, a 201 ms
+    step would read "201 s".
+    """
+    if graph.meta.get("format") == "msr":
+        from placer.importers.msr import SECONDS_PER_TIME_UNIT
+
+        return SECONDS_PER_TIME_UNIT
+    return 1.0
+
+
+def human_seconds(s: float | None, unit: float = 1.0) -> str:
+    """`s` time units (`unit` seconds each, see `seconds_per_unit`) as s, ms or us."""
     if s is None or not math.isfinite(s):
         return "-"
+    s = s * unit
     if s >= 1:
         return f"{s:.3f} s"
     if s >= 1e-3:
@@ -225,12 +289,20 @@ def human_seconds(s: float | None) -> str:
     return f"{s * 1e6:.1f} us"
 
 
-def race_line(race: dict) -> str:
-    """One line on a race of warm starts (``meta["race"]``): where each start began, ended, and when it was dropped."""
+def plural(n: int, noun: str) -> str:
+    """``"1 step"``, ``"2 steps"``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def race_line(race: dict, unit: float = 1.0) -> str:
+    """One line on a race of warm starts (``meta["race"]``): where each start began, ended, and when it was dropped.
+
+    `unit`: seconds per time unit of the graph (`seconds_per_unit`)."""
     def one(r: dict) -> str:
-        best = human_seconds(r["best_step_time"]) if r["best_step_time"] is not None else "not trained"
+        best = human_seconds(r["best_step_time"], unit) if r["best_step_time"] is not None else "not trained"
         dropped = r["dropped_after_round"]
-        return (f"{r['heuristic']} {human_seconds(r['heuristic_step_time'])} -> {best} ({r['steps']} steps, "
+        return (f"{r['heuristic']} {human_seconds(r['heuristic_step_time'], unit)} -> {best} "
+                f"({plural(r['steps'], 'step')}, "
                 f"{r['elapsed_seconds']:.0f} s" + (f", dropped after round {dropped + 1})" if dropped is not None
                                                      else ")"))
     return "raced warm starts: " + "; ".join(one(r) for r in race["starts"])

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from placer.cli.common import add_objective, add_refine_sweeps, check_refine
+from placer.cli.common import add_objective, add_refine_sweeps, check_refine, output_file
 
 
 def add_parser(sub) -> None:
@@ -42,22 +42,32 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)
 
 
-def _earlier_rows(path: str) -> dict:
-    """Rows of an earlier run saved with --save, by (graph, cluster, method); failed rows are run again."""
+def _earlier_rows(path: str, graphs: list, clusters: list) -> dict:
+    """Rows of an earlier run saved with --save, by (graph, cluster, method); failed rows are run again.
+
+    The file is rewritten with this run's rows only, so one holding rows of
+    graphs or clusters this run does not place is refused rather than
+    silently emptied of them (as is a missing file: there is nothing to resume).
+    """
     from placer.errors import PlacerError
     from placer.graph_io import read_json_file
 
     if not os.path.exists(path):
-        return {}
+        raise PlacerError(f"no rows to resume in {path!r}; drop --resume to start")
     rows = read_json_file(path, "saved rows")
     if not isinstance(rows, list) or not all(isinstance(r, dict) and {"graph", "cluster", "method"} <= set(r)
                                              for r in rows):
         raise PlacerError(f"saved rows {path!r}: not a list of compare rows")
+    others = sorted({(r["graph"], r["cluster"]) for r in rows} - {(g.name, c.name) for g in graphs for c in clusters})
+    if others:
+        listed = ", ".join(f"{g} on {c}" for g, c in others[:3]) + (" ..." if len(others) > 3 else "")
+        raise PlacerError(f"cannot resume from {path!r}: it holds rows of graphs or clusters this run does not "
+                          f"place ({listed}); drop --resume to replace them, or choose another --save")
     return {(r["graph"], r["cluster"], r["method"]): r for r in rows if "error" not in r}
 
 
 def run(args) -> int:
-    from placer.cli.common import human_seconds, print_json, print_table
+    from placer.cli.common import human_seconds, print_json, print_table, seconds_per_unit
     from placer.cluster import load_cluster
     from placer.errors import PlacerError
     from placer.graph_io import load_graph, write_atomic
@@ -66,6 +76,8 @@ def run(args) -> int:
 
     if args.resume and not args.save:
         raise PlacerError("--resume needs --save FILE (the rows of the earlier run)")
+    output_file(args.save, "--save")
+    output_file(args.plot, "--plot")
     methods = registry.resolve(args.methods)
     rl_options = {}
     if args.rl_budget_seconds is not None:
@@ -79,7 +91,8 @@ def run(args) -> int:
     check_refine(args.refine_seconds, args.refine_sweeps, args.objective)
     clusters = [load_cluster(c) for c in args.cluster]
     graphs = [load_graph(g) for g in args.graphs]
-    reuse = _earlier_rows(args.save) if args.resume else {}
+    reuse = _earlier_rows(args.save, graphs, clusters) if args.resume else {}
+    units = {g.name: seconds_per_unit(g) for g in graphs}  # rows' times are in their graph's unit
     saved: list[dict] = []  # rows so far, reused ones included, as --save writes them
 
     def progress(done: int, total: int, row: dict) -> None:
@@ -89,8 +102,10 @@ def run(args) -> int:
         if args.quiet:
             return
         what = ("error: " + row["error"]) if "error" in row else (
-            f"{human_seconds(row['step_time'])}{' OOM' if row['oom'] else ''}, placed in {row['place_seconds']:.2f} s"
-            + (f" (refined from {human_seconds(row['unrefined_step_time'])})" if "unrefined_step_time" in row else ""))
+            f"{human_seconds(row['step_time'], units[row['graph']])}{' OOM' if row['oom'] else ''}, placed in "
+            f"{row['place_seconds']:.2f} s"
+            + (f" (refined from {human_seconds(row['unrefined_step_time'], units[row['graph']])})"
+               if "unrefined_step_time" in row else ""))
         print(f"[{done}/{total}] {row['graph']} on {row['cluster']} by {row['method']}: {what}",
               file=sys.stderr, flush=True)
 
@@ -112,13 +127,14 @@ def run(args) -> int:
         for r in rows:
             mark = "*" if best.get((r["graph"], r["cluster"])) == r["method"] else ""
             table.append((r["graph"], r["cluster"], r["method"] + mark,
-                          human_seconds(r["step_time"]), human_seconds(r["lower_bound"]),
+                          human_seconds(r["step_time"], units[r["graph"]]),
+                          human_seconds(r["lower_bound"], units[r["graph"]]),
                           "-" if r["oom"] is None else ("yes" if r["oom"] else "no"),
                           "-" if r["place_seconds"] is None else f"{r['place_seconds']:.3f}",
                           r.get("error", ""))
                          + ((("-" if r.get("max_load") is None else f"{r['max_load']:.6g}")
                              + (" (ignored)" if r.get("ignored_objective") else ""),) if key == "max_load" else ())
-                         + ((human_seconds(r.get("unrefined_step_time")),) if refined else ()))
+                         + ((human_seconds(r.get("unrefined_step_time"), units[r["graph"]]),) if refined else ()))
         print_table(list(ROW_FIELDS) + ["error"] + (["max_load"] if key == "max_load" else [])
                     + (["unrefined_step_time"] if refined else []), table)
         if refined:

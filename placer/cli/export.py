@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from placer.cli.common import add_json_flag, add_placement_option, quiet_tensorflow
+from placer.cli.common import add_json_flag, add_placement_option, output_file, quiet_tensorflow
 
 
 def add_parser(sub) -> None:
@@ -28,6 +28,7 @@ def run(args) -> int:
     from placer.measure.source import load_runnable
     from placer.placement import load_placement
 
+    output_file(args.output, "-o")
     placement = load_placement(args.placement)
     graph, graph_def = load_runnable(args.graph, args.graphdef)
     placed = write_placed_graphdef(graph, graph_def, placement, args.output)

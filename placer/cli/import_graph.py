@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from placer.cli.common import add_json_flag, quiet_tensorflow
+from placer.cli.common import add_json_flag, output_file, quiet_tensorflow
 
 
 def add_parser(sub) -> None:
@@ -78,6 +78,8 @@ def print_summary(s: dict) -> None:
     print(f"wrote {s['output']}")
     if s.get("cluster_output"):
         print(f"wrote {s['cluster_output']} (the workload's cluster)")
+    if s.get("graphdef_output"):
+        print(f"wrote {s['graphdef_output']} (the traced GraphDef)")
 
 
 def write_msr_cluster(path, fmt: str | None, graph_name: str, out: str) -> str:
@@ -106,6 +108,8 @@ def run(args) -> int:
     from placer.graph_io import save_graph
     from placer.importers import FORMATS, default_name, detect_format, import_file
 
+    output_file(args.output, "-o")
+    output_file(args.cluster_out, "--cluster-out")
     options = {}
     if args.batch is not None:
         if args.batch < 1:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from placer.cli.common import add_json_flag, quiet_tensorflow
+from placer.cli.common import add_json_flag, output_file, quiet_tensorflow
 
 
 def add_parser(sub) -> None:
@@ -30,6 +30,8 @@ def run(args) -> int:
     from placer.errors import ModelImportError
     from placer.graph_io import save_graph, write_atomic
 
+    output_file(args.output, "-o")
+    output_file(args.save_graphdef, "--save-graphdef")
     if args.batch < 1:
         raise ModelImportError(f"--batch must be a positive integer, got {args.batch}")
     shape = None
@@ -56,6 +58,8 @@ def run(args) -> int:
         write_atomic(Path(args.save_graphdef), step.graph_def().SerializeToString())
     save_graph(graph, args.output)
     summary = summarise(graph, args.output)
+    if args.save_graphdef:
+        summary["graphdef_output"] = args.save_graphdef
     if args.json:
         print_json(summary)
     else:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from placer.cli.common import add_json_flag
+from placer.cli.common import add_json_flag, output_file
 
 
 def add_parser(sub) -> None:
@@ -25,6 +25,7 @@ def run(args) -> int:
     from placer.importers.msr import load_split
     from placer.placement import save_placement
 
+    output_file(args.output, "-o")
     placement = load_split(args.workload, args.split)
     save_placement(placement, args.output)
     used = sorted(set(placement.devices.values()))

@@ -47,6 +47,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """`parser.parse_args`, but an argument no option takes is reported by its command's parser.
+
+    argparse leaves a subcommand's unknown arguments to the top-level parser,
+    whose error shows ``usage: placer ...``; the command's own usage line is
+    the one that helps.
+    """
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        commands.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def _version() -> str:
     from placer import __version__
 
@@ -57,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0 success, 1 error, 130 interrupted)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     from placer.errors import PlacerError
 
     try:

@@ -23,14 +23,48 @@ def add_parser(sub) -> None:
     p.add_argument("--grappler", action="store_true",
                    help="let grappler rewrite the graph (fusions, folding); off by default so the graph run "
                         "is exactly the graph placed")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     add_json_flag(p, "the result")
     p.set_defaults(run=run)
+
+
+class _Progress:
+    """Progress lines on stderr: each phase as it starts, and the steps (at most one line a second, and each
+    phase's last), since building a big graph and each of its steps take seconds to minutes."""
+
+    EVERY_SECONDS = 1.0
+
+    def __init__(self, quiet: bool, name: str):
+        import time
+
+        self.quiet, self.name = quiet, name
+        self.t0 = time.monotonic()
+        self.last = -float("inf")
+
+    def note(self, text: str) -> None:
+        import sys
+        import time
+
+        if not self.quiet:
+            print(f"{self.name}: {text} [{time.monotonic() - self.t0:.0f} s]",
+                  file=sys.stderr, flush=True)
+            self.last = time.monotonic()
+
+    def step(self, phase: str, done: int, total: int) -> None:
+        """`placer.measure.runner.PlacedStep.measure`'s progress callback."""
+        import time
+
+        if phase == "traced":
+            self.note("traced one more step to see where ops ran")
+        elif done == total or time.monotonic() - self.last >= self.EVERY_SECONDS:
+            self.note(f"{'warm-up' if phase == 'warmup' else 'timed'} step {done}/{total}")
 
 
 def run(args) -> int:
     quiet_tensorflow()
     from placer.cli.common import human_seconds, print_json, print_table
     from placer.errors import PlacerError
+    from placer.measure.pinning import node_devices
     from placer.measure.runner import PlacedStep
     from placer.measure.source import load_runnable
     from placer.placement import load_placement
@@ -43,9 +77,13 @@ def run(args) -> int:
         raise PlacerError(f"--inter-op-threads must not be negative, got {args.inter_op_threads}")
     placement = load_placement(args.placement)
     graph, graph_def = load_runnable(args.graph, args.graphdef)
+    node_devices(graph, graph_def, placement)  # a placement that does not fit: its error alone, no progress first
+    progress = _Progress(args.quiet, graph.name)
+    progress.note(f"building the placed step in TensorFlow ({len(graph_def.node)} nodes)")
     with PlacedStep(graph, graph_def, placement, args.devices, inter_op_threads=args.inter_op_threads,
                     optimize=args.grappler) as step:
-        m = step.measure(args.warmup, args.runs)
+        progress.note(f"running {args.warmup} warm-up and {args.runs} timed steps")
+        m = step.measure(args.warmup, args.runs, progress=progress.step)
     out = {"graph": graph.name, "method": placement.method, "simulated_step_time": placement.step_time,
            **m.to_dict()}
     if args.json:

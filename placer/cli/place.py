@@ -50,13 +50,14 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from placer.cli.common import (check_refine, human_bytes, human_seconds, load_graph_and_cluster, print_json,
-                                   race_line)
+    from placer.cli.common import (check_refine, human_bytes, human_seconds, load_graph_and_cluster, output_file,
+                                   print_json, race_line, seconds_per_unit)
     from placer.errors import PlacerError
     from placer.placement import save_placement
     from placer.placers import registry
 
     registry.get(args.method)  # unknown method: fail before loading anything big
+    output_file(args.output, "-o")
     graph, cluster = load_graph_and_cluster(args)
     options = {}
     if args.budget_seconds is not None:
@@ -89,17 +90,19 @@ def run(args) -> int:
     counts: dict[str, int] = {}
     for dev in placement.devices.values():
         counts[dev] = counts.get(dev, 0) + 1
-    print(f"{graph.name} on {cluster.name} by {placement.method}: step time {human_seconds(placement.step_time)} "
-          f"(lower bound {human_seconds(placement.lower_bound)}), placed in "
+    unit = seconds_per_unit(graph)
+    print(f"{graph.name} on {cluster.name} by {placement.method}: step time "
+          f"{human_seconds(placement.step_time, unit)} (lower bound {human_seconds(placement.lower_bound, unit)}), "
+          "placed in "
           f"{placement.meta['place_seconds']:.3f} s" + ("  OUT OF MEMORY" if placement.oom else ""))
     if placement.max_load is not None:
         print(f"  throughput: max load {placement.max_load:.6g}")
     if "refined" in placement.meta:
         r = placement.meta["refined"]
-        print(f"  refined by local search from {human_seconds(r['start_step_time'])}: {r['moves']} group move(s) in "
-              f"{r['sweeps']} sweep(s), {r['seconds']:.2f} s" + (" (a local optimum)" if r["local_optimum"] else ""))
+        print(f"  refined by local search from {human_seconds(r['start_step_time'], unit)}: "
+              f"{r['moves']} group move(s) in {r['sweeps']} sweep(s), {r['seconds']:.2f} s" + (" (a local optimum)" if r["local_optimum"] else ""))
     if "race" in placement.meta:
-        print("  " + race_line(placement.meta["race"]))
+        print("  " + race_line(placement.meta["race"], unit))
     if "ignored_objective" in placement.meta:
         print(f"  ({placement.method} does not optimise {placement.meta['ignored_objective']}; it placed as usual)")
     for dev in cluster.device_names:

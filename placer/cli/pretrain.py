@@ -13,7 +13,7 @@ given change them). ``--init POLICY`` continues pre-training from a policy
 from __future__ import annotations
 
 from placer.cli.common import (StopOnSignal, add_grouping_flags, add_json_flag, add_run_folder, check_budget,
-                               run_folder)
+                               check_resume, run_folder)
 
 DEFAULT_CLUSTERS = ("2gpu", "4gpu", "8gpu")
 DEFAULT_BUDGET_SECONDS = 1800.0
@@ -73,16 +73,12 @@ def run(args) -> int:
 
     from placer.cli.common import print_json
     from placer.cluster import load_cluster
-    from placer.errors import PlacerError
     from placer.graph_io import load_graph
     from placer.rl import pretrain
 
     out = run_folder(args.out)
     check_budget(args.budget_seconds)
-    if (out / pretrain.STATE_FILE).exists() and not args.resume:
-        raise PlacerError(f"{str(out)!r} already holds a pre-training run; pass --resume to continue it "
-                          "or choose another --out")
-    resuming = args.resume and (out / pretrain.STATE_FILE).exists()
+    resuming = check_resume(out, (out / pretrain.STATE_FILE).exists(), args.resume, "pre-training run")
     start = None
     if resuming:
         defaults = pretrain.saved_config(out)
@@ -110,6 +106,10 @@ def run(args) -> int:
     folder, manifest = pretrain.read_manifest(args.corpus)
     entries = pretrain.training_entries(manifest)[: args.max_graphs]
     validation = pretrain.validation_entries(manifest)
+    graphs = [load_graph(folder / e["path"]) for e in entries]
+    val_graphs = [load_graph(folder / e["path"]) for e in validation]
+    if resuming:
+        pretrain.check_same_environments(out, [(g, c) for g in graphs for c in clusters])
     out.mkdir(parents=True, exist_ok=True)
 
     cached = pretrain.load_teachers(out)
@@ -119,17 +119,16 @@ def run(args) -> int:
 
     def environments(chosen, refine_seconds):
         made = []
-        for e in chosen:
-            graph = load_graph(folder / e["path"])
+        for graph in chosen:
             for c in clusters:
                 made.append(pretrain.make_environment(graph, c, config.groups, config.teachers,
-                                                      cached.get(f"{graph.name}@{c.name}"), refine_seconds,
+                                                      cached.get(pretrain.env_key(graph, c)), refine_seconds,
                                                       config.kind_groups, config.balanced_groups,
                                                       config.critical_groups))
                 bar.update(1)
         return made
 
-    envs, val_envs = environments(entries, config.refine_teachers), environments(validation, 0.0)
+    envs, val_envs = environments(graphs, config.refine_teachers), environments(val_graphs, 0.0)
     bar.close()
     pretrain.save_teachers(out, envs + val_envs, config.kind_groups, config.balanced_groups,
                            config.critical_groups)
@@ -166,7 +165,7 @@ def run(args) -> int:
         try:
             reason = pretrain.run(trainer, out, budget_seconds=args.budget_seconds, name=name,
                                   version=version, on_step=on_step, should_stop=lambda: stop.requested,
-                                  resumed=args.resume, on_temperature=on_temperature)
+                                  resumed=resuming, on_temperature=on_temperature)
         finally:
             bar.close()
             if tuning is not None:

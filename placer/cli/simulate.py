@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from placer.cli.common import add_graph_and_cluster, add_json_flag, add_objective, add_placement_option
+from placer.cli.common import add_graph_and_cluster, add_json_flag, add_objective, add_placement_option, output_file
 
 
 def add_parser(sub) -> None:
@@ -22,10 +22,13 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from placer.cli.common import human_bytes, human_seconds, load_graph_and_cluster, print_json, print_table
+    from placer.cli.common import (human_bytes, human_seconds, load_graph_and_cluster, print_json, print_table,
+                                   seconds_per_unit)
     from placer.placement import load_placement
     from placer.simulator import Simulator
 
+    output_file(args.trace, "--trace")
+    output_file(args.gantt, "--gantt")
     graph, cluster = load_graph_and_cluster(args)
     placement = load_placement(args.placement)
     sim = Simulator(graph, cluster)
@@ -67,15 +70,16 @@ def run(args) -> int:
     if args.json:
         print_json(out)
         return 0
-    print(f"{graph.name} on {cluster.name}: step time {human_seconds(res.step_time)} "
-          f"(lower bound {human_seconds(res.lower_bound)}), moved {human_bytes(res.bytes_moved)}"
+    unit = seconds_per_unit(graph)
+    print(f"{graph.name} on {cluster.name}: step time {human_seconds(res.step_time, unit)} "
+          f"(lower bound {human_seconds(res.lower_bound, unit)}), moved {human_bytes(res.bytes_moved)}"
           + ("  OUT OF MEMORY" if res.oom else ""))
     for what in ("trace", "gantt"):
         if what in out:
             print(f"wrote {what} {out[what]}")
-    if "time_unit" in graph.meta:
-        print(f"time unit: {graph.meta['time_unit']}")
     if loads is not None:
+        if "time_unit" in graph.meta:  # max loads are printed as the graph holds them
+            print(f"time unit: {graph.meta['time_unit']}")
         print(f"throughput: max load {loads.max_load:.6g} (a new micro-batch every max load)"
               + ("" if loads.memory_ok else "  OVER MEMORY") + ("" if loads.colocation_ok else "  COLOCATION BROKEN"))
         print_table(["device", "ops", "load", "compute", "communication", "held"],
@@ -83,6 +87,6 @@ def run(args) -> int:
                       human_bytes(d["held_bytes"])) for d in devices])
         return 0
     print_table(["device", "ops", "busy", "peak memory", "capacity"],
-                [(d["device"], d["ops"], human_seconds(d["busy"]), human_bytes(d["peak_memory"]),
+                [(d["device"], d["ops"], human_seconds(d["busy"], unit), human_bytes(d["peak_memory"]),
                   human_bytes(d["memory_bytes"])) for d in devices])
     return 0

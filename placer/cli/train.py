@@ -20,7 +20,8 @@ the run "interrupted" and exit with code 130.
 from __future__ import annotations
 
 from placer.cli.common import (StopOnSignal, add_graph_and_cluster, add_grouping_flags, add_json_flag, add_objective,
-                               add_refine_sweeps, add_run_folder, check_budget, check_refine, run_folder)
+                               add_refine_sweeps, add_run_folder, check_budget, check_refine, check_resume,
+                               run_folder, seconds_per_unit)
 
 CHECKPOINT_EVERY_SECONDS = 30.0
 DEFAULT_BUDGET_SECONDS = 600.0
@@ -34,8 +35,10 @@ def add_parser(sub) -> None:
     add_graph_and_cluster(p)
     add_run_folder(p)
     p.add_argument("--budget-seconds", type=float, default=None, metavar="S",
-                   help=f"wall-clock budget of the whole run, resumes included (default {DEFAULT_BUDGET_SECONDS:g} "
-                        "unless --steps is given)")
+                   help="wall-clock budget of the training, resumes included: the heuristic warm start, compiling "
+                        "and the steps count against it (at least one step is taken, and a step under way "
+                        "finishes); start-up (importing TensorFlow, loading the graph: a few seconds) and "
+                        f"--refine-seconds come on top (default {DEFAULT_BUDGET_SECONDS:g} unless --steps is given)")
     p.add_argument("--steps", type=int, default=None, metavar="N", help="stop after N REINFORCE steps in all")
     p.add_argument("--seed", type=int, default=None, help="seed of weights and samples (default 0)")
     p.add_argument("--samples", type=int, default=None, metavar="K", help="placements sampled per step (default 32)")
@@ -104,11 +107,68 @@ def run(args) -> int:
                               + (": with --init, add --warm-start heuristic" if args.init is not None else
                                  ", not --warm-start none"))
     _check_starts(args)
+    from placer.cli.common import load_graph_and_cluster
+    from placer.rl.trainer import TrainConfig
+
+    TrainConfig(**_given(args)).check()
+    graph, cluster = load_graph_and_cluster(args)
+    saved, raced = _saved_run(args, out, graph, cluster)
+    policy = None
+    if args.init is not None and saved is None and raced is None:
+        from placer.rl.saved_policy import load_policy
+
+        policy = load_policy(args.init)
     budget = args.budget_seconds
     if budget is None and args.steps is None:
         budget = DEFAULT_BUDGET_SECONDS
-    session = _Session(args, out, budget)
+    session = _Session(args, out, budget, graph, cluster, saved, raced, policy)
     return session.run()
+
+
+def _given(args) -> dict:
+    """The `TrainConfig` fields given on the command line (a resume must match the saved run on these)."""
+    return {k: v for k, v in (("seed", args.seed), ("samples", args.samples), ("groups", args.groups),
+                              ("warm_start", args.warm_start), ("objective", args.objective),
+                              ("warm_start_search", args.warm_start_search),
+                              ("kind_groups", getattr(args, "kind_groups", None)),
+                              ("balanced_groups", getattr(args, "balanced_groups", None)),
+                              ("critical_groups", getattr(args, "critical_groups", None))) if v is not None}
+
+
+def _saved_run(args, out, graph, cluster) -> tuple[dict | None, dict | None]:
+    """The run saved in DIR, as (trainer state, race state), each None when absent, checked against this command.
+
+    Everything a resume can get wrong is refused here, before DIR is touched:
+    a run where none was asked for, --resume where there is none, and another
+    graph, cluster, --starts or setting than the run was trained with.
+    """
+    from placer.errors import PlacerError
+    from placer.rl import checkpoint, race
+
+    saved = checkpoint.load_state(out)
+    raced = race.load_race_state(out)
+    if not check_resume(out, saved is not None or raced is not None, args.resume, "training run"):
+        return None, None
+    starts = getattr(args, "starts", None)
+    if raced is not None:
+        if starts is not None and starts != raced["starts"]:
+            raise PlacerError(f"cannot resume with --starts {starts}: the run in {str(out)!r} races "
+                              f"{raced['starts']} starts")
+        race.check_resumable(raced, graph, cluster, out)
+        trained_with = raced["config"]
+    else:
+        if starts is not None and starts > 1:
+            raise PlacerError(f"the run in {str(out)!r} trained from one warm start; resume it without --starts")
+        checkpoint.check_same_problem(saved, graph, cluster, out)
+        trained_with = vars(checkpoint.config_of(saved))
+    for key, value in _given(args).items():
+        if trained_with.get(key) != value:
+            raise PlacerError(f"cannot resume with {key}={value!r}: the run in {str(out)!r} was trained "
+                              f"with {key}={trained_with.get(key)!r}")
+    objective = trained_with.get("objective", "step_time")
+    if args.refine_seconds is not None and objective != "step_time":
+        raise PlacerError(f"--refine-seconds refines step time; the run in {str(out)!r} optimises {objective!r}")
+    return saved, raced
 
 
 def _check_starts(args) -> None:
@@ -138,8 +198,12 @@ def imitated_heuristic(warm_start: dict) -> dict | None:
 class _Session:
     """One invocation of `placer train`: set up or resume, loop, write the files."""
 
-    def __init__(self, args, out, budget):
+    def __init__(self, args, out, budget, graph, cluster, saved: dict | None, raced: dict | None, policy=None):
         self.args, self.out, self.budget = args, out, budget
+        self.graph, self.cluster = graph, cluster
+        self.unit = seconds_per_unit(graph)  # seconds per time unit, for printing
+        self.saved, self.raced = saved, raced  # checked by `_saved_run`
+        self.policy = policy  # with --init on a new run: the SavedPolicy to fine-tune
         self.stop = StopOnSignal()
         self.trainer = None  # a Trainer, or a Race (placer.rl.race) with --starts K
         self.last = None  # the latest StepStats
@@ -152,50 +216,28 @@ class _Session:
 
     # -- set-up ----------------------------------------------------------------
     def _make_trainer(self):
-        from placer.cli.common import load_graph_and_cluster
-        from placer.errors import PlacerError
-        from placer.rl import checkpoint, race
+        from placer.rl import checkpoint
+        from placer.rl.race import restore_race
         from placer.rl.trainer import TrainConfig, Trainer
 
-        args = self.args
-        graph, cluster = load_graph_and_cluster(args)
-        given = {k: v for k, v in (("seed", args.seed), ("samples", args.samples), ("groups", args.groups),
-                                   ("warm_start", args.warm_start), ("objective", args.objective),
-                                   ("warm_start_search", args.warm_start_search),
-                                   ("kind_groups", getattr(args, "kind_groups", None)),
-                                   ("balanced_groups", getattr(args, "balanced_groups", None)),
-                                   ("critical_groups", getattr(args, "critical_groups", None))) if v is not None}
-        saved = checkpoint.load_state(self.out)
-        raced = race.load_race_state(self.out)
-        if (saved is not None or raced is not None) and not args.resume:
-            raise PlacerError(f"{str(self.out)!r} already holds a training run; pass --resume to continue it "
-                              "or choose another --out")
+        args, graph, cluster, saved = self.args, self.graph, self.cluster, self.saved
+        given = _given(args)
+        if self.raced is not None:
+            return restore_race(graph, cluster, self.out, self.raced), True
         starts = getattr(args, "starts", None)
-        if raced is not None:
-            return self._resume_race(graph, cluster, raced, given), True
-        if saved is not None and starts is not None and starts > 1:
-            raise PlacerError(f"the run in {str(self.out)!r} trained from one warm start; resume it without --starts")
-        init = getattr(args, "init", None)
         if saved is None and starts is not None and starts > 1:
             return self._new_race(graph, cluster, TrainConfig(**given), starts), False
         if saved is None:  # nothing saved yet (new run, or stopped before its first checkpoint): start fresh
-            if init is not None:
+            if self.policy is not None:
                 from placer.rl.finetune import fine_tuner
-                from placer.rl.saved_policy import load_policy
 
                 heuristic = given.pop("warm_start", "none") == "heuristic"
-                return fine_tuner(graph, cluster, load_policy(init),
-                                  TrainConfig(**given), heuristic=heuristic), False
+                return fine_tuner(graph, cluster, self.policy, TrainConfig(**given), heuristic=heuristic), False
             return Trainer(graph, cluster, TrainConfig(**given)), False
-        config = checkpoint.config_of(saved)
-        for key, value in given.items():
-            if getattr(config, key) != value:
-                raise PlacerError(f"cannot resume with {key}={value!r}: the run in {str(self.out)!r} was trained "
-                                  f"with {key}={getattr(config, key)!r}")
         from placer.rl.finetune import WARM_START_METHOD, FineTuner
 
         fine_tuning = saved.get("state", {}).get("warm_start", {}).get("method") == WARM_START_METHOD
-        trainer = (FineTuner if fine_tuning else Trainer)(graph, cluster, config,
+        trainer = (FineTuner if fine_tuning else Trainer)(graph, cluster, checkpoint.config_of(saved),
                                                           reference=checkpoint.reference_of(saved))
         checkpoint.restore(trainer, self.out, saved)
         return trainer, True
@@ -212,20 +254,6 @@ class _Session:
                   f"{trainer.reference[0]} alone", file=sys.stderr)
         return trainer
 
-    def _resume_race(self, graph, cluster, raced: dict, given: dict):
-        from placer.errors import PlacerError
-        from placer.rl.race import restore_race
-
-        starts = getattr(self.args, "starts", None)
-        if starts is not None and starts != raced["starts"]:
-            raise PlacerError(f"cannot resume with --starts {starts}: the run in {str(self.out)!r} races "
-                              f"{raced['starts']} starts")
-        for key, value in given.items():
-            if raced["config"].get(key) != value:
-                raise PlacerError(f"cannot resume with {key}={value!r}: the run in {str(self.out)!r} was trained "
-                                  f"with {key}={raced['config'].get(key)!r}")
-        return restore_race(graph, cluster, self.out, raced)
-
     # -- the run -----------------------------------------------------------------
     def run(self) -> int:
         import sys
@@ -236,9 +264,6 @@ class _Session:
         with self.stop:
             try:
                 self.trainer, resumed = self._make_trainer()
-                if self.args.refine_seconds is not None and self.trainer.config.objective != "step_time":
-                    raise PlacerError(f"--refine-seconds refines step time; the run in {str(self.out)!r} "
-                                      f"optimises {self.trainer.config.objective!r}")
                 if getattr(self.args, "reward", "simulated") == "measured":
                     from placer.measure.reward import MeasuredSimulator
 
@@ -272,11 +297,11 @@ class _Session:
 
         trainer = self.trainer
         history = _History(self.out / "history.csv", keep_until=trainer.state.step if resumed else 0)
-        bar = _ProgressLine(self.args.steps, self.budget)
+        bar = _ProgressLine(self.args.steps, self.budget, self.unit)
         pending = trainer.state.warm_start.get(PENDING_IMITATION)
         if self.racing:
             bar.note(f"racing {len(trainer.arms)} warm starts: "
-                     + ", ".join(f"{a.reference[0]} {_ms(a.reference[2])}" for a in trainer.arms))
+                     + ", ".join(f"{a.reference[0]} {_ms(a.reference[2], self.unit)}" for a in trainer.arms))
         elif pending == "start":
             bar.note("warm start: imitating the policy's best zero-shot sample...")
         elif pending == "heuristic" or (not trainer.state.warm_start and trainer.config.warm_start == "heuristic"):
@@ -316,7 +341,7 @@ class _Session:
             save_placement(self.trainer.best_placement(), self.out / "best_placement.json")
 
     def _finish(self, reason: str) -> None:
-        from placer.cli.common import print_json
+        from placer.cli.common import plural, print_json, race_line
 
         self._save()
         refined = self._refine() if reason == "done" else None
@@ -341,20 +366,20 @@ class _Session:
         elif self.trainer.state.best.group_devices:
             b = self.trainer.state.best
             imitated = imitated_heuristic(self.trainer.state.warm_start)
-            heur = f"; best heuristic {imitated['heuristic']} {_ms(imitated['heuristic_step_time'])}" if imitated else ""
-            print(f"{self.trainer.graph.name} on {self.trainer.cluster.name}: best step time {_ms(b.step_time)}"
-                  f"{' (OUT OF MEMORY)' if b.oom else ''} after {self.trainer.state.step} steps, "
-                  f"{self.trainer.state.samples} samples, {self.trainer.state.elapsed_seconds:.1f} s "
-                  f"(lower bound {_ms(self.trainer.sim.lower_bound)}{heur})")
+            unit = self.unit
+            heur = (f"; best heuristic {imitated['heuristic']} {_ms(imitated['heuristic_step_time'], unit)}"
+                    if imitated else "")
+            print(f"{self.trainer.graph.name} on {self.trainer.cluster.name}: best step time {_ms(b.step_time, unit)}"
+                  f"{' (OUT OF MEMORY)' if b.oom else ''} after {plural(self.trainer.state.step, 'step')}, "
+                  f"{plural(self.trainer.state.samples, 'sample')}, {self.trainer.state.elapsed_seconds:.1f} s "
+                  f"(lower bound {_ms(self.trainer.sim.lower_bound, unit)}{heur})")
             race = self.trainer.state.warm_start.get("race")
             if race:
-                from placer.cli.common import race_line
-
-                print(race_line(race))
+                print(race_line(race, unit))
             print(f"wrote {self.out / 'best_placement.json'}, history.csv, curve.png")
             if refined:
                 r = refined.meta["refined"]
-                print(f"refined by local search: {_ms(refined.step_time)} ({r['moves']} group move(s), "
+                print(f"refined by local search: {_ms(refined.step_time, unit)} ({r['moves']} group move(s), "
                       f"{r['seconds']:.1f} s); wrote {self.out / 'refined_placement.json'}")
 
     def _refine(self):
@@ -398,10 +423,10 @@ class _ProgressLine:
 
     LOG_EVERY_SECONDS = 10.0
 
-    def __init__(self, steps: int | None, budget: float | None):
+    def __init__(self, steps: int | None, budget: float | None, unit: float = 1.0):
         import sys
 
-        self.steps, self.budget = steps, budget
+        self.steps, self.budget, self.unit = steps, budget, unit
         self.stream = sys.stderr
         self.tty = self.stream.isatty()
         self.last_print = -float("inf")
@@ -420,7 +445,8 @@ class _ProgressLine:
             done.append(f"step {stats.step}")
         if self.budget:
             done.append(f"{stats.elapsed_seconds:.0f}/{self.budget:.0f} s")
-        line = (f"{' '.join(done)} | {stats.samples_per_second:.0f} samples/s | best {_ms(stats.best_step_time)} | "
+        line = (f"{' '.join(done)} | {stats.samples_per_second:.0f} samples/s | "
+                f"best {_ms(stats.best_step_time, self.unit)} | "
                 f"mean reward {stats.mean_reward:.4f} | entropy {stats.entropy:.3f}")
         now = time.monotonic()
         if self.tty:
@@ -500,7 +526,7 @@ def _plot(history_path, png_path, trainer) -> None:
     plt.close(fig)
 
 
-def _ms(seconds: float) -> str:
+def _ms(seconds: float, unit: float = 1.0) -> str:
     from placer.cli.common import human_seconds
 
-    return human_seconds(seconds)
+    return human_seconds(seconds, unit)

@@ -54,6 +54,9 @@ TIME_UNIT_NOTE = (
     "the dataset's, unchanged (milliseconds in the layer graphs): "
     "step times and loads computed on this graph are in that unit, not seconds"
 )
+SECONDS_PER_TIME_UNIT = 1e-3
+"""The dataset's time unit (milliseconds: the layer graphs' latencies are PipeDream's GPU profiles); the
+importer keeps the numbers, and the command line multiplies by this to print them as times."""
 # The CPU has no memory limit in the paper's model; a cluster needs a number.
 CPU_MEMORY_BYTES = float(2**50)
 # Bytes per time unit of the link used only for ops without a transfer_time

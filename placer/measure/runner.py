@@ -28,7 +28,7 @@ from __future__ import annotations
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -228,11 +228,23 @@ class PlacedStep:
         self._run(self._step)
         return time.perf_counter() - t0
 
-    def time(self, warmup: int = 2, runs: int = 10) -> list[float]:
-        """Seconds of `runs` steps after `warmup` untimed ones."""
-        for _ in range(warmup):
+    def time(self, warmup: int = 2, runs: int = 10,
+             progress: Callable[[str, int, int], None] | None = None) -> list[float]:
+        """Seconds of `runs` steps after `warmup` untimed ones.
+
+        `progress(phase, done, total)`, when given, is called after each step
+        ("warmup", then "timed"): a big graph's step takes seconds, and a
+        command should not sit silent through them.
+        """
+        report = progress or (lambda phase, done, total: None)
+        for i in range(warmup):
             self.run()
-        return [self.run() for _ in range(runs)]
+            report("warmup", i + 1, warmup)
+        times = []
+        for i in range(runs):
+            times.append(self.run())
+            report("timed", i + 1, runs)
+        return times
 
     def trace(self):
         """One step with TF's full trace: its ``RunMetadata`` (step stats per device)."""
@@ -258,12 +270,20 @@ class PlacedStep:
         """How many of the graph's nodes ran on each device (one traced step)."""
         return {dev: len(names) for dev, names in sorted(self.nodes_by_device(metadata).items())}
 
-    def measure(self, warmup: int = 2, runs: int = 10) -> Measurement:
-        """Time `runs` steps after `warmup`, and trace one to see where ops ran."""
+    def measure(self, warmup: int = 2, runs: int = 10,
+                progress: Callable[[str, int, int], None] | None = None) -> Measurement:
+        """Time `runs` steps after `warmup`, and trace one to see where ops ran.
+
+        `progress` is `time`'s, and is called once more, as ``("traced", 1, 1)``,
+        after the traced step.
+        """
         if warmup < 0 or runs < 1:
             raise PlacerError(f"need warmup >= 0 and runs >= 1, got warmup={warmup}, runs={runs}")
-        times = self.time(warmup, runs)
-        return Measurement.of(times, self.devices, self.ops_per_device())
+        times = self.time(warmup, runs, progress)
+        ops = self.ops_per_device()
+        if progress is not None:
+            progress("traced", 1, 1)
+        return Measurement.of(times, self.devices, ops)
 
     def close(self) -> None:
         self.session.close()

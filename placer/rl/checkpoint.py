@@ -21,7 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from placer.cluster import Cluster
 from placer.errors import PlacerError
+from placer.graph import OpGraph
 from placer.graph_io import read_json_file, write_atomic
 from placer.rl.trainer import TrainConfig, Trainer, TrainerState, config_from_saved
 
@@ -48,6 +50,7 @@ def save(trainer: Trainer, directory: str | Path) -> Path:
         "graph": trainer.graph.name,
         "cluster": trainer.cluster.name,
         "num_ops": len(trainer.graph),
+        "graph_fingerprint": trainer.graph.fingerprint,
         "num_devices": len(trainer.cluster),
         "num_groups": trainer.grouping.num_groups,
         "config": asdict(trainer.config),
@@ -99,6 +102,34 @@ def reference_of(saved: dict[str, Any]) -> tuple[str, np.ndarray, float] | None:
     return ref["name"], np.asarray(ref["devices"], dtype=np.int64), float(ref["step_time"])
 
 
+def check_same_problem(saved: dict[str, Any], graph: OpGraph, cluster: Cluster, directory: str | Path,
+                       what: str = "run") -> None:
+    """A PlacerError unless the run saved as `saved` was trained on `graph` and `cluster`.
+
+    Called before a trainer is built, since one built on another graph fails
+    deep inside with numbers that mean nothing to the user. Checks the names,
+    the op and device counts, and the graph's fingerprint where the run saved
+    one (runs saved before it was kept are checked on the rest).
+
+    Raises
+    ------
+    PlacerError
+        Naming what differs.
+    """
+    where = f"cannot resume the {what} in {str(directory)!r}"
+    if "graph" in saved and (saved["graph"], saved.get("num_ops", len(graph))) != (graph.name, len(graph)):
+        ops = f" ({saved['num_ops']} ops)" if "num_ops" in saved else ""
+        raise PlacerError(f"{where}: it has graph {saved['graph']!r}{ops}, this one {graph.name!r} "
+                          f"({len(graph)} ops)")
+    if saved.get("graph_fingerprint", graph.fingerprint) != graph.fingerprint:
+        raise PlacerError(f"{where}: it has another graph named {graph.name!r} (same op count, other ops or "
+                          "costs)")
+    if "cluster" in saved and (saved["cluster"], saved.get("num_devices", len(cluster))) != (cluster.name,
+                                                                                           len(cluster)):
+        raise PlacerError(f"{where}: it has cluster {saved['cluster']!r} ({saved.get('num_devices', '?')} "
+                          f"devices), this one {cluster.name!r} ({len(cluster)} devices)")
+
+
 def restore(trainer: Trainer, directory: str | Path, saved: dict[str, Any] | None = None) -> None:
     """Load weights, optimizer and state saved in `directory` into `trainer`.
 
@@ -111,12 +142,10 @@ def restore(trainer: Trainer, directory: str | Path, saved: dict[str, Any] | Non
     saved = load_state(directory) if saved is None else saved
     if saved is None:
         raise PlacerError(f"no training run to resume in {str(directory)!r} (no {STATE_FILE})")
-    mine = {"graph": trainer.graph.name, "cluster": trainer.cluster.name, "num_ops": len(trainer.graph),
-            "num_devices": len(trainer.cluster), "num_groups": trainer.grouping.num_groups}
-    for key, value in mine.items():
-        if saved.get(key) != value:
-            raise PlacerError(f"cannot resume the run in {str(directory)!r}: it has {key} {saved.get(key)!r}, "
-                              f"this one {value!r}")
+    check_same_problem(saved, trainer.graph, trainer.cluster, directory)
+    if saved.get("num_groups") != trainer.grouping.num_groups:
+        raise PlacerError(f"cannot resume the run in {str(directory)!r}: it has num_groups "
+                          f"{saved.get('num_groups')!r}, this one {trainer.grouping.num_groups!r}")
     try:
         _tf_checkpoint(trainer).read(str(directory / saved["checkpoint"])).assert_consumed()
     except (ValueError, AssertionError) as e:

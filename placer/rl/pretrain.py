@@ -326,7 +326,7 @@ def make_environment(graph: OpGraph, cluster: Cluster, groups: int, teachers: tu
     grouping = group_graph(graph, cluster, groups, sim.times, split_kinds=kind_groups, balanced=balanced_groups,
                            split_critical=critical_groups)
     feats = group_features(graph, cluster, grouping, sim.times)
-    key = f"{graph.name}@{cluster.name}"
+    key = env_key(graph, cluster)
     if (cached is not None and len(cached["devices"]) == grouping.num_groups
             and cached["teacher"].endswith(SEARCHED) == (refine_seconds > 0)
             and bool(cached.get("kind_groups", False)) == kind_groups
@@ -545,6 +545,7 @@ def save(p: Pretrainer, out: Path, name: str, version: str) -> None:
     prefix = f"step-{p.state.step}"
     _tf_checkpoint(p).write(str(ckpt / prefix))
     state = {"format": 1, "config": asdict(p.config), "envs": [e.key for e in p.envs],
+             "fingerprints": {e.key: e.graph.fingerprint for e in p.envs},
              "state": p.state.to_dict(), "checkpoint": f"{CHECKPOINT_DIR}/{prefix}", "name": name, "version": version,
              "init": p.init}
     write_atomic(out / STATE_FILE, json.dumps(state).encode())
@@ -591,8 +592,7 @@ def restore(p: Pretrainer, out: Path) -> None:
     diff = sorted(k for k, v in mine.items() if theirs.get(k, defaults[k]) != v)
     if diff:
         raise PlacerError(f"cannot resume the run in {str(out)!r}: it was made with other settings ({diff})")
-    if saved.get("envs") != [e.key for e in p.envs]:
-        raise PlacerError(f"cannot resume the run in {str(out)!r}: it was made on other graphs or clusters")
+    check_same_environments(out, [(e.graph, e.cluster) for e in p.envs], saved)
     try:
         _tf_checkpoint(p).read(str(out / saved["checkpoint"])).assert_consumed()
     except Exception as e:
@@ -602,6 +602,36 @@ def restore(p: Pretrainer, out: Path) -> None:
     chosen = exported_card(out).get("validation")
     if p.validation and chosen:  # the policy on disk, not the last checkpoint's view of it, is what to beat
         p.exported = {"step": chosen["step"], "validation_geomean_ratio": chosen["greedy_geomean_ratio_to_teacher"]}
+
+
+def env_key(graph: OpGraph, cluster: Cluster) -> str:
+    """The name of a (graph, cluster) environment in saved runs and teachers.json."""
+    return f"{graph.name}@{cluster.name}"
+
+
+def check_same_environments(out: Path, pairs: list[tuple[OpGraph, Cluster]],
+                            saved: dict[str, Any] | None = None) -> None:
+    """A PlacerError unless the run saved in `out` trained on these (graph, cluster) pairs, in this order.
+
+    The command calls it before building the environments, which takes minutes
+    on a corpus (teachers), so that resuming on another corpus or clusters
+    fails at once; graphs are compared by fingerprint where the run kept them.
+    """
+    saved = read_json_file(out / STATE_FILE, "pre-training state") if saved is None else saved
+    keys = [env_key(g, c) for g, c in pairs]
+    theirs = saved.get("envs", [])
+    where = f"cannot resume the run in {str(out)!r}"
+    if theirs != keys:
+        only_saved = [k for k in theirs if k not in keys]
+        only_here = [k for k in keys if k not in theirs]
+        what = "; ".join(f"{label} {', '.join(ks[:3])}{' ...' if len(ks) > 3 else ''}"
+                         for label, ks in (("only in the run:", only_saved), ("only here:", only_here)) if ks)
+        raise PlacerError(f"{where}: it was made on other graphs or clusters ({what or 'in another order'})")
+    prints = saved.get("fingerprints", {})
+    changed = sorted({g.name for g, c in pairs if prints.get(env_key(g, c), g.fingerprint) != g.fingerprint})
+    if changed:
+        raise PlacerError(f"{where}: it was made on other graphs of the same names ({', '.join(changed[:3])}"
+                          f"{' ...' if len(changed) > 3 else ''}: other ops or costs)")
 
 
 def saved_config(out: Path) -> dict[str, Any]:

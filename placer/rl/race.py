@@ -237,6 +237,8 @@ class Race:
         for i, arm in enumerate(self.arms):
             checkpoint.save(arm, directory / STARTS_DIR / str(i))
         state = {"format": FORMAT, "graph": self.graph.name, "cluster": self.cluster.name,
+                 "num_ops": len(self.graph), "graph_fingerprint": self.graph.fingerprint,
+                 "num_devices": len(self.cluster),
                  "starts": len(self.arms), "alive": self.alive, "round": self.round,
                  "dropped_in": {str(k): v for k, v in self.dropped_in.items()},
                  "heuristic_seconds": self.heuristic_seconds, "config": asdict(self.config)}
@@ -250,12 +252,24 @@ def load_race_state(directory: str | Path) -> dict[str, Any] | None:
     return checkpoint.read_state_file(Path(directory) / STATE_FILE, "race state", FORMAT)
 
 
+def check_resumable(saved: dict[str, Any], graph: OpGraph, cluster: Cluster, directory: str | Path) -> None:
+    """A PlacerError unless the race saved as `saved` in `directory` places `graph` on `cluster`.
+
+    Each start's own state is checked too, since races saved before the race
+    state kept op counts and fingerprints have them only there.
+    """
+    directory = Path(directory)
+    checkpoint.check_same_problem(saved, graph, cluster, directory, "race")
+    for i in range(saved.get("starts", 0)):
+        arm_state = checkpoint.load_state(directory / STARTS_DIR / str(i))
+        if arm_state is not None:
+            checkpoint.check_same_problem(arm_state, graph, cluster, directory, "race")
+
+
 def restore_race(graph: OpGraph, cluster: Cluster, directory: str | Path, saved: dict[str, Any]) -> Race:
     """The race saved in `directory`, every start with its own groups, weights and state."""
     directory = Path(directory)
-    if (saved.get("graph"), saved.get("cluster")) != (graph.name, cluster.name):
-        raise PlacerError(f"cannot resume the race in {str(directory)!r}: it places {saved.get('graph')!r} on "
-                          f"{saved.get('cluster')!r}, not {graph.name!r} on {cluster.name!r}")
+    check_resumable(saved, graph, cluster, directory)
     config = config_from_saved(saved["config"])
     starts = []
     for i in range(saved["starts"]):

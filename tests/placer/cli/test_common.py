@@ -43,3 +43,27 @@ def test_stop_on_signal_asks_then_interrupts_then_restores():
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGTERM)
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_race_line_counts_steps_in_good_english():
+    from placer.cli.common import race_line
+
+    start = {"heuristic": "metis", "heuristic_step_time": 0.2, "best_step_time": 0.1, "elapsed_seconds": 3.0,
+             "dropped_after_round": None}
+    line = race_line({"starts": [{**start, "steps": 1}, {**start, "steps": 2}]})
+    assert "(1 step, 3 s)" in line and "(2 steps, 3 s)" in line
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda tmp: tmp / "missing" / "out.json", "does not exist"),
+    (lambda tmp: tmp, "is a folder, not a file"),
+])
+def test_output_file_refuses_a_missing_folder_and_never_creates_one(tmp_path, make, message):
+    from placer.cli.common import output_file
+    from placer.errors import PlacerError
+
+    with pytest.raises(PlacerError, match=message):
+        output_file(str(make(tmp_path)), "-o")
+    assert not (tmp_path / "missing").exists()
+    assert output_file(str(tmp_path / "ok.json"), "-o") == tmp_path / "ok.json"
+    assert output_file(None, "-o") is None

@@ -159,3 +159,22 @@ def test_refine_seconds_refines_every_method_alike(graph_files, tmp_path, capsys
 def test_bad_refine_seconds(graph_files, capsys, extra, message):
     assert main(["compare", graph_files[0], "--cluster", "2gpu", "--methods", "single", *extra]) == 1
     assert message in capsys.readouterr().err
+
+
+def test_resume_needs_rows_to_resume(graph_files, tmp_path, capsys):
+    argv = ["compare", graph_files[0], "--cluster", "2gpu", "--methods", "single", "--save", str(tmp_path / "r.json")]
+    assert main(argv + ["--resume"]) == 1
+    assert "no rows to resume" in capsys.readouterr().err and not (tmp_path / "r.json").exists()
+
+
+def test_resume_refuses_rows_of_graphs_this_run_does_not_place(graph_files, tmp_path, capsys):
+    """The file is rewritten with this run's rows, so a resume on other graphs would silently drop the saved ones."""
+    save = tmp_path / "r.json"
+    assert main(["compare", graph_files[0], "--cluster", "2gpu", "--methods", "single", "--save", str(save),
+                 "--quiet"]) == 0
+    before = save.read_text()
+    capsys.readouterr()
+    assert main(["compare", graph_files[1], "--cluster", "2gpu", "--methods", "single", "--save", str(save),
+                 "--resume"]) == 1
+    err = capsys.readouterr().err
+    assert "cannot resume from" in err and "on 2gpu" in err and save.read_text() == before

@@ -80,6 +80,7 @@ def test_import_keras_application(cli, tmp_path):
     s = json.loads(r.out)
     g = load_graph(out)
     assert s["ops"] == len(g) and g.meta["batch_size"] == 2 and g.meta["training"] is True
+    assert s["graphdef_output"] == str(pb) and pb.stat().st_size > 0
     assert any(op.op == "Conv2DBackpropFilter" for op in g)
     r = cli("import", pb, "-o", tmp_path / "again.json", "--json")
     assert r.code == 0 and json.loads(r.out)["ops"] == len(g)
@@ -88,3 +89,29 @@ def test_import_keras_application(cli, tmp_path):
 def test_import_keras_unknown_name(cli, tmp_path):
     r = cli("import-keras", "resnet5000", "--batch", "2", "-o", tmp_path / "x.json")
     assert r.code == 1 and "unknown Keras application 'resnet5000'" in r.err
+
+
+def test_the_summary_names_every_file_written(capsys):
+    from placer.cli.import_graph import print_summary
+
+    print_summary({"name": "m", "ops": 3, "edges": 2, "tf_node_count": None, "folded": None, "total_flops": 1e9,
+                   "variable_bytes": None, "flops_fallback": None, "colocation_groups": 0, "output": "m.json",
+                   "graphdef_output": "m.pb"})
+    out = capsys.readouterr().out
+    assert "wrote m.json\n" in out and "wrote m.pb (the traced GraphDef)\n" in out
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["import", "{pb}", "-o", "{missing}/g.json"], "-o"),
+    (["import-keras", "mobilenet", "--batch", "2", "-o", "{tmp}/g.json", "--save-graphdef", "{missing}/m.pb"],
+     "--save-graphdef"),
+    (["simulate", "{tmp}/g.json", "--cluster", "2gpu", "--placement", "{tmp}/p.json", "--trace", "{missing}/t.json"],
+     "--trace"),
+])
+def test_an_output_in_a_missing_folder_is_refused_before_any_work(cli, tiny_pb, tmp_path, argv, flag):
+    """Like most Unix tools: a mistyped folder is an error, and nothing is created (only run folders, --out DIR,
+    are made)."""
+    missing = tmp_path / "no" / "such"
+    r = cli(*[a.format(pb=tiny_pb / "tiny.pb", missing=missing, tmp=tmp_path) for a in argv])
+    assert r.code == 1 and f"{flag} " in r.err and "does not exist" in r.err and r.err.count("\n") == 1
+    assert not (tmp_path / "no").exists()

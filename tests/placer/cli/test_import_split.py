@@ -111,3 +111,19 @@ def test_compare_resume_does_not_reuse_rows_of_another_objective(cli, msr_files)
     r = cli(*common, "--resume", "--objective", "throughput")
     assert r.code == 0, r.err
     assert json.loads(r.out)[0]["max_load"] == 6.625
+
+
+def test_msr_times_print_in_the_datasets_milliseconds(cli, msr_files):
+    """The importer keeps the dataset's milliseconds; printed as times they must read as ms, not s."""
+    from placer.cli.common import human_seconds
+
+    d = msr_files
+    cli("import", d / "tiny.json", "-o", d / "g.json", "--cluster-out", d / "c.json")
+    cli("import-split", d / "tiny.json", d / "split.json", "-o", d / "p.json")
+    step_time = json.loads(cli("simulate", d / "g.json", "--cluster", d / "c.json", "--placement", d / "p.json",
+                               "--json").out)["step_time"]
+    r = cli("simulate", d / "g.json", "--cluster", d / "c.json", "--placement", d / "p.json")
+    assert r.code == 0, r.err
+    assert f"step time {human_seconds(step_time * 1e-3)} " in r.out and human_seconds(step_time * 1e-3).endswith("ms")
+    r = cli("compare", d / "g.json", "--cluster", d / "c.json", "--methods", "single", "--quiet")
+    assert r.code == 0 and " s " not in r.out.splitlines()[1] and "ms" in r.out.splitlines()[1]

@@ -23,3 +23,10 @@ def test_help_does_not_import_heavy_libraries():
 def test_unknown_command_is_a_usage_error(cli):
     r = cli("frobnicate")
     assert r.code == 2 and "invalid choice" in r.err
+
+
+def test_a_stray_argument_shows_the_commands_usage(cli, tmp_path):
+    """argparse leaves a subcommand's unknown arguments to `placer`; the command's usage line is the useful one."""
+    r = cli("place", tmp_path / "g.json", "--cluster", "4gpu", "--method", "single", "--steps", "1")
+    assert r.code == 2
+    assert "usage: placer place " in r.err and "placer place: error: unrecognized arguments: --steps 1" in r.err

@@ -43,6 +43,21 @@ def test_measure_json(cli, files):
     assert set(out["ops_per_device"]) == {"/device:CPU:0", "/device:CPU:1"}
 
 
+def test_measure_shows_its_progress_on_stderr(cli, files):
+    """A big graph takes minutes to build and run: each phase and step is shown as it goes (--quiet: none)."""
+    argv = ["measure", files / "graph.json.gz", "--placement", files / "p.json", "--warmup", "1", "--runs", "2"]
+    r = cli(*argv)
+    assert r.code == 0, r.err
+    lines = [line.split(" [")[0] for line in r.err.splitlines()]
+    assert lines[0].startswith("cli_mlp: building the placed step in TensorFlow")
+    for line in ("cli_mlp: running 1 warm-up and 2 timed steps", "cli_mlp: warm-up step 1/1",
+                 "cli_mlp: timed step 2/2", "cli_mlp: traced one more step to see where ops ran"):
+        assert line in lines
+    assert "median step" in r.out
+    r = cli(*argv, "--quiet")
+    assert r.code == 0 and r.err == ""
+
+
 def test_measure_graphdef_given_beside_the_graph(cli, files):
     r = cli("measure", files / "plain.json", "--graphdef", files / "model.pb", "--placement", files / "p.json",
             "--runs", "2")

@@ -214,3 +214,42 @@ def test_sigterm_checkpoints_and_marks_interrupted(graph_file, tmp_path):
     assert state["state"]["step"] == progress["step"]
     assert (out / "best_placement.json").exists()
     assert b"Traceback" not in err
+
+
+def test_resume_on_another_graph_is_refused_before_the_run_is_touched(cli, graph_file, layered_graph_file, tmp_path):
+    """Another graph would fail deep in the trainer; the run's files (progress.json too) stay as they were."""
+    out = tmp_path / "run"
+    assert cli("train", graph_file, "--cluster", "2gpu", "--out", out, "--steps", "1", *FAST).code == 0
+    progress = (out / "progress.json").read_text()
+    bigger = layered_graph_file(50, seed=1, name="bigger.json.gz")
+    r = cli("train", bigger, "--cluster", "2gpu", "--out", out, "--steps", "2", "--resume")
+    assert r.code == 1 and "it has graph 'layered40' (40 ops), this one 'layered50' (50 ops)" in r.err
+    same_size = layered_graph_file(40, seed=2, name="other.json.gz")  # same name and op count, other ops
+    r = cli("train", same_size, "--cluster", "2gpu", "--out", out, "--steps", "2", "--resume")
+    assert r.code == 1 and "another graph named 'layered40'" in r.err
+    r = cli("train", graph_file, "--cluster", "4gpu", "--out", out, "--steps", "2", "--resume")
+    assert r.code == 1 and "it has cluster '2gpu'" in r.err
+    assert (out / "progress.json").read_text() == progress and "Traceback" not in r.err
+
+
+def test_resume_with_no_run_is_an_error_unless_one_was_begun(cli, graph_file, tmp_path):
+    """--resume on an empty folder would silently start afresh; a run begun but stopped before its first
+    checkpoint (progress.json only, as the service resumes its jobs) starts again with a note."""
+    r = cli("train", graph_file, "--cluster", "2gpu", "--out", tmp_path / "none", "--steps", "1", "--resume")
+    assert r.code == 1 and "no training run to resume in" in r.err and "drop --resume" in r.err
+    assert not (tmp_path / "none").exists()
+    begun = tmp_path / "begun"
+    begun.mkdir()
+    (begun / "progress.json").write_text('{"state": "running", "step": 0}')
+    r = cli("train", graph_file, "--cluster", "2gpu", "--out", begun, "--steps", "1", "--resume", *FAST)
+    assert r.code == 0, r.err
+    assert "stopped before its first checkpoint; starting it again" in r.err
+    assert json.loads((begun / "progress.json").read_text())["state"] == "done"
+
+
+@pytest.mark.parametrize("argv", [["--samples", "0"], ["--seed", "-1"], ["--groups", "0"], ["--steps", "0"],
+                                  ["--init", "no-such-policy"]])
+def test_bad_options_leave_no_folder_behind(cli, graph_file, tmp_path, argv):
+    r = cli("train", graph_file, "--cluster", "2gpu", "--out", tmp_path / "o", *argv)
+    assert r.code == 1 and len(r.err.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists()

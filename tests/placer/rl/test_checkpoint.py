@@ -40,8 +40,23 @@ def test_resume_refuses_another_graph(pair, tmp_path):
     trainer = Trainer(two_chains(), pair, _config())
     checkpoint.save(trainer, tmp_path)
     other = Trainer(two_chains(length=4), pair, _config())
-    with pytest.raises(PlacerError, match="num_ops"):
+    with pytest.raises(PlacerError, match=r"it has graph '\w+' \(\d+ ops\), this one '\w+' \(\d+ ops\)"):
         checkpoint.restore(other, tmp_path)
+
+
+def test_resume_refuses_a_graph_of_the_same_name_and_size_with_other_costs(pair, tmp_path):
+    """Name and op count agree, the fingerprint does not: the groups and best placement were made for the first."""
+    from placer.graph import OpGraph
+
+    graph = two_chains()
+    saved = checkpoint.save(Trainer(graph, pair, _config()), tmp_path)
+    assert checkpoint.load_state(tmp_path)["graph_fingerprint"] == graph.fingerprint and saved.exists()
+    data = graph.to_dict()
+    data["nodes"][0]["flops"] = data["nodes"][0]["flops"] * 2 + 1
+    changed = OpGraph.from_dict(data)
+    assert (changed.name, len(changed)) == (graph.name, len(graph)) and changed.fingerprint != graph.fingerprint
+    with pytest.raises(PlacerError, match="another graph named"):
+        checkpoint.check_same_problem(checkpoint.load_state(tmp_path), changed, pair, tmp_path)
 
 
 def test_nothing_to_resume(pair, tmp_path):

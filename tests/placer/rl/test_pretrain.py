@@ -388,3 +388,33 @@ def test_a_kind_groups_run_places_and_fine_tunes_the_same_groups(tmp_path):
     assert tuner.config.kind_groups and tuner.config.balanced_groups and tuner.config.critical_groups
     np.testing.assert_array_equal(tuner.grouping.group_of_op, split.group_of_op)
     assert tuner.state.best.step_time == pytest.approx(zero.step_time)
+
+
+def test_cli_pretrain_resume_is_checked_before_the_environments_are_built(tmp_path, capsys):
+    """Teachers take minutes on a real corpus: another corpus or clusters, changed graphs or no run at all are
+    refused first, from the saved state alone."""
+    from placer.cli.main import main
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    g = layered_graph(50, seed=0)
+    save_graph(g, corpus / "g.json.gz")
+    (corpus / "manifest.json").write_text(json.dumps(
+        {"graphs": [{"name": g.name, "family": "a", "split": "train", "path": "g.json.gz"}]}))
+    argv = ["pretrain", str(corpus), "--cluster", "2gpu", "--budget-seconds", "1", "--resume", "--out"]
+
+    assert main([*argv, str(tmp_path / "none")]) == 1
+    assert "no pre-training run to resume" in capsys.readouterr().err and not (tmp_path / "none").exists()
+
+    out = tmp_path / "run"
+    out.mkdir()
+    state = {"format": 1, "config": {}, "envs": ["other@2gpu"]}
+    (out / pretrain.STATE_FILE).write_text(json.dumps(state))
+    assert main([*argv, str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "made on other graphs or clusters (only in the run: other@2gpu; only here: layered50@2gpu)" in err
+    state.update(envs=["layered50@2gpu"], fingerprints={"layered50@2gpu": "0" * 16})
+    (out / pretrain.STATE_FILE).write_text(json.dumps(state))
+    assert main([*argv, str(out)]) == 1
+    assert "other graphs of the same names (layered50" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == [pretrain.STATE_FILE]  # nothing built or written
