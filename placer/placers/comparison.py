@@ -32,8 +32,9 @@ def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: lis
     methods : placer names (already resolved, e.g. by `registry.resolve`).
     progress : called after each row as ``progress(done, total, row)``.
     reuse : rows of an earlier, interrupted run by ``(graph, cluster, method)``;
-        those made for the same objective are taken as they are instead of
-        placing again.
+        those made for the same objective and refinement, of the same graph
+        (``graph_fingerprint``: a file changed under the same name is placed
+        again), are taken as they are instead of placing again.
     place_options : passed to `registry.place` (e.g. ``objective="throughput"``, which
         adds ``max_load`` to each row, and ``ignored_objective`` for methods
         that do not optimise it).
@@ -47,8 +48,8 @@ def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: lis
     Returns
     -------
     list of dict
-        Rows with `ROW_FIELDS`; a failed method's row has ``error`` (one line)
-        and None for the numbers.
+        Rows with `ROW_FIELDS` and ``graph_fingerprint`` (`OpGraph.fingerprint`); a failed method's row
+        has ``error`` (one line) and None for the numbers.
     """
     graphs, clusters = list(graphs), list(clusters)
     total = len(graphs) * len(clusters) * len(methods)
@@ -57,9 +58,11 @@ def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: lis
     for graph in graphs:
         for cluster in clusters:
             for method in methods:
-                row: dict[str, Any] = {"graph": graph.name, "cluster": cluster.name, "method": method}
+                row: dict[str, Any] = {"graph": graph.name, "cluster": cluster.name, "method": method,
+                                       "graph_fingerprint": graph.fingerprint}
                 earlier = (reuse or {}).get((graph.name, cluster.name, method))
                 if (earlier is not None and earlier.get("objective", "step_time") == objective
+                        and earlier.get("graph_fingerprint", graph.fingerprint) == graph.fingerprint
                         and earlier.get("refine_seconds") == refine_seconds
                         and earlier.get("refine_sweeps") == refine_sweeps):
                     rows.append(earlier)

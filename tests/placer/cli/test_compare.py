@@ -98,6 +98,23 @@ def test_save_and_resume_run_only_the_missing_rows(graph_files, tmp_path, capsys
     assert resumed[2]["step_time"] == full[2]["step_time"]
 
 
+def test_resume_places_again_rows_of_a_graph_changed_under_the_same_name(graph_files, layered_graph_file, tmp_path,
+                                                                         capsys):
+    """Saved rows name their graph's fingerprint: a file rewritten with other ops is not answered from old rows."""
+    saved = tmp_path / "rows.json"
+    argv = ["compare", graph_files[0], "--cluster", "2gpu", "--methods", "single", "--json", "--quiet",
+            "--save", str(saved)]
+    assert main(argv) == 0
+    rows = json.loads(capsys.readouterr().out)
+    rows[0]["place_seconds"] = 123.0  # a marker: a re-run overwrites it
+    saved.write_text(json.dumps(rows))
+    layered_graph_file(80, seed=7, name="g80.json.gz")  # same name (layered80), other ops
+    assert main(argv + ["--resume"]) == 0
+    resumed = json.loads(capsys.readouterr().out)
+    assert resumed[0]["place_seconds"] != 123.0
+    assert resumed[0]["graph_fingerprint"] != rows[0]["graph_fingerprint"]
+
+
 def test_resume_needs_save(graph_files, capsys):
     assert main(["compare", graph_files[0], "--cluster", "2gpu", "--methods", "single", "--resume"]) == 1
     assert "--resume needs --save" in capsys.readouterr().err
