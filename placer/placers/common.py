@@ -413,19 +413,11 @@ class LiveMemory:
 
 
 def static_levels(problem: Problem, weights: np.ndarray) -> np.ndarray:
-    """Longest path from each op to an exit, counting `weights[i]` per op (no communication)."""
-    s_off, s_idx = problem.graph.successors
-    level = np.zeros(problem.num_ops)
-    s_off_l, s_idx_l = s_off.tolist(), s_idx.tolist()
-    w = weights.tolist()
-    lv = level.tolist()
-    for i in problem.graph.topo_order[::-1].tolist():
-        best = 0.0
-        for j in s_idx_l[s_off_l[i]:s_off_l[i + 1]]:
-            if lv[j] > best:
-                best = lv[j]
-        lv[i] = w[i] + best
-    return np.asarray(lv)
+    """Longest path from each op to an exit, counting `weights[i]` per op (no communication): the bottom
+    level of `placer.rl.grouping.levels` (compiled; the groupings and Baechi share one definition)."""
+    from placer.rl.grouping import levels
+
+    return levels(problem.graph, weights)[1]
 
 
 def reject_options(method: str, options: dict, allowed: tuple[str, ...] = ()) -> None:
