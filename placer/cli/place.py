@@ -93,14 +93,14 @@ def run(args) -> int:
     unit = seconds_per_unit(graph)
     print(f"{graph.name} on {cluster.name} by {placement.method}: step time "
           f"{human_seconds(placement.step_time, unit)} (lower bound {human_seconds(placement.lower_bound, unit)}), "
-          "placed in "
-          f"{placement.meta['place_seconds']:.3f} s" + ("  OUT OF MEMORY" if placement.oom else ""))
+          f"placed in {placement.meta['place_seconds']:.3f} s" + ("  OUT OF MEMORY" if placement.oom else ""))
     if placement.max_load is not None:
         print(f"  throughput: max load {placement.max_load:.6g}")
     if "refined" in placement.meta:
         r = placement.meta["refined"]
         print(f"  refined by local search from {human_seconds(r['start_step_time'], unit)}: "
-              f"{r['moves']} group move(s) in {r['sweeps']} sweep(s), {r['seconds']:.2f} s" + (" (a local optimum)" if r["local_optimum"] else ""))
+              f"{r['moves']} group move(s) in {r['sweeps']} sweep(s), {r['seconds']:.2f} s"
+              + (" (a local optimum)" if r["local_optimum"] else ""))
     if "race" in placement.meta:
         print("  " + race_line(placement.meta["race"], unit))
     if "ignored_objective" in placement.meta:
