@@ -311,6 +311,8 @@ class PlacerPublic(BaseModel):
     description: str
     kind: Literal["heuristic", "learned", "meta"]
     objectives: list[str] = Field(default_factory=list)
+    options: dict[str, str] = Field(default_factory=dict, description="The keyword options it takes in a "
+                                    "placement request's 'options', each with what it does and its default.")
 
 
 # The list of methods.

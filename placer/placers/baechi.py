@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from placer.placers.common import (LiveMemory, MemoryLedger, Problem, expand_units, fit_to_memory,
-                                   reject_options, static_levels)
+from placer.placers.common import (LiveMemory, MemoryLedger, Problem, expand_units, fit_to_memory, flag_option,
+                                   number_option, reject_options, static_levels)
 from placer.placers.heft import Schedule
 from placer.placers.registry import register
 
@@ -235,7 +235,12 @@ def list_schedule(problem: Problem, devices: np.ndarray, memory: LiveMemory,
     return Schedule(assignment, start, finish)
 
 
-@register("m_etf", description="Baechi m-ETF: earliest-task-first list scheduling under GPU memory limits")
+FOLLOW_FORWARD = ("place only forward ops; each gradient op follows its forward op (Baechi's forward-operator-based "
+                  "placement; default false)")
+
+
+@register("m_etf", description="Baechi m-ETF: earliest-task-first list scheduling under GPU memory limits",
+          options={"follow_forward": FOLLOW_FORWARD})
 def place_m_etf(graph, cluster, **options):
     """Memory-constrained ETF over the GPUs; see the module docstring.
 
@@ -243,9 +248,9 @@ def place_m_etf(graph, cluster, **options):
     each gradient op follow its forward op (Baechi's forward-operator-based
     placement, `placer.placers.common.forward_units`).
     """
-    reject_options("m_etf", options, ("follow_forward",))
+    reject_options("m_etf", options)
     problem = Problem.build(graph, cluster, fuse_chains=True,
-                            follow_forward=bool(options.get("follow_forward", False)))
+                            follow_forward=flag_option("m_etf", options, "follow_forward", False))
     memory = LiveMemory(problem)
     schedule = list_schedule(problem, problem.candidates, memory)
     return problem.placement(schedule.assignment, "m_etf", memory, schedule_length=schedule.length)
@@ -348,17 +353,20 @@ def favorite_children(problem: Problem, devices: np.ndarray, time_limit: float =
     return favorite, info
 
 
-@register("m_sct", description="Baechi m-SCT: favourite-child LP (HiGHS) + small-communication-time scheduling")
+@register("m_sct", description="Baechi m-SCT: favourite-child LP (HiGHS) + small-communication-time scheduling",
+          options={"lp_time_limit": "seconds the favourite-child LP may take; past it, scheduled as m-ETF (default 60)",
+                   "follow_forward": FOLLOW_FORWARD})
 def place_m_sct(graph, cluster, **options):
     """Memory-constrained SCT over the GPUs; see the module docstring.
 
     Options: ``lp_time_limit`` (seconds, default 60); ``follow_forward`` as
     for `place_m_etf`.
     """
-    reject_options("m_sct", options, ("lp_time_limit", "follow_forward"))
+    reject_options("m_sct", options)
     problem = Problem.build(graph, cluster, fuse_chains=True,
-                            follow_forward=bool(options.get("follow_forward", False)))
-    favorite, info = favorite_children(problem, problem.candidates, float(options.get("lp_time_limit", 60.0)))
+                            follow_forward=flag_option("m_sct", options, "follow_forward", False))
+    favorite, info = favorite_children(problem, problem.candidates,
+                                       number_option("m_sct", options, "lp_time_limit", 60.0, allow_zero=True))
     memory = LiveMemory(problem)
     schedule = list_schedule(problem, problem.candidates, memory, favorite=favorite)
     return problem.placement(schedule.assignment, "m_sct", memory, schedule_length=schedule.length, **info)

@@ -38,7 +38,7 @@ from placer.cluster import Cluster
 from placer.graph import OpGraph
 from placer.objectives import ThroughputModel
 from placer.placement import Placement
-from placer.placers.common import colocation_units, reject_options
+from placer.placers.common import colocation_units, flag_option, number_option, reject_options
 from placer.placers.pipeline_units import (
     Ideals, TooManyIdeals, UnitDag, build_units, chain_ideals, enumerate_ideals, is_backward, merge_trivial,
 )
@@ -128,18 +128,6 @@ class _Compiled:
             s -= int(self.radix[c])
             i = j
         return unit_device[self.dag.unit]
-
-
-def _positive_option(options: dict, name: str, default, kind, allow_zero: bool = False):
-    """An option's value as `kind`, or a PlacerError naming it."""
-    from placer.errors import PlacerError
-
-    value = options.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and value != int(value)) \
-            or value < 0 or (value == 0 and not allow_zero):
-        raise PlacerError(f"method 'pipeline_dp': option {name} must be a {'non-negative' if allow_zero else 'positive'} "
-                          f"{'integer' if kind is int else 'number'}, got {value!r}")
-    return kind(value)
 
 
 def _metis_start(graph: OpGraph, cluster: Cluster) -> dict[str, np.ndarray]:
@@ -403,7 +391,13 @@ def _blocks(dag: UnitDag, order: np.ndarray, count: int) -> UnitDag:
 
 @register("pipeline_dp", objectives=("throughput",),
           description="throughput-optimal pipeline split (max device load): DP over contiguous unit sets, "
-                      "then local search")
+                      "then local search",
+          options={"max_ideals": f"most unit sets (ideals) the DP may enumerate (default {DEFAULT_MAX_IDEALS})",
+                   "pair_budget": f"most ideal pairs the DP may examine (default {DEFAULT_PAIR_BUDGET})",
+                   "local_search": "improve the DP's split by local search (default true)",
+                   "search_seconds": "time limit of the multi-start descent, and again of the iterated search "
+                                     "(default 3)",
+                   "seed": "seed of the local search (default 0)"})
 def place_pipeline_dp(graph: OpGraph, cluster: Cluster, **options) -> Placement:
     """Best contiguous split by the DP, improved by local search (see the module docstring).
 
@@ -414,12 +408,11 @@ def place_pipeline_dp(graph: OpGraph, cluster: Cluster, **options) -> Placement:
     """
     from placer.placers.load_search import balanced_starts, improve, iterate
 
-    reject_options("pipeline_dp", options, ("objective", "max_ideals", "pair_budget", "local_search", "search_seconds",
-                                                 "seed"))
-    limits = {"max_ideals": _positive_option(options, "max_ideals", DEFAULT_MAX_IDEALS, int),
-              "pair_budget": _positive_option(options, "pair_budget", DEFAULT_PAIR_BUDGET, int)}
-    search_seconds = _positive_option(options, "search_seconds", 3.0, float)
-    seed = _positive_option(options, "seed", 0, int, allow_zero=True)
+    reject_options("pipeline_dp", options)
+    limits = {"max_ideals": number_option("pipeline_dp", options, "max_ideals", DEFAULT_MAX_IDEALS, int),
+              "pair_budget": number_option("pipeline_dp", options, "pair_budget", DEFAULT_PAIR_BUDGET, int)}
+    search_seconds = number_option("pipeline_dp", options, "search_seconds", 3.0, float)
+    seed = number_option("pipeline_dp", options, "seed", 0, int, allow_zero=True)
     model = ThroughputModel(graph, cluster)
     t0 = time.perf_counter()
     assignment, dp_load, info = best_split(graph, cluster, model=model, **limits)
@@ -428,7 +421,7 @@ def place_pipeline_dp(graph: OpGraph, cluster: Cluster, **options) -> Placement:
     if exceeded:  # as the other placers do: place anyway, say so, let the simulator judge
         assignment, dp_load, info = best_split(graph, cluster, model=model, respect_memory=False, **limits)
     info["dp_max_load"] = dp_load
-    if options.get("local_search", True):
+    if flag_option("pipeline_dp", options, "local_search", True):
         t1 = time.perf_counter()
         unit = colocation_units(graph)
         starts = {"dp": assignment, **_metis_start(graph, cluster)}

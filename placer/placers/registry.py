@@ -31,6 +31,9 @@ class PlacerInfo:
     heuristic : part of the ``all`` set (fast, no training).
     objectives : objectives the placer optimises; for others it still places,
         and says it ignored the objective.
+    options : the keyword options it takes, each with one line saying what it
+        does and its default (``GET /v1/placers`` lists them; anything else is
+        refused by `placer.placers.common.reject_options`).
     """
 
     name: str
@@ -38,20 +41,20 @@ class PlacerInfo:
     description: str
     heuristic: bool = True
     objectives: tuple[str, ...] = ("step_time",)
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, str] = field(default_factory=dict)
 
 
 _REGISTRY: dict[str, PlacerInfo] = {}
 
 
-def register(name: str, *, description: str, heuristic: bool = True,
-             objectives: tuple[str, ...] = ("step_time",)) -> Callable[[PlacerFn], PlacerFn]:
+def register(name: str, *, description: str, heuristic: bool = True, objectives: tuple[str, ...] = ("step_time",),
+             options: dict[str, str] | None = None) -> Callable[[PlacerFn], PlacerFn]:
     """Decorator: register `fn` under `name`."""
 
     def wrap(fn: PlacerFn) -> PlacerFn:
         if name in _REGISTRY and _REGISTRY[name].fn is not fn:
             raise ValueError(f"placer {name!r} registered twice")
-        _REGISTRY[name] = PlacerInfo(name, fn, description, heuristic, objectives)
+        _REGISTRY[name] = PlacerInfo(name, fn, description, heuristic, objectives, dict(options or {}))
         return fn
 
     return wrap

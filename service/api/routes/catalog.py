@@ -28,16 +28,16 @@ def list_placers() -> PlacersPublic:
     data = []
     for name in registry.names():
         info = registry.get(name)
-        description = _RL_DESCRIPTION if name == placing.RL else info.description
-        data.append(PlacerPublic(name=name, description=description,
+        rl = name == placing.RL
+        data.append(PlacerPublic(name=name, description=_RL_DESCRIPTION if rl else info.description,
                                  kind="heuristic" if info.heuristic else "learned",
-                                 objectives=list(info.objectives)))
+                                 objectives=list(info.objectives), options=_RL_OPTIONS if rl else info.options))
     data.append(PlacerPublic(name=placing.BEST, kind="meta", objectives=["step_time"],
                              description="every heuristic; the fastest placement that fits in memory "
                                          "(no options; 'candidates' narrows the heuristics)"))
     if placing.RL not in registry.names():
         data.append(PlacerPublic(name=placing.RL, kind="learned", objectives=["step_time"],
-                                 description=_RL_DESCRIPTION))
+                                 description=_RL_DESCRIPTION, options=_RL_OPTIONS))
     return PlacersPublic(data=data)
 
 
@@ -48,3 +48,5 @@ _RL_DESCRIPTION = (
 """Method ``rl`` as POST /v1/placements takes it. The registry's description is the command line's
 (``policy=``, ``best_of=``): here the zero-shot placement is always the shipped policy's, and the options
 are a training job's (`TrainOptions`, listed from the model so the two cannot drift apart)."""
+_RL_OPTIONS = {name: field.description or "" for name, field in TrainOptions.model_fields.items()}
+"""The training job's options (`TrainOptions`), each with its description."""

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from placer.cluster import Cluster, Device, Link
+from placer.errors import PlacerError
 from placer.graph import Op, OpGraph
 from placer.placers import registry
 from placer.placers.baechi import favorite_children, list_schedule
@@ -88,6 +89,18 @@ def test_list_schedule_respects_pinned_units():
     s = list_schedule(problem, problem.candidates, LiveMemory(problem))
     assert s.assignment[g.index["a"]] == s.assignment[g.index["c"]]
     assert np.all(s.finish >= s.start)
+
+
+@pytest.mark.parametrize("method, option", [("m_etf", {"follow_forward": "false"}), ("m_sct", {"follow_forward": 1}),
+                                            ("m_sct", {"lp_time_limit": -1}), ("m_sct", {"lp_time_limit": "60"}),
+                                            ("m_etf", {"lp_time_limit": 1.0})])
+def test_bad_options_are_refused(method, option):
+    """A flag must be a boolean (the string "false" is truthy), a time limit a non-negative number, and an
+    option the method does not take is named."""
+    from placer.synthetic import layered_graph
+
+    with pytest.raises(PlacerError, match=f"{next(iter(option))}"):
+        registry.place(method, layered_graph(50, seed=1), cluster(2), **option)
 
 
 def test_m_sct_without_lp_time_schedules_as_m_etf():

@@ -167,7 +167,7 @@ def test_matches_or_beats_the_published_dp_on_bert24():
 
 
 @pytest.mark.parametrize("option", [{"max_ideals": 0}, {"pair_budget": "many"}, {"search_seconds": -1},
-                                    {"seed": 1.5}])
+                                    {"search_seconds": float("inf")}, {"seed": 1.5}, {"local_search": "false"}])
 def test_bad_option_values(option):
     with pytest.raises(PlacerError, match=f"option {next(iter(option))} must be"):
         place("pipeline_dp", _chain([1.0]), _cluster(2), objective="throughput", **option)

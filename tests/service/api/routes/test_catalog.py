@@ -24,6 +24,23 @@ def test_placers(client):
     assert {p["kind"] for p in body["data"]} <= {"heuristic", "learned", "meta"}
 
 
+def test_placers_list_their_options(client, graph_id):
+    """Each heuristic lists the options it takes, with what they do; a listed option is taken, and its
+    listing is the registry's (the one list `reject_options` checks against)."""
+    data = {p["name"]: p for p in client.get("/v1/placers").json()["data"]}
+    assert set(data["m_sct"]["options"]) == {"lp_time_limit", "follow_forward"}
+    assert "default 60" in data["m_sct"]["options"]["lp_time_limit"]
+    assert data["metis"]["options"] == {} and data["best"]["options"] == {}
+    for name in registry.names(heuristic_only=True):
+        assert data[name]["options"] == registry.get(name).options
+    r = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": "2gpu", "method": "m_etf",
+                                            "options": {"follow_forward": True}})
+    assert r.status_code == 201, r.text
+    r = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": "2gpu", "method": "m_etf",
+                                            "options": {"follow_forward": "false"}})
+    assert r.status_code == 422 and "follow_forward must be true or false" in r.json()["detail"]
+
+
 def test_rl_is_described_as_the_api_takes_it(client, graph_id):
     """rl's description names the request fields and options POST /v1/placements accepts, and no others."""
     from service.models import TrainOptions
@@ -32,6 +49,7 @@ def test_rl_is_described_as_the_api_takes_it(client, graph_id):
     for name in [*TrainOptions.model_fields, "budget_seconds", "seed", "wait_seconds"]:
         assert name in rl["description"]
     assert "policy=" not in rl["description"] and "best_of" not in rl["description"]
+    assert set(rl["options"]) == set(TrainOptions.model_fields) and rl["options"]["samples"]
     r = client.post("/v1/placements", json={"graph_id": graph_id, "method": "rl", "options": {"policy": "shipped"}})
     assert r.status_code == 422  # what the command line's description offers, the API does not take
 
