@@ -174,9 +174,27 @@ class OpGraph:
                 if indeg[j] == 0:
                     heapq.heappush(heap, j)
         if len(order) != len(self.ops):
-            stuck = next(i for i, d in enumerate(indeg) if d > 0)
-            raise GraphError(f"op {self.ops[stuck].name!r}: is on a cycle")
+            cycle = [self.ops[i].name for i in self._a_cycle(indeg)]
+            shown = " -> ".join(repr(n) for n in cycle[:8]) + (" -> ..." if len(cycle) > 8 else "")
+            raise GraphError(f"op {cycle[0]!r}: is on a cycle ({shown} -> {cycle[0]!r})")
         return np.asarray(order, dtype=np.int64)
+
+    def _a_cycle(self, indeg: list[int]) -> list[int]:
+        """One cycle, in data-flow order, among the ops a topological sort left with inputs pending.
+
+        Such an op is on a cycle or only downstream of one; walking back through
+        producers that are also pending must come round, and where it does is a
+        cycle, so the error names an op that is really on it.
+        """
+        p_off, p_idx = self.predecessors
+        i = next(k for k, d in enumerate(indeg) if d > 0)
+        walk: list[int] = []
+        seen: dict[int, int] = {}
+        while i not in seen:
+            seen[i] = len(walk)
+            walk.append(i)
+            i = next(int(p) for p in p_idx[p_off[i]:p_off[i + 1]] if indeg[p] > 0)
+        return walk[seen[i]:][::-1]
 
     @cached_property
     def topo_rank(self) -> np.ndarray:
@@ -284,7 +302,11 @@ def _number(value: Any, what: str, where: str) -> float:
     """A finite non-negative number, or a GraphError naming op and field."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise GraphError(f"{where}: {what} must be a number, got {type(value).__name__}")
-    if not math.isfinite(value):
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # a JSON integer with hundreds of digits: no float holds it
+        raise GraphError(f"{where}: {what} must be finite, got an integer too large for a float") from None
+    if not finite:
         raise GraphError(f"{where}: {what} must be finite, got {value}")
     if value < 0:
         raise GraphError(f"{where}: {what} must not be negative, got {value}")

@@ -26,6 +26,16 @@ class TestValidation:
         with pytest.raises(GraphError, match="cycle"):
             make(node("a", ["c"]), node("b", ["a"]), node("c", ["b"]))
 
+    def test_cycle_names_an_op_on_it_not_one_downstream(self):
+        """'d' only reads from the cycle a -> b -> c -> a; the error names the cycle itself."""
+        with pytest.raises(GraphError, match=r"op 'a': is on a cycle \('a' -> 'b' -> 'c' -> 'a'\)"):
+            make(node("x"), node("d", ["c"]), node("a", ["x", "c"]), node("b", ["a"]), node("c", ["b"]))
+
+    def test_integer_too_large_for_a_float(self):
+        """JSON allows integers of any length; one no float holds is an error, not an OverflowError."""
+        with pytest.raises(GraphError, match="op 'a': 'flops' must be finite, got an integer too large"):
+            make(node("a", flops=10**400))
+
     def test_self_loop(self):
         with pytest.raises(GraphError, match="op 'a'.*cycle"):
             make(node("a", ["a"]))
