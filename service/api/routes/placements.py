@@ -43,6 +43,9 @@ async def create_placement(body: PlacementCreate, response: Response, settings: 
         raise PlacerError(f"refine_seconds refines step time, not {body.objective!r}")
     if body.method == placing.RL:
         zero_shot = await run_in_threadpool(placing.zero_shot, graph, cluster)
+        if body.baselines:
+            steps = await run_in_threadpool(placing.baselines, graph, cluster, objective=body.objective,
+                                            names=body.candidates, budget_seconds=settings.best_seconds)
         zero_shot = await run_in_threadpool(placing.refined, zero_shot, graph, cluster, body.refine_seconds,
                                             body.refine_sweeps)
         job = await _start_and_wait(body, graph, cluster, settings, storage, jobs)

@@ -224,6 +224,18 @@ class TestRL:
         again = client.get(f"/v1/placements/{pid}").json()
         assert again["job_state"] == "done" and set(again["devices"]) == {"x", "mm", "out"}
 
+    def test_baselines(self, client, graph_id, monkeypatch):
+        """baselines=true answers every heuristic's step time beside the zero-shot answer, and keeps them on GET."""
+        monkeypatch.setenv("FAKE_TRAIN_STEP_TIME", "1e-9")  # the job's placement replaces the first answer
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": "2gpu", "method": "rl",
+                                                "baselines": True, "budget_seconds": 0.5, "wait_seconds": 0})
+        assert r.status_code in (201, 202), r.text
+        p = r.json()
+        assert "metis" in p["baselines"] and "heft" in p["baselines"] and "rl" not in p["baselines"]
+        wait_for(lambda: client.get(f"/v1/jobs/{p['job_id']}").json()["state"] == "done")
+        again = client.get(f"/v1/placements/{p['id']}").json()
+        assert again["step_time"] == 1e-9 and again["baselines"] == p["baselines"]
+
     def test_rl_options_reach_the_trainer(self, client, graph_id):
         """Trainer options of method rl become placer train flags."""
         r = client.post("/v1/placements", json={"graph_id": graph_id, "method": "rl", "budget_seconds": 60,
