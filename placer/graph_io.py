@@ -6,6 +6,7 @@ that is really compressed still loads.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -91,11 +92,21 @@ def save_graph(graph: OpGraph, path: str | os.PathLike) -> None:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write bytes to `path` via a temporary file in the same folder and a rename."""
+    """Write bytes to `path` via a temporary file in the same folder and a rename.
+
+    When the system refuses (read-only folder, full disk) the temporary file is
+    removed and the OSError names `path`, the file the caller asked for, not
+    the temporary name the user never gave.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise OSError(e.errno, e.strerror, str(path)) from None

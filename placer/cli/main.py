@@ -84,6 +84,10 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 1
+    except OSError as e:  # the system refused (read-only folder, full disk...): not a bug, so no "internal error"
+        where = f"{str(e.filename)!r}: " if e.filename is not None else ""
+        print(f"placer {args.command}: error: {where}{e.strerror or e}", file=sys.stderr)
+        return 1
     except Exception as e:  # a bug, but still one line unless asked for more
         if os.environ.get("PLACER_DEBUG"):
             raise

@@ -102,3 +102,18 @@ class TestSchema:
             jsonschema.validate(bad, SCHEMA)
         with pytest.raises(GraphError):
             OpGraph.from_dict(bad)
+
+
+def test_a_refused_write_names_the_file_and_leaves_no_temporary(tmp_path, monkeypatch):
+    """A full disk (or read-only folder) is an OSError about the file asked for; the half-written temporary goes."""
+    import errno
+    import os
+
+    def refuse(src, dst):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(src))
+
+    monkeypatch.setattr("placer.graph_io.os.replace", refuse)
+    with pytest.raises(OSError) as info:
+        save_graph(layered_graph(5, seed=0), tmp_path / "g.json")
+    assert info.value.filename == str(tmp_path / "g.json") and info.value.errno == errno.ENOSPC
+    assert list(tmp_path.iterdir()) == []

@@ -30,3 +30,22 @@ def test_a_stray_argument_shows_the_commands_usage(cli, tmp_path):
     r = cli("place", tmp_path / "g.json", "--cluster", "4gpu", "--method", "single", "--steps", "1")
     assert r.code == 2
     assert "usage: placer place " in r.err and "placer place: error: unrecognized arguments: --steps 1" in r.err
+
+
+def test_a_refused_write_is_a_one_line_error(cli, tmp_path, monkeypatch):
+    """The system refusing a file (here a full disk) is the user's to fix: one line naming it, not an internal error."""
+    import errno
+    import os
+
+    from placer.graph_io import save_graph
+    from placer.synthetic import layered_graph
+
+    save_graph(layered_graph(5, seed=0), tmp_path / "g.json")
+
+    def refuse(src, dst):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(src))
+
+    monkeypatch.setattr("placer.graph_io.os.replace", refuse)
+    r = cli("import", tmp_path / "g.json", "-o", tmp_path / "out.json")
+    assert r.code == 1
+    assert r.err == f"placer import: error: {str(tmp_path / 'out.json')!r}: No space left on device\n"
