@@ -10,6 +10,7 @@ import contextlib
 import gzip
 import json
 import os
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,7 @@ def parse_json_bytes(raw: bytes, where: str = "input") -> Any:
     if raw[:2] == _GZIP_MAGIC:
         try:
             raw = gzip.decompress(raw)
-        except (OSError, EOFError) as e:
+        except (OSError, EOFError, zlib.error) as e:  # bad header, cut short, bad deflate data
             raise PlacerError(f"{where}: corrupt gzip data ({e})") from None
     try:
         return json.loads(raw)

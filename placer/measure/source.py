@@ -20,6 +20,7 @@ import base64
 import gzip
 import hashlib
 import os
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +85,7 @@ def graphdef_of(graph: OpGraph, path: str | os.PathLike | None = None):
                 "GraphDef embedded (placer.measure.attach_graphdef)")
         try:
             raw = gzip.decompress(base64.b64decode(blob["data"]))
-        except (ValueError, OSError, EOFError) as e:
+        except (ValueError, OSError, EOFError, zlib.error) as e:
             raise ModelImportError(f"graph {graph.name!r}: embedded GraphDef is corrupt ({e})") from None
         graph_def = graph_pb2.GraphDef()
         try:

@@ -117,3 +117,11 @@ def test_a_refused_write_names_the_file_and_leaves_no_temporary(tmp_path, monkey
         save_graph(layered_graph(5, seed=0), tmp_path / "g.json")
     assert info.value.filename == str(tmp_path / "g.json") and info.value.errno == errno.ENOSPC
     assert list(tmp_path.iterdir()) == []
+
+
+def test_gzip_with_bad_deflate_data(tmp_path):
+    """A valid gzip header over bytes that are not deflate data: zlib's own error, reported as corrupt gzip."""
+    path = tmp_path / "g.json.gz"
+    path.write_bytes(b"\x1f\x8b\x08 not really gzip")
+    with pytest.raises(PlacerError, match="corrupt gzip"):
+        load_graph(path)
