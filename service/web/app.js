@@ -184,8 +184,8 @@ function fillMethods(list) {
   const previous = select.value || "best";
   select.replaceChildren();
   for (const p of list) {
-    if (p.kind === "learned") continue; // trained in a job: see the jobs view
-    const label = p.kind === "meta" ? `${p.name}: every heuristic, fastest kept` : p.name;
+    const label = p.kind === "meta" ? `${p.name}: every heuristic, fastest kept`
+      : p.kind === "learned" ? `${p.name}: pre-trained policy at once, then a training job` : p.name;
     const opt = new Option(label, p.name);
     opt.title = p.description;
     select.appendChild(opt);
@@ -254,15 +254,22 @@ async function place(event) {
   }
   $("#place-busy").hidden = false;
   await guarded($("#place-btn"), async () => {
+    const method = $("#method").value;
     const placement = await api("POST", "/v1/placements", {
       json: {
         graph_id: state.graphId,
         cluster: $("#cluster").value,
-        method: $("#method").value,
+        method,
         baselines: $("#baselines").checked,
         refine_seconds: Number($("#refine").value) || 0,
+        // rl trains with the budget and seed of the jobs view
+        ...(method === "rl" ? { budget_seconds: Number($("#budget").value), seed: Number($("#seed").value) } : {}),
       },
     });
+    if (placement.job_id) await guarded(null, () => selectJob(placement.job_id)); // followed in the jobs view
+    if (!Object.keys(placement.devices || {}).length) {
+      throw new ApiError(0, `no placement yet: training job ${placement.job_id} has none so far (see Training jobs)`);
+    }
     const trace = await api("GET", `/v1/placements/${encodeURIComponent(placement.id)}/trace`);
     state.placement = placement;
     state.trace = trace;
@@ -288,6 +295,12 @@ function showResult() {
     summary.append(`; local search took it from ${fmtSeconds(refined.start_step_time)} in ${refined.moves} moves`);
   }
   if (p.oom) summary.append(" ", el("strong", "OUT OF MEMORY", "bad"));
+  if (p.job_id) {
+    const follow = el("button", "follow it", "small");
+    follow.type = "button";
+    follow.addEventListener("click", () => showView($("#tab-jobs")));
+    summary.append(`; training job ${p.job_id} goes on improving it `, follow);
+  }
   drawBars(p);
   drawMemory(info.devices);
   state.timeline = buildTimeline(state.trace);
@@ -581,7 +594,7 @@ function fillOpsTable() {
   const body = document.createDocumentFragment();
   for (const e of match.slice(0, TABLE_ROWS)) {
     const tr = el("tr");
-    tr.append(el("td", e.name), el("td", e.cat), el("td", e.args.device),
+    tr.append(el("td", e.name, "name"), el("td", e.cat, "name"), el("td", e.args.device),
       el("td", fmtSeconds(e.ts / 1e6), "num"), el("td", fmtSeconds(e.dur / 1e6), "num"),
       el("td", fmtBytes(e.args.output_bytes), "num"));
     body.appendChild(tr);
@@ -624,7 +637,7 @@ async function refreshJobs() {
     tr.dataset.id = j.id;
     if (j.id === state.jobId) tr.className = "selected";
     const p = j.progress || {};
-    tr.append(el("td", j.id), el("td", j.graph_name), el("td", j.cluster), el("td", j.state),
+    tr.append(el("td", j.id), el("td", j.graph_name, "name"), el("td", j.cluster), el("td", j.state),
       el("td", p.step ?? "–", "num"), el("td", fmtSeconds(p.best_step_time), "num"));
     tr.addEventListener("click", () => guarded(null, () => selectJob(j.id)));
     body.appendChild(tr);
@@ -673,12 +686,19 @@ function showJob(job) {
   $("#job-cancel").hidden = !ACTIVE_JOB_STATES.includes(job.state);
   const budget = p.budget_seconds || job.budget_seconds;
   $("#job-progress").value = budget ? Math.min(1, (p.elapsed_seconds || 0) / budget) : 0;
-  $("#job-stats").textContent = p.step === undefined || p.step === null
+  $("#job-stats").textContent = !p.step && !p.samples // step 0: still setting up (warm starts)
     ? (job.state === "queued" ? "waiting for a free training slot" : "no step finished yet")
     : `step ${p.step} · ${p.samples ?? "–"} placements sampled · best step time ${fmtSeconds(p.best_step_time)}` +
       ` · ${(p.elapsed_seconds || 0).toFixed(1)} of ${budget} s` +
       (p.entropy !== null && p.entropy !== undefined ? ` · entropy ${p.entropy.toFixed(3)}` : "");
   $("#job-stats").dataset.step = p.step ?? "";
+  const row = [...document.querySelectorAll("#jobs-table tbody tr")].find((tr) => tr.dataset.id === job.id);
+  if (row) { // the list follows the job shown, between refreshes
+    const cells = row.children;
+    cells[3].textContent = job.state;
+    cells[4].textContent = p.step ?? "–";
+    cells[5].textContent = fmtSeconds(p.best_step_time);
+  }
   if (p.step !== null && p.step !== undefined && p.best_step_time !== null && p.best_step_time !== undefined) {
     const last = state.curve[state.curve.length - 1];
     if (!last || p.step > last.step) state.curve.push({ step: p.step, best: p.best_step_time, mean: null });

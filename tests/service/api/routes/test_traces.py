@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -57,3 +58,15 @@ def test_web_page_and_assets(make_client):
     assert client.get("/web/app.css").status_code == 200
     assert client.get("/web/nope.js").status_code == 404
     assert client.get("/v1/graphs").status_code == 401
+
+
+def test_web_page_loads_nothing_from_elsewhere(client):
+    """Offline: every file the page names is served here, and no script or style names another host."""
+    page = client.get("/").text
+    refs = re.findall(r'(?:src|href)="([^"]*)"', page)
+    assert refs and all(r.startswith("/") and not r.startswith("//") for r in refs), refs
+    for ref in refs:
+        assert client.get(ref).status_code == 200, ref
+    for name in ("app.js", "app.css"):
+        text = client.get(f"/web/{name}").text.replace('"http://www.w3.org/2000/svg"', "")  # a name, not a fetch
+        assert not re.search(r"https?:|//[\w.-]+\.\w|@import", text), name
