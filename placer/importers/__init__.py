@@ -102,15 +102,20 @@ def import_file(path: str | os.PathLike, fmt: str | None = None, name: str | Non
     ------
     ModelImportError
         If the file is missing, empty, of no known format, corrupt or truncated.
+    PlacerError
+        Another subclass (a GraphError for a JSON graph with a duplicate name...),
+        as the format's loader raised it; every message starts with the file.
     """
     path = Path(path)
     raw = read_bytes(path, repr(str(path)), ModelImportError)
     graph_name = name or default_name(path)
     try:
         return import_bytes(raw, graph_name, fmt, str(path))
-    except ModelImportError as e:
+    except PlacerError as e:  # loaders see bytes, not the file: name it here, keeping the error's class
         msg = str(e)
-        raise ModelImportError(msg if str(path) in msg else f"{str(path)!r}: {msg}") from None
+        if str(path) in msg:
+            raise
+        raise type(e)(f"{str(path)!r}: {msg}") from None
 
 
 def default_name(path: str | os.PathLike) -> str:

@@ -67,6 +67,19 @@ def test_bad_files(cli, tmp_path, content, message):
     assert r.code == 1 and message in r.err and r.err.count("\n") == 1
 
 
+@pytest.mark.parametrize("content,message", [
+    (b'{"name": "g", "nodes": [{"name": "a", "op": "T"}, {"name": "a", "op": "T"}]}', "op 'a': duplicate name"),
+    (b"\x1f\x8b\x08 not really gzip", "corrupt gzip data"),
+    (b'{"name": "g", "nodes": [', "not valid JSON"),
+])
+def test_a_bad_json_graph_names_the_file(cli, tmp_path, content, message):
+    """The JSON loader sees bytes only; the error still says which file (as for a GraphDef)."""
+    (tmp_path / "m.json").write_bytes(content)
+    r = cli("import", tmp_path / "m.json", "-o", tmp_path / "x.json")
+    assert r.code == 1 and r.err.count("\n") == 1
+    assert r.err.startswith(f"placer import: error: {str(tmp_path / 'm.json')!r}: ") and message in r.err
+
+
 def test_bad_input_shape_syntax(cli, tiny_pb, tmp_path):
     r = cli("import", tiny_pb / "tiny.pb", "-o", tmp_path / "x.json", "--input-shape", "x:5,3")
     assert r.code == 1 and "expected NODE=D1,D2" in r.err
