@@ -71,8 +71,6 @@ def graphdef_of(graph: OpGraph, path: str | os.PathLike | None = None):
     ModelImportError
         If the file or the embedded data is not a GraphDef, or ops of the graph are missing from it.
     """
-    from tensorflow.core.framework import graph_pb2
-
     if path is not None:
         graph_def = read_graphdef(path)
     else:
@@ -83,6 +81,8 @@ def graphdef_of(graph: OpGraph, path: str | os.PathLike | None = None):
                 f"graph {graph.name!r} ({source}) carries no TensorFlow GraphDef, so it cannot be run: "
                 "give the GraphDef it was imported from (--graphdef model.pb), or import it with the "
                 "GraphDef embedded (placer.measure.attach_graphdef)")
+        from tensorflow.core.framework import graph_pb2  # after the check: TF takes seconds to load
+
         try:
             raw = gzip.decompress(base64.b64decode(blob["data"]))
         except (ValueError, OSError, EOFError, zlib.error) as e:
@@ -140,23 +140,28 @@ def variable_specs(graph: OpGraph, graph_def) -> dict[str, tuple[list[int], Any]
     return _variable_shapes(list(graph_def.node), given)
 
 
-def load_runnable(path: str | os.PathLike, graphdef_path: str | os.PathLike | None = None):
+def load_runnable(path: str | os.PathLike, graphdef_path: str | os.PathLike | None = None, *,
+                  need_input_shapes: bool = True):
     """``(OpGraph, GraphDef)`` from a graph file, or from a GraphDef file imported on the spot.
 
     Parameters
     ----------
     path : a JSON graph (its GraphDef embedded, or given as `graphdef_path`), or a
-        ``.pb`` / ``.pbtxt`` GraphDef whose placeholders have fixed shapes.
+        ``.pb`` / ``.pbtxt`` GraphDef.
     graphdef_path : the GraphDef a JSON graph was imported from.
+    need_input_shapes : a measurement feeds each placeholder an input of its shape, so a
+        GraphDef given as `path` must fix them; an export only pins nodes, so one with
+        an open batch dimension (as most saved models have) will do.
 
     Raises
     ------
     NoTensorFlowOrigin
         If a JSON graph carries no GraphDef and none is given.
     ModelImportError
-        If a file cannot be read or does not belong with the other.
+        If a file cannot be read or does not belong with the other, or (with
+        `need_input_shapes`) a GraphDef's placeholder has no fixed shape.
     """
-    from placer.importers import detect_format, import_file
+    from placer.importers import default_name, detect_format, import_file
 
     path = Path(path)
     try:
@@ -164,7 +169,33 @@ def load_runnable(path: str | os.PathLike, graphdef_path: str | os.PathLike | No
     except OSError as e:
         raise ModelImportError(f"{str(path)!r}: cannot read ({e.strerror})") from None
     fmt = detect_format(raw, str(path))
-    graph = import_file(path, fmt)
-    if fmt in ("graphdef", "pbtxt") and graphdef_path is None:
-        graphdef_path = path
-    return graph, graphdef_of(graph, graphdef_path)
+    if fmt not in ("graphdef", "pbtxt"):
+        graph = import_file(path, fmt)
+        return graph, graphdef_of(graph, graphdef_path)
+    from placer.importers.graphdef import from_graphdef
+
+    graph_def = read_graphdef(path)
+    if need_input_shapes:
+        _check_fixed_inputs(graph_def, path)
+    try:  # shapes inside the graph are not needed to run or pin it
+        graph = from_graphdef(graph_def, default_name(path), allow_unknown_shapes=True)
+    except PlacerError as e:
+        raise type(e)(f"{str(path)!r}: {e}") from None
+    return graph, (graph_def if graphdef_path is None else graphdef_of(graph, graphdef_path))
+
+
+def _check_fixed_inputs(graph_def, path: Path) -> None:
+    """A ModelImportError for the first non-resource placeholder without a fixed shape."""
+    from tensorflow.core.framework import types_pb2
+
+    for node in graph_def.node:
+        if node.op not in ("Placeholder", "PlaceholderV2") or node.attr["dtype"].type == types_pb2.DT_RESOURCE:
+            continue
+        shape = node.attr["shape"].shape
+        if shape.unknown_rank or any(d.size < 0 for d in shape.dim):
+            shown = "unknown rank" if shape.unknown_rank else \
+                "[" + ", ".join("?" if d.size < 0 else str(d.size) for d in shape.dim) + "]"
+            raise ModelImportError(
+                f"{str(path)!r}: placeholder {node.name!r} has no fixed shape ({shown}), so no input can be made "
+                f"for it: import it with `placer import {path} --batch B -o GRAPH` and measure GRAPH with "
+                f"--graphdef {path}")

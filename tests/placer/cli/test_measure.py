@@ -101,3 +101,41 @@ def test_export(cli, files, tmp_path):
     placed = read_graphdef(out)
     assert all(n.device in ("/device:CPU:0", "/device:CPU:1") for n in placed.node)
     assert json.loads(r.out)["nodes"] == len(placed.node)
+
+
+@pytest.fixture(scope="module")
+def open_batch(tmp_path_factory):
+    """A forward pass saved with its batch dimension open (x: [?, 4]), as most GraphDefs are, and a placement."""
+    import tensorflow as tf
+
+    from placer.importers.graphdef import from_graphdef_bytes
+    from placer.placement import Placement
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="x")])
+    def forward(x):
+        return tf.nn.relu(tf.matmul(x, tf.ones([4, 2])))
+
+    d = tmp_path_factory.mktemp("open_batch")
+    (d / "model.pb").write_bytes(forward.get_concrete_function().graph.as_graph_def().SerializeToString())
+    graph = from_graphdef_bytes((d / "model.pb").read_bytes(), "model", batch_size=3)
+    devices = {op.name: f"/device:CPU:{k % 2}" for k, op in enumerate(graph)}
+    save_placement(Placement(graph.name, "local", "by_hand", devices), d / "p.json")
+    return d
+
+
+def test_export_a_graphdef_with_an_open_batch(cli, open_batch, tmp_path):
+    """Pinning needs no shapes: README's `placer export model.pb` works on a model saved without a batch size."""
+    from placer.measure.source import read_graphdef
+
+    r = cli("export", open_batch / "model.pb", "--placement", open_batch / "p.json", "-o", tmp_path / "placed.pb")
+    assert r.code == 0, r.err
+    placed = read_graphdef(tmp_path / "placed.pb")
+    assert {n.device for n in placed.node} == {"/device:CPU:0", "/device:CPU:1"}
+
+
+def test_measure_a_graphdef_with_an_open_batch_says_how(cli, open_batch):
+    """Measuring needs the inputs' shapes: the error says how to give them (measure has no --batch)."""
+    r = cli("measure", open_batch / "model.pb", "--placement", open_batch / "p.json")
+    assert r.code == 1 and len(r.err.strip().splitlines()) == 1
+    assert "placeholder 'x' has no fixed shape ([?, 4])" in r.err and "placer import" in r.err
+    assert "--batch B -o GRAPH" in r.err and "--graphdef" in r.err

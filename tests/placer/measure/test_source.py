@@ -15,3 +15,16 @@ def test_corrupt_embedded_graphdef_is_one_error():
     g.meta[META_KEY] = {"encoding": "gzip+base64", "data": base64.b64encode(b"\x1f\x8b\x08 not really gzip").decode()}
     with pytest.raises(ModelImportError, match="embedded GraphDef is corrupt"):
         graphdef_of(g)
+
+
+def test_a_graph_without_origin_is_refused_before_tensorflow_loads():
+    """No GraphDef to run: say so at once, without the seconds TensorFlow takes to import."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from placer.measure.source import NoTensorFlowOrigin, graphdef_of; "
+            "from placer.synthetic import layered_graph\n"
+            "try:\n    graphdef_of(layered_graph(3, seed=0))\nexcept NoTensorFlowOrigin:\n"
+            "    print('tensorflow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
