@@ -6,6 +6,10 @@ from pathlib import Path
 
 from placer.cli.common import add_json_flag, output_file, quiet_tensorflow
 
+# `placer.importers.FORMATS` as registered there, repeated so that --help imports no numpy
+# (tests/placer/cli/test_import_graph.py checks the two agree).
+BUILTIN_FORMATS = ("msr", "pipedream", "json", "pbtxt", "graphdef")
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
@@ -15,7 +19,8 @@ def add_parser(sub) -> None:
                     "bytes, FLOPs, weight bytes and colocation for every op.")
     p.add_argument("model", help="model file")
     p.add_argument("-o", "--output", required=True, help="graph file to write (.json or .json.gz)")
-    p.add_argument("--format", dest="fmt", help="input format (default: detected; see --list-formats)")
+    p.add_argument("--format", dest="fmt", metavar="FMT",
+                   help=f"input format, one of {', '.join(BUILTIN_FORMATS)} (default: detected from the content)")
     p.add_argument("--name", help="graph name (default: the file name)")
     p.add_argument("--batch", type=int, help="GraphDef: batch size filled into placeholders' unknown first dimension")
     p.add_argument("--input-shape", action="append", default=[], metavar="NODE=D1,D2,...",

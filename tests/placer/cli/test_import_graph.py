@@ -128,3 +128,14 @@ def test_an_output_in_a_missing_folder_is_refused_before_any_work(cli, tiny_pb, 
     r = cli(*[a.format(pb=tiny_pb / "tiny.pb", missing=missing, tmp=tmp_path) for a in argv])
     assert r.code == 1 and f"{flag} " in r.err and "does not exist" in r.err and r.err.count("\n") == 1
     assert not (tmp_path / "no").exists()
+
+
+def test_format_help_lists_the_formats(cli):
+    """--help names the formats --format takes (it pointed at a --list-formats option that does not exist)."""
+    from placer.cli.import_graph import BUILTIN_FORMATS
+    from placer.importers import FORMATS
+
+    assert tuple(FORMATS)[:len(BUILTIN_FORMATS)] == BUILTIN_FORMATS  # a test may register more
+    r = cli("import", "--help")
+    assert "--list-formats" not in r.out
+    assert "msr, pipedream, json, pbtxt, graphdef" in " ".join(r.out.split())
