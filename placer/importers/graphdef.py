@@ -146,6 +146,7 @@ def from_graphdef(
 
     if not graph_def.node:
         raise ModelImportError("GraphDef has no nodes")
+    _check_op_types(graph_def, tf)
     graph_def, inlined = _inline_function_calls(graph_def)
     nodes = list(graph_def.node)
     fold = set(fold)
@@ -328,6 +329,21 @@ _CALL_TYPES = {"PartitionedCall", "StatefulPartitionedCall"}
 _CONTROL_FLOW_TYPES = {"While", "StatelessWhile", "If", "StatelessIf", "Case", "StatelessCase"}
 
 
+def _check_op_types(graph_def, tf) -> None:
+    """A ModelImportError naming the first node whose op type TensorFlow does not know.
+
+    TF's own import error says neither which node it is nor anything short
+    (its one line runs to 450 characters about tf.contrib).
+    """
+    from tensorflow.python.framework import op_def_registry
+
+    functions = {f.signature.name for f in graph_def.library.function}
+    for node in graph_def.node:
+        if node.op not in functions and op_def_registry.get(node.op) is None:
+            raise ModelImportError(f"node {node.name!r}: op type {node.op!r} is unknown to TensorFlow "
+                                   f"{tf.__version__} (a custom op, or one of another TensorFlow version)")
+
+
 def _inline_function_calls(graph_def):
     """Inline calls of library functions (nested `tf.function`s), as TF's runtime does.
 
@@ -484,7 +500,8 @@ def _static_shape(tensor, node, k: int, allow_unknown: bool, unknown_ops: list[s
         shown = "unknown rank" if shape.rank is None else str([d if d is not None else "?" for d in shape.as_list()])
         raise ModelImportError(
             f"op {node.name!r} ({node.op}): output {k} has shape {shown} after shape inference; "
-            "give the placeholders' shapes (--batch / --input-shape) or allow unknown shapes")
+            "give the placeholders' shapes (--batch / --input-shape) or allow unknown shapes "
+            "(--allow-unknown-shapes)")
     if node.name not in unknown_ops:
         unknown_ops.append(node.name)
     return [1 if d is None else int(d) for d in (shape.as_list() if shape.rank is not None else [])]
