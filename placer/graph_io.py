@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import math
 import os
 import zlib
 from pathlib import Path
@@ -64,11 +65,23 @@ def parse_json_bytes(raw: bytes, where: str = "input") -> Any:
         except (OSError, EOFError, zlib.error) as e:  # bad header, cut short, bad deflate data
             raise PlacerError(f"{where}: corrupt gzip data ({e})") from None
     try:
-        return json.loads(raw)
+        return json.loads(raw, parse_int=_parse_int)
     except UnicodeDecodeError:
         raise PlacerError(f"{where}: not JSON (binary data)") from None
     except json.JSONDecodeError as e:
         raise PlacerError(f"{where}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+
+
+def _parse_int(text: str) -> int | float:
+    """A JSON integer; one of over 308 digits, beyond any float, is read as infinity (as JavaScript does).
+
+    Every number field is then refused as "must be finite" by its validator,
+    rather than failing later in float() (OverflowError) or in int() itself
+    (Python refuses over 4,300 digits).
+    """
+    if len(text.lstrip("-")) > 308:
+        return -math.inf if text.startswith("-") else math.inf
+    return int(text)
 
 
 def load_graph(path: str | os.PathLike) -> OpGraph:

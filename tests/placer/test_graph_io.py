@@ -2,6 +2,7 @@
 
 import gzip
 import json
+import math
 from pathlib import Path
 
 import jsonschema
@@ -124,4 +125,17 @@ def test_gzip_with_bad_deflate_data(tmp_path):
     path = tmp_path / "g.json.gz"
     path.write_bytes(b"\x1f\x8b\x08 not really gzip")
     with pytest.raises(PlacerError, match="corrupt gzip"):
+        load_graph(path)
+
+
+@pytest.mark.parametrize("digits", [400, 5000])
+def test_an_integer_beyond_any_float_is_infinite_and_refused(tmp_path, digits):
+    """JSON integers have no size limit: one beyond any float reads as infinity (so every file's validator refuses
+    it as not finite) instead of an OverflowError later, or a ValueError from int() past 4,300 digits."""
+    from placer.graph_io import parse_json_bytes
+
+    assert parse_json_bytes(b'{"x": -' + b"9" * digits + b"}") == {"x": -math.inf}
+    path = tmp_path / "g.json"
+    path.write_text('{"name": "g", "nodes": [{"name": "a", "op": "T", "flops": ' + "9" * digits + "}]}")
+    with pytest.raises(GraphError, match="op 'a': 'flops' must be finite"):
         load_graph(path)
