@@ -23,3 +23,20 @@ class PlacementError(PlacerError):
 
 class ModelImportError(PlacerError):
     """A model file could not be imported (corrupt protobuf, unknown format...)."""
+
+
+def interrupted(error: BaseException) -> bool:
+    """Whether `error` is a Ctrl-C (KeyboardInterrupt) or was caused by one.
+
+    A KeyboardInterrupt raised while numba-compiled code runs (the simulator)
+    comes back as a SystemError whose cause is the KeyboardInterrupt: it must
+    stop a run as Ctrl-C does, not read as the method failing.
+    """
+    seen: set[int] = set()
+    e: BaseException | None = error
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False

@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     parser = build_parser()
     args = _parse(parser, argv)
-    from placer.errors import PlacerError
+    from placer.errors import PlacerError, interrupted
 
     try:
         code = args.run(args)
@@ -89,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"placer {args.command}: error: {where}{e.strerror or e}", file=sys.stderr)
         return 1
     except Exception as e:  # a bug, but still one line unless asked for more
+        if interrupted(e):  # Ctrl-C inside compiled code (numba) comes back wrapped in a SystemError
+            print(f"placer {args.command}: interrupted", file=sys.stderr)
+            return 130
         if os.environ.get("PLACER_DEBUG"):
             raise
         print(f"placer {args.command}: internal error: {type(e).__name__}: {e} "

@@ -258,7 +258,7 @@ class _Session:
     def run(self) -> int:
         import sys
 
-        from placer.errors import PlacerError
+        from placer.errors import PlacerError, interrupted
 
         self.out.mkdir(parents=True, exist_ok=True)
         with self.stop:
@@ -276,7 +276,7 @@ class _Session:
                 reason = self._loop(resumed)
             except BaseException as e:
                 message = str(e) if isinstance(e, PlacerError) else f"{type(e).__name__}: {e}"
-                if isinstance(e, KeyboardInterrupt):
+                if interrupted(e):
                     self._save()
                     self._write_progress("interrupted")
                 else:

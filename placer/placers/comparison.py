@@ -11,6 +11,7 @@ import math
 from typing import Any, Callable, Iterable
 
 from placer.cluster import Cluster
+from placer.errors import interrupted
 from placer.graph import OpGraph
 from placer.placers import registry
 from placer.placers.refine import refine
@@ -77,9 +78,9 @@ def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: lis
                         if refine_sweeps is not None:
                             row["refine_sweeps"] = refine_sweeps
                         p = refine(graph, cluster, p, seconds=refine_seconds, max_sweeps=refine_sweeps)
-                except KeyboardInterrupt:
-                    raise
                 except Exception as e:  # one method failing must not sink the comparison
+                    if interrupted(e):  # Ctrl-C inside the compiled simulator: stop, as Ctrl-C elsewhere
+                        raise KeyboardInterrupt from e
                     row.update(step_time=None, lower_bound=None, oom=None, place_seconds=None,
                                error=f"{type(e).__name__}: {e}")
                 else:

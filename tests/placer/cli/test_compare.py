@@ -75,6 +75,29 @@ def test_one_failing_method_gives_an_error_row_and_exit_1(graph_files, failing_m
     assert "1 of 3 runs failed" in out.err
 
 
+@pytest.fixture
+def interrupted_method():
+    """A method stopped by Ctrl-C inside numba-compiled code, which hands the KeyboardInterrupt back in a SystemError."""
+    @registry.register("test_interrupted", description="Ctrl-C in compiled code", heuristic=False)
+    def stopped(graph, cluster, **options):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as e:
+            raise SystemError("CPUDispatcher(<function simulate_batch>) returned a result with an exception set") from e
+
+    yield "test_interrupted"
+    registry._REGISTRY.pop("test_interrupted")
+
+
+def test_ctrl_c_inside_compiled_code_stops_the_run(graph_files, interrupted_method, tmp_path, capsys):
+    """Not an error row followed by the next method: the run stops as interrupted, the saved rows kept for --resume."""
+    saved = tmp_path / "rows.json"
+    assert main(["compare", graph_files[0], "--cluster", "2gpu", "--methods", f"heft,{interrupted_method},single",
+                 "--save", str(saved), "--quiet"]) == 130
+    assert capsys.readouterr().err == "placer compare: interrupted\n"
+    assert [r["method"] for r in json.loads(saved.read_text())] == ["heft"]
+
+
 def test_unknown_method_is_one_line(graph_files, capsys):
     assert main(["compare", graph_files[0], "--cluster", "2gpu", "--methods", "heft,nope"]) == 1
     assert "unknown method 'nope'" in capsys.readouterr().err
