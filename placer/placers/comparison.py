@@ -33,14 +33,16 @@ def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: lis
     methods : placer names (already resolved, e.g. by `registry.resolve`).
     progress : called after each row as ``progress(done, total, row)``.
     reuse : rows of an earlier, interrupted run by ``(graph, cluster, method)``;
-        those made for the same objective and refinement, of the same graph
-        (``graph_fingerprint``: a file changed under the same name is placed
-        again), are taken as they are instead of placing again.
+        those made for the same objective, refinement and `method_options`
+        (an rl row trained for 10 s is no answer to a zero-shot request), of
+        the same graph (``graph_fingerprint``: a file changed under the same
+        name is placed again), are taken as they are instead of placing again.
     place_options : passed to `registry.place` (e.g. ``objective="throughput"``, which
         adds ``max_load`` to each row, and ``ignored_objective`` for methods
         that do not optimise it).
     method_options : options for one method only, by name (e.g.
-        ``{"rl": {"budget_seconds": 60}}``), on top of `place_options`.
+        ``{"rl": {"budget_seconds": 60}}``), on top of `place_options`; a row
+        made with some keeps them as ``method_options``.
     refine_seconds : then improve every placement by this much local search
         (`placer.placers.refine`, the same for every method); the row's
         ``step_time`` is the refined one, ``unrefined_step_time`` the method's own.
@@ -61,17 +63,21 @@ def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: lis
             for method in methods:
                 row: dict[str, Any] = {"graph": graph.name, "cluster": cluster.name, "method": method,
                                        "graph_fingerprint": graph.fingerprint}
+                own = (method_options or {}).get(method, {})
+                if own:
+                    row["method_options"] = own
                 earlier = (reuse or {}).get((graph.name, cluster.name, method))
                 if (earlier is not None and earlier.get("objective", "step_time") == objective
                         and earlier.get("graph_fingerprint", graph.fingerprint) == graph.fingerprint
                         and earlier.get("refine_seconds") == refine_seconds
-                        and earlier.get("refine_sweeps") == refine_sweeps):
+                        and earlier.get("refine_sweeps") == refine_sweeps
+                        and earlier.get("method_options", {}) == own):
                     rows.append(earlier)
                     if progress is not None:
                         progress(len(rows), total, earlier)
                     continue
                 try:
-                    options = {**place_options, **(method_options or {}).get(method, {})}
+                    options = {**place_options, **own}
                     p = registry.place(method, graph, cluster, **options)
                     if refine_seconds is not None:
                         row.update(unrefined_step_time=p.step_time, refine_seconds=refine_seconds)

@@ -1,0 +1,45 @@
+"""`placer.placers.comparison.compare`: the rows of `placer compare`, and resuming them."""
+
+import pytest
+
+from placer.placers import registry
+from placer.placers.comparison import compare
+from placer.placers.single import place_single
+from placer.presets import get as preset
+from placer.synthetic import layered_graph
+
+
+@pytest.fixture
+def optioned_method():
+    """A method taking an option (as rl takes budget_seconds or policy); it places as `single` does."""
+    calls = []
+
+    @registry.register("test_optioned", description="takes an option", heuristic=False)
+    def optioned(graph, cluster, **options):
+        calls.append(options)
+        return place_single(graph, cluster)
+
+    yield "test_optioned", calls
+    registry._REGISTRY.pop("test_optioned")
+
+
+def test_resume_reuses_a_row_made_with_the_same_method_options(optioned_method):
+    name, calls = optioned_method
+    graph, cluster = layered_graph(40, seed=0), preset("2gpu")
+    (row,) = compare([graph], [cluster], [name], method_options={name: {"budget_seconds": 5.0}})
+    assert row["method_options"] == {"budget_seconds": 5.0}
+    reuse = {(row["graph"], row["cluster"], name): row}
+    (again,) = compare([graph], [cluster], [name], reuse=reuse, method_options={name: {"budget_seconds": 5.0}})
+    assert again is row and len(calls) == 1
+
+
+@pytest.mark.parametrize("options", [{}, {"budget_seconds": 60.0}, {"policy": "shipped"}])
+def test_resume_places_again_a_row_made_with_other_method_options(optioned_method, options):
+    """A resumed `compare --methods rl --rl-policy shipped` must not answer with a row trained for 5 s."""
+    name, calls = optioned_method
+    graph, cluster = layered_graph(40, seed=0), preset("2gpu")
+    (row,) = compare([graph], [cluster], [name], method_options={name: {"budget_seconds": 5.0}})
+    reuse = {(row["graph"], row["cluster"], name): row}
+    (again,) = compare([graph], [cluster], [name], reuse=reuse, method_options={name: options})
+    assert again is not row and calls == [{"budget_seconds": 5.0}, options]
+    assert again.get("method_options", {}) == options
