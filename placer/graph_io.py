@@ -57,13 +57,25 @@ def read_bytes(path: str | os.PathLike, where: str, error: type[PlacerError] = P
         raise error(f"{where}: cannot read ({e.strerror})") from None
 
 
+def gunzip(raw: bytes, where: str = "input") -> bytes:
+    """`raw` inflated when it is gzip-compressed (by its magic bytes), else `raw` itself.
+
+    Raises
+    ------
+    PlacerError
+        If the gzip data is corrupt or cut short.
+    """
+    if raw[:2] != _GZIP_MAGIC:
+        return raw
+    try:
+        return gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error) as e:  # bad header, cut short, bad deflate data
+        raise PlacerError(f"{where}: corrupt gzip data ({e})") from None
+
+
 def parse_json_bytes(raw: bytes, where: str = "input") -> Any:
     """Parse JSON bytes, gunzipping first when they are gzip-compressed."""
-    if raw[:2] == _GZIP_MAGIC:
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as e:  # bad header, cut short, bad deflate data
-            raise PlacerError(f"{where}: corrupt gzip data ({e})") from None
+    raw = gunzip(raw, where)
     try:
         return json.loads(raw, parse_int=_parse_int)
     except UnicodeDecodeError:

@@ -15,7 +15,7 @@ def run(args) -> int:
     from placer import presets
     from placer.cli.common import human_bytes, print_json, print_table
 
-    if args.name:
+    if args.name is not None:
         print_json(presets.get(args.name).to_dict())
         return 0
     clusters = presets.all_presets()
@@ -29,6 +29,6 @@ def run(args) -> int:
             kinds[d.kind] = kinds.get(d.kind, 0) + 1
         rows.append((c.name, " + ".join(f"{n} {k}" for k, n in kinds.items()),
                      human_bytes(max(d.memory_bytes for d in c.devices)), c.meta.get("description", "")))
+    rows.append(("local:N", "N cpu-local", "", "N logical CPU devices of this machine (local = local:2)"))
     print_table(["name", "devices", "max memory", "description"], rows)
-    print("local:N  N logical CPU devices of this machine (local = local:2)")
     return 0

@@ -160,6 +160,14 @@ def check_resume(out: Path, saved: bool, resume: bool, what: str) -> bool:
     return saved and resume
 
 
+def check_name(name: str | None, flag: str = "--name") -> None:
+    """Refuse an empty or blank name (it would silently fall back to the default)."""
+    from placer.errors import PlacerError
+
+    if name is not None and not name.strip():
+        raise PlacerError(f"{flag} must not be empty")
+
+
 def check_budget(seconds: float | None) -> None:
     """A PlacerError unless ``--budget-seconds`` is positive (or not given)."""
     from placer.errors import PlacerError

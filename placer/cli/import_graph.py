@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from placer.cli.common import add_json_flag, output_file, quiet_tensorflow
+from placer.cli.common import add_json_flag, check_name, output_file, quiet_tensorflow
 
 # `placer.importers.FORMATS` as registered there, repeated so that --help imports no numpy
 # (tests/placer/cli/test_import_graph.py checks the two agree).
@@ -111,8 +111,9 @@ def run(args) -> int:
     from placer.cli.common import print_json
     from placer.errors import ModelImportError
     from placer.graph_io import save_graph
-    from placer.importers import FORMATS, default_name, detect_format, import_file
+    from placer.importers import FORMATS, default_name, detect_format, import_file, read_model_bytes
 
+    check_name(args.name)
     output_file(args.output, "-o")
     output_file(args.cluster_out, "--cluster-out")
     options = {}
@@ -129,10 +130,7 @@ def run(args) -> int:
 
     path = Path(args.model)
     if options:
-        try:
-            raw = path.read_bytes()
-        except OSError as e:
-            raise ModelImportError(f"{str(path)!r}: cannot read ({e.strerror})") from None
+        raw = read_model_bytes(path)
         fmt = args.fmt or detect_format(raw, str(path))
         if fmt not in ("graphdef", "pbtxt"):
             raise ModelImportError(f"--batch, --input-shape, --no-fold and --allow-unknown-shapes apply to "

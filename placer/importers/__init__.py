@@ -1,9 +1,10 @@
 """Importers: model files and live TensorFlow/Keras objects into an `OpGraph`.
 
 A small format registry lets `import_file` read any supported file by its
-content, never its name: our JSON graph format (plain or gzip), a TensorFlow
-`GraphDef` in binary (``.pb``) or text (``.pbtxt``) form. Another format is
-one call away::
+content, never its name: our JSON graph format, a TensorFlow `GraphDef` in
+binary (``.pb``) or text (``.pbtxt``) form, each plain or gzip-compressed (the
+bytes are inflated before any format sees them). Another format is one call
+away::
 
     register_format("msr", sniff=lambda raw, path: ..., load=lambda raw, name: ...)
 
@@ -26,7 +27,7 @@ from typing import Callable
 
 from placer.errors import ModelImportError, PlacerError
 from placer.graph import OpGraph
-from placer.graph_io import read_bytes
+from placer.graph_io import gunzip, read_bytes
 
 Sniff = Callable[[bytes, "str | None"], bool]
 Load = Callable[[bytes, str], OpGraph]
@@ -67,6 +68,7 @@ def detect_format(raw: bytes, path: str | None = None) -> str:
         If no format recognises the bytes (empty file, unknown file type).
     """
     where = f"{path!r}" if path else "input"
+    raw = gunzip(raw, where)
     if not raw:
         raise ModelImportError(f"{where}: empty file")
     for fmt in FORMATS.values():
@@ -81,7 +83,8 @@ def detect_format(raw: bytes, path: str | None = None) -> str:
 
 
 def import_bytes(raw: bytes, name: str, fmt: str | None = None, path: str | None = None) -> OpGraph:
-    """Import model bytes (format detected by content unless `fmt` is given)."""
+    """Import model bytes, plain or gzip-compressed (format detected by content unless `fmt` is given)."""
+    raw = gunzip(raw, f"{path!r}" if path else "input")
     if fmt is None:
         fmt = detect_format(raw, path)
     elif fmt not in FORMATS:
@@ -118,6 +121,12 @@ def import_file(path: str | os.PathLike, fmt: str | None = None, name: str | Non
         raise type(e)(f"{str(path)!r}: {msg}") from None
 
 
+def read_model_bytes(path: str | os.PathLike) -> bytes:
+    """A model file's bytes, inflated when it is gzip-compressed (``model.pb.gz``), with errors naming it."""
+    where = repr(str(path))
+    return gunzip(read_bytes(path, where, ModelImportError), where)
+
+
 def default_name(path: str | os.PathLike) -> str:
     """A graph name from a file name: ``graphs/resnet50.json.gz`` -> ``resnet50``."""
     path = Path(path)
@@ -131,13 +140,10 @@ def default_name(path: str | os.PathLike) -> str:
 
 
 # -- built-in formats ----------------------------------------------------
-_GZIP_MAGIC = b"\x1f\x8b"
 _PBTXT_START = re.compile(rb"^\s*(#[^\n]*\n\s*)*(node|versions|library)\s*[{:]")
 
 
 def _sniff_json(raw: bytes, path: str | None) -> bool:
-    if raw[:2] == _GZIP_MAGIC:
-        return True  # the only gzip we read; a corrupt one fails in load with a clear message
     return raw.lstrip()[:1] == b"{"
 
 
@@ -202,6 +208,7 @@ def __getattr__(attr: str):
 
 __all__ = [
     "FORMATS", "Format", "register_format", "detect_format", "import_bytes", "import_file", "default_name",
+    "read_model_bytes",
     "from_graphdef", "from_graphdef_bytes", "from_graphdef_text", "from_keras", "from_tf_function",
     "keras_application", "keras_step", "application_model",
 ]

@@ -102,15 +102,13 @@ def graphdef_of(graph: OpGraph, path: str | os.PathLike | None = None):
 
 
 def read_graphdef(path: str | os.PathLike):
-    """Parse a binary (``.pb``) or text (``.pbtxt``) GraphDef file, detected by content."""
+    """Parse a binary (``.pb``) or text (``.pbtxt``) GraphDef file, plain or gzip, detected by content."""
     from google.protobuf import text_format
     from tensorflow.core.framework import graph_pb2
 
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise ModelImportError(f"GraphDef {str(path)!r}: cannot read ({e.strerror})") from None
+    from placer.importers import read_model_bytes
+
+    raw = read_model_bytes(path)
     graph_def = graph_pb2.GraphDef()
     try:
         graph_def.ParseFromString(raw)
@@ -161,14 +159,10 @@ def load_runnable(path: str | os.PathLike, graphdef_path: str | os.PathLike | No
         If a file cannot be read or does not belong with the other, or (with
         `need_input_shapes`) a GraphDef's placeholder has no fixed shape.
     """
-    from placer.importers import default_name, detect_format, import_file
+    from placer.importers import default_name, detect_format, import_file, read_model_bytes
 
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise ModelImportError(f"{str(path)!r}: cannot read ({e.strerror})") from None
-    fmt = detect_format(raw, str(path))
+    fmt = detect_format(read_model_bytes(path), str(path))
     if fmt not in ("graphdef", "pbtxt"):
         graph = import_file(path, fmt)
         return graph, graphdef_of(graph, graphdef_path)

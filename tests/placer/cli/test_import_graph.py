@@ -40,6 +40,26 @@ def test_import_text_graphdef_with_input_shape(cli, tiny_pb, tmp_path):
     assert load_graph(out)["out"].output_shapes == [[5, 2]]
 
 
+def test_gzipped_graphdef(cli, tiny_pb, tmp_path):
+    """A GraphDef compressed as our JSON graphs are (``model.pb.gz``, binary or text) is detected by its
+    content and imported as the plain file is (it was called JSON and refused)."""
+    import gzip
+
+    for name in ("tiny.pb", "tiny.pbtxt"):
+        packed = tmp_path / f"{name}.gz"
+        packed.write_bytes(gzip.compress((tiny_pb / name).read_bytes()))
+        r = cli("import", packed, "-o", tmp_path / "t.json", "--batch", "8", "--json")
+        assert r.code == 0, r.err
+        assert json.loads(r.out)["ops"] == 3 and load_graph(tmp_path / "t.json").name == "tiny"
+    r = cli("import", tmp_path / "tiny.pb.gz", "-o", tmp_path / "t.json", "--allow-unknown-shapes")
+    assert r.code == 0, r.err
+
+
+def test_empty_name_is_refused(cli, tiny_pb, tmp_path):
+    r = cli("import", tiny_pb / "tiny.pb", "-o", tmp_path / "t.json", "--batch", "8", "--name", " ")
+    assert r.code == 1 and "--name must not be empty" in r.err
+
+
 def test_unknown_batch_is_one_line(cli, tiny_pb, tmp_path):
     r = cli("import", tiny_pb / "tiny.pb", "-o", tmp_path / "x.json")
     assert r.code == 1

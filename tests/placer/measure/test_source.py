@@ -28,3 +28,14 @@ def test_a_graph_without_origin_is_refused_before_tensorflow_loads():
             "    print('tensorflow' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_a_gzipped_graphdef_file_is_read(tmp_path):
+    """``model.pbtxt.gz`` is read as the plain file is (measure and export take what import takes)."""
+    import gzip
+
+    from placer.measure.source import read_graphdef
+
+    text = b'node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } }\n'
+    (tmp_path / "m.pbtxt.gz").write_bytes(gzip.compress(text))
+    assert [n.name for n in read_graphdef(tmp_path / "m.pbtxt.gz").node] == ["x"]
