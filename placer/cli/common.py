@@ -11,7 +11,7 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 GRAPH_FILE_HELP = "graph file (.json or .json.gz)"
 CLUSTER_HELP = "preset name (see `placer clusters`) or cluster JSON file"
@@ -225,6 +225,24 @@ class StopOnSignal:
         if self.requested:  # a second Ctrl-C: stop now
             raise KeyboardInterrupt
         self.requested = True
+
+
+class LogLines:
+    """Progress for a log file: where stderr is not a terminal (tqdm's bars are off there), a line every
+    `every` seconds, so that a long run under nohup or a job runner shows it is alive."""
+
+    def __init__(self, every: float = 10.0) -> None:
+        self.on = not sys.stderr.isatty()
+        self.every, self.last = every, -math.inf
+
+    def __call__(self, line: Callable[[], str]) -> None:
+        """Print `line()` (made only when due) unless a line was printed under `every` seconds ago."""
+        import time
+
+        now = time.monotonic()
+        if self.on and now - self.last >= self.every:
+            print(line(), file=sys.stderr, flush=True)
+            self.last = now
 
 
 # -- output ---------------------------------------------------------------------

@@ -12,8 +12,8 @@ given change them). ``--init POLICY`` continues pre-training from a policy
 
 from __future__ import annotations
 
-from placer.cli.common import (StopOnSignal, add_grouping_flags, add_json_flag, add_run_folder, check_budget,
-                               check_resume, run_folder)
+from placer.cli.common import (LogLines, StopOnSignal, add_grouping_flags, add_json_flag, add_run_folder,
+                               check_budget, check_resume, run_folder)
 
 DEFAULT_CLUSTERS = ("2gpu", "4gpu", "8gpu")
 DEFAULT_BUDGET_SECONDS = 1800.0
@@ -114,10 +114,12 @@ def run(args) -> int:
 
     cached = pretrain.load_teachers(out)
     t0 = time.perf_counter()
-    bar = tqdm(total=(len(entries) + len(validation)) * len(clusters), desc="environments", unit="env",
-               file=sys.stderr, disable=None)
+    # in a log file (stderr no terminal) tqdm's bars are off: a line every 10 s per phase instead
+    log_setup, log_steps, log_tuning = LogLines(), LogLines(), LogLines()
+    total = (len(entries) + len(validation)) * len(clusters)
+    bar = tqdm(total=total, desc="environments", unit="env", file=sys.stderr, disable=None)
 
-    def environments(chosen, refine_seconds):
+    def environments(chosen, refine_seconds, done=0):
         made = []
         for graph in chosen:
             for c in clusters:
@@ -126,9 +128,11 @@ def run(args) -> int:
                                                       config.kind_groups, config.balanced_groups,
                                                       config.critical_groups))
                 bar.update(1)
+                log_setup(lambda: f"environments {done + len(made)}/{total} (teachers placed)")
         return made
 
-    envs, val_envs = environments(graphs, config.refine_teachers), environments(val_graphs, 0.0)
+    envs = environments(graphs, config.refine_teachers)
+    val_envs = environments(val_graphs, 0.0, done=len(envs))
     bar.close()
     pretrain.save_teachers(out, envs + val_envs, config.kind_groups, config.balanced_groups,
                            config.critical_groups)
@@ -147,6 +151,9 @@ def run(args) -> int:
         bar.set_postfix_str(f"{row['elapsed_seconds']:.0f}/{args.budget_seconds:.0f} s, loss {row['loss']:.2f}, "
                             f"greedy/teacher {last.get('geomean_ratio', float('nan')):.3f}", refresh=False)
         bar.update(1)
+        log_steps(lambda: f"{row['phase']} step {row['step']} | {row['elapsed_seconds']:.0f}/"
+                          f"{args.budget_seconds:.0f} s | loss {row['loss']:.2f} | "
+                          f"greedy/teacher {last.get('geomean_ratio', float('nan')):.3f}")
 
     from placer.rl.sampling import TEMPERATURES
 
@@ -160,6 +167,7 @@ def run(args) -> int:
                           desc=f"sampling temperature on {len(val_envs)} validation pairs")
         tuning.set_postfix_str(f"{t:g}: {ratio:.3f}x the teachers", refresh=False)
         tuning.update(1)
+        log_tuning(lambda: f"sampling temperature {t:g}: {ratio:.3f}x the teachers on the validation pairs")
 
     with StopOnSignal() as stop:
         try:

@@ -311,7 +311,10 @@ def test_cli_pretrain_on_a_tiny_corpus(tmp_path, capsys):
     args = [str(corpus), "--cluster", "2gpu", "--out", str(out), "--budget-seconds", "2", "--groups", "10",
             "--hidden", "16", "--samples", "4"]
     assert main(["pretrain", *args, "--json"]) == 0
-    summary = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out)
+    # stderr is no terminal here, so no tqdm bars: plain lines, as a log file gets them
+    assert "environments 1/3 (teachers placed)" in captured.err and "imitation step 1 | " in captured.err
     assert summary["graphs"] == 2 and summary["environments"] == 2 and summary["steps"] > 0
     assert summary["validation_graphs"] == 1 and summary["exported"]["step"] <= summary["steps"]
     assert summary["sampling"]["temperature"] == load_policy(out / "policy").sampling_temperature
