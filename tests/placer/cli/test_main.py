@@ -1,5 +1,6 @@
 """The command line as a whole: help, startup cost, one-line errors."""
 
+import json
 import subprocess
 import sys
 
@@ -49,3 +50,28 @@ def test_a_refused_write_is_a_one_line_error(cli, tmp_path, monkeypatch):
     r = cli("import", tmp_path / "g.json", "-o", tmp_path / "out.json")
     assert r.code == 1
     assert r.err == f"placer import: error: {str(tmp_path / 'out.json')!r}: No space left on device\n"
+
+
+SIGTERMED = """
+import os, signal, sys, time
+from placer.cli.main import main
+from placer.placers import registry
+
+@registry.register("test_sigterm", description="SIGTERM arrives while it places", heuristic=False)
+def terminated(graph, cluster, **options):
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(60)  # the signal's handler ends the sleep
+    raise AssertionError("SIGTERM did not stop the command")
+
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_sigterm_stops_a_command_as_ctrl_c_does(layered_graph_file, tmp_path):
+    """`kill` or a job runner's SIGTERM: one line, exit 130 and the rows saved so far kept, not a silent death."""
+    saved = tmp_path / "rows.json"
+    argv = ["compare", str(layered_graph_file(30)), "--cluster", "2gpu", "--methods", "single,test_sigterm",
+            "--save", str(saved), "--quiet"]
+    r = subprocess.run([sys.executable, "-c", SIGTERMED, *argv], capture_output=True, text=True, timeout=120)
+    assert (r.returncode, r.stderr) == (130, "placer compare: interrupted\n")
+    assert [row["method"] for row in json.loads(saved.read_text())] == ["single"]
