@@ -113,7 +113,7 @@ def heuristic_reference(graph, cluster, heur: dict) -> tuple[str, np.ndarray, fl
 
 
 def grouping_of(config) -> str:
-    return grouping_label(config.kind_groups, config.balanced_groups)
+    return grouping_label(config.kind_groups, config.balanced_groups, config.critical_groups)
 
 
 def stage_rl(graph, cluster, heur: dict, args, **grouping) -> dict:

@@ -74,8 +74,7 @@ def run_rl(graph, cluster, args, curve_path, reference):
     from placer.rl.race import Race, race_starts, run
     from placer.rl.trainer import Trainer
 
-    config = TrainConfig(samples=args.samples, groups=args.groups, seed=args.seed, warm_start=args.warm_start,
-                         kind_groups=bool(args.kind_groups), balanced_groups=bool(args.balanced_groups))
+    config = train_config(args)
     t0 = time.perf_counter()
     if args.starts > 1:
         trainer = Race(graph, cluster, config, race_starts(graph, cluster, args.starts, config))
@@ -133,7 +132,17 @@ def _plot(curve, start, trainer, path):
     plt.close(fig)
 
 
-def main() -> int:
+GROUPINGS = ("kind_groups", "balanced_groups", "critical_groups")
+
+
+def train_config(args) -> TrainConfig:
+    """The trainer's settings from the command line (`parse_args`'s, groupings filled in)."""
+    return TrainConfig(samples=args.samples, groups=args.groups, seed=args.seed, warm_start=args.warm_start,
+                       **{flag: bool(getattr(args, flag)) for flag in GROUPINGS})
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line; a grouping flag not given is `placer train`'s default (`TrainConfig`'s)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--budget-seconds", type=float, default=600.0, help="RL budget per graph and cluster")
     ap.add_argument("--graphs", nargs="*", help="graph files (default: graphs/*.json.gz)")
@@ -143,15 +152,22 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--warm-start", choices=("heuristic", "none"), default="heuristic")
     ap.add_argument("--starts", type=int, default=1, help="race this many heuristic warm starts (default 1)")
-    add_grouping_flags(ap, "default: as placer train, on; rows of other groupings belong in another --out")
+    add_grouping_flags(ap, "default: as placer train, on; rows of other groupings belong in another --out",
+                       critical_default="default: as placer train, off; rows of other groupings belong in "
+                                        "another --out")
     ap.add_argument("--against", nargs="*", default=[], metavar="JSON",
                     help="earlier bench_rl_*.json results to compare each row with (same graph and cluster)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "rl"), help="results folder")
     ap.add_argument("--report", action="store_true", help="only rebuild the table from OUT/rows/")
-    args = ap.parse_args()
-    for flag in ("kind_groups", "balanced_groups"):
+    args = ap.parse_args(argv)
+    for flag in GROUPINGS:
         if getattr(args, flag) is None:
             setattr(args, flag, getattr(TrainConfig, flag))
+    return args
+
+
+def main() -> int:
+    args = parse_args()
     out = Path(args.out)
     (out / "rows").mkdir(parents=True, exist_ok=True)
     if not args.report:
@@ -185,7 +201,7 @@ def run_all(args, out):
                    "rl_vs_heuristic": r["rl_step_time"] / h_step, "rl_vs_lower_bound": r["rl_step_time"] / r["lower_bound"],
                    "budget_seconds": args.budget_seconds, "samples_per_step": args.samples, "max_groups": args.groups,
                    "seed": args.seed, "warm_start_mode": args.warm_start, "starts": args.starts,
-                   "kind_groups": bool(args.kind_groups), "balanced_groups": bool(args.balanced_groups)}
+                   **{flag: bool(getattr(args, flag)) for flag in GROUPINGS}}
             print(f"  RL {r['rl_step_time'] * 1e3:.3f} ms = {row['rl_vs_heuristic']:.3f} x heuristic, "
                   f"{row['rl_vs_lower_bound']:.3f} x lower bound; {r['steps']} steps, "
                   f"{r['samples_per_second']:.0f} samples/s, within 1% after {r['seconds_to_within_1pct']:.0f} s",
@@ -195,15 +211,16 @@ def run_all(args, out):
             tmp.replace(row_path)
 
 
-def grouping_label(kind_groups: bool, balanced_groups: bool) -> str:
+def grouping_label(kind_groups: bool, balanced_groups: bool, critical_groups: bool = False) -> str:
     """How per-graph RL grouped its ops, as the tables say it: "kind + balanced", ..., or "heavy-edge"."""
-    flags = [name for name, on in (("kind", kind_groups), ("balanced", balanced_groups)) if on]
+    flags = [name for name, on in (("kind", kind_groups), ("balanced", balanced_groups),
+                                   ("critical", critical_groups)) if on]
     return " + ".join(flags) if flags else "heavy-edge"
 
 
 def _rows_grouping(rows) -> str:
     """How the kept rows grouped ops (rows from before the flags were recorded: heavy edges alone)."""
-    labels = {grouping_label(r.get("kind_groups", False), r.get("balanced_groups", False)) for r in rows}
+    labels = {grouping_label(*(r.get(flag, False) for flag in GROUPINGS)) for r in rows}
     return f"{labels.pop()} groups" if len(labels) == 1 else "groupings differ between rows"
 
 
