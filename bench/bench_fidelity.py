@@ -48,7 +48,7 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 from placer import presets  # noqa: E402
 from placer.errors import PlacerError  # noqa: E402
 from placer.graph import OpGraph  # noqa: E402
-from placer.graph_io import load_graph, save_graph  # noqa: E402
+from placer.graph_io import load_graph, save_graph, write_atomic  # noqa: E402
 from placer.placement import Placement  # noqa: E402
 from placer.simulator import Simulator  # noqa: E402
 
@@ -402,11 +402,11 @@ def main() -> int:
             if name in results:
                 results[name] = simulate(results[name], load_graph(CACHE / f"{name}.profiled.json.gz"),
                                          presets.get("local"))
-        out_path.write_text(json.dumps(results, indent=1))
+        write_atomic(out_path, json.dumps(results, indent=1).encode())
     elif "calibration" not in results or args.force:
         log("calibration: crossing cost and device parallelism")
         results["calibration"] = calibrate()
-        out_path.write_text(json.dumps(results, indent=1))
+        write_atomic(out_path, json.dumps(results, indent=1).encode())
     c = results["calibration"]
     print(f"crossing between logical CPUs: {1e6 * c['crossing_seconds_64B']:.1f} us (64 B), "
           f"{1e6 * c['crossing_seconds_4194304B']:.1f} us (4 MiB) -> latency {1e6 * c['fitted_latency']:.1f} us, "
@@ -421,7 +421,7 @@ def main() -> int:
             log(f"{name}: already in {out_path} (use --force to redo)")
             continue
         results[name] = run_graph(name, args)
-        out_path.write_text(json.dumps(results, indent=1))
+        write_atomic(out_path, json.dumps(results, indent=1).encode())
     plot(results, out_path.with_suffix(".png"))
     print(f"{'graph':8} {'ops':>5} {'placements':>10} {'spearman':>9} {'MAPE':>7}   (vs measured p10: "
           "spearman, MAPE)   measured vs itself (split-half spearman); spread of sim / measured / duplicates")

@@ -31,7 +31,7 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from placer import presets  # noqa: E402
-from placer.graph_io import load_graph  # noqa: E402
+from placer.graph_io import load_graph, write_atomic  # noqa: E402
 from placer.placers import registry  # noqa: E402
 from placer.placers.comparison import compare, winners  # noqa: E402
 from placer.synthetic import layered_graph  # noqa: E402
@@ -100,8 +100,7 @@ def comparison(graph_dir: Path, clusters: list[str], methods: list[str], resume:
             for method in todo:
                 row = compare([graph], [cluster], [method])[0]
                 rows.append(row)
-                RESULTS.mkdir(parents=True, exist_ok=True)
-                out.write_text(json.dumps(rows, indent=1))
+                write_atomic(out, json.dumps(rows, indent=1).encode())  # a kill mid-save keeps the old rows
                 what = row.get("error") or (f"{ms(row['step_time'])} ms{' OOM' if row['oom'] else ''}, "
                                            f"placed in {row['place_seconds']:.2f} s")
                 log(f"[{len(rows)}/{total}] {graph.name} {cluster.name} {method}: {what}")
