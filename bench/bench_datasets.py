@@ -36,6 +36,8 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from placer import presets  # noqa: E402
+from placer.cli.common import run_script  # noqa: E402
+from placer.errors import interrupted  # noqa: E402
 from placer.importers import msr, pipedream  # noqa: E402
 from placer.objectives import ThroughputModel  # noqa: E402
 from placer.placers import registry  # noqa: E402
@@ -122,6 +124,8 @@ def run_workload(w: dict, methods: list[str], done: dict, save, rl_seconds: floa
         try:
             p = registry.place(method, graph, cluster, objective="throughput")
         except Exception as e:  # one failing placer must not sink the table
+            if interrupted(e):  # Ctrl-C inside the compiled simulator
+                raise KeyboardInterrupt from e
             row = {"workload": w["id"], "method": method, "error": f"{type(e).__name__}: {e}"}
         else:
             row = {"workload": w["id"], "method": method, "ops": len(graph), "cluster": cluster.name,
@@ -251,4 +255,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main, "bench_datasets", "finished rows are kept: the same command again continues (--fresh starts over)")

@@ -46,7 +46,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
 from placer import presets  # noqa: E402
-from placer.errors import PlacerError  # noqa: E402
+from placer.cli.common import run_script  # noqa: E402
+from placer.errors import PlacerError, interrupted  # noqa: E402
 from placer.graph import OpGraph  # noqa: E402
 from placer.graph_io import load_graph, save_graph, write_atomic  # noqa: E402
 from placer.placement import Placement  # noqa: E402
@@ -173,6 +174,8 @@ def placements(graph: OpGraph, cluster, n_random: int, seed: int, rl_steps: int)
             else:
                 out.append(p)
         except Exception as e:  # the RL placer is optional here
+            if interrupted(e):  # Ctrl-C, perhaps inside the compiled simulator
+                raise KeyboardInterrupt from e
             log(f"  rl: skipped ({type(e).__name__}: {e})")
     return out
 
@@ -436,4 +439,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main, "bench_fidelity", "finished graphs are kept in --out: the same command again continues")

@@ -31,6 +31,7 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from placer import presets  # noqa: E402
+from placer.cli.common import run_script  # noqa: E402
 from placer.graph_io import load_graph, write_atomic  # noqa: E402
 from placer.placers import registry  # noqa: E402
 from placer.placers.comparison import compare, winners  # noqa: E402
@@ -170,4 +171,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main, "bench_placers", "run it again with --resume to keep the compare rows saved so far")

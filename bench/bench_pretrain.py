@@ -65,6 +65,8 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from placer import presets  # noqa: E402
+from placer.cli.common import run_script  # noqa: E402
+from placer.errors import interrupted  # noqa: E402
 from placer.graph_io import load_graph, write_atomic  # noqa: E402
 from placer.placers import registry  # noqa: E402
 
@@ -92,6 +94,8 @@ def stage_heuristics(graph, cluster) -> dict:
         try:
             p = registry.place(name, graph, cluster)
         except Exception as e:  # reported, not fatal
+            if interrupted(e):  # Ctrl-C inside the compiled simulator
+                raise KeyboardInterrupt from e
             steps[name] = None
             print(f"    {name}: failed ({type(e).__name__}: {e})", file=sys.stderr)
             continue
@@ -570,4 +574,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main, "bench_pretrain", "finished stages are kept in the results file: the same command again continues")

@@ -43,7 +43,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from placer import presets  # noqa: E402
-from placer.cli.common import add_grouping_flags  # noqa: E402
+from placer.cli.common import add_grouping_flags, run_script  # noqa: E402
+from placer.errors import interrupted  # noqa: E402
 from placer.graph_io import load_graph  # noqa: E402
 from placer.placers import registry  # noqa: E402
 from placer.rl.trainer import TrainConfig  # noqa: E402
@@ -58,6 +59,8 @@ def best_heuristic(graph, cluster):
         try:
             p = registry.place(name, graph, cluster)
         except Exception as e:  # a failing heuristic is reported, not fatal to the benchmark
+            if interrupted(e):  # Ctrl-C inside the compiled simulator
+                raise KeyboardInterrupt from e
             print(f"    {name}: failed ({type(e).__name__}: {e})", file=sys.stderr)
             continue
         results.append((p.oom, p.step_time, name, p.assignment(graph, cluster)))
@@ -284,4 +287,4 @@ def _earlier_results(paths) -> dict[str, dict[tuple[str, str], float]]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main, "bench_rl", "finished runs are kept in OUT/rows/: the same command again continues")

@@ -7,9 +7,12 @@ Only the standard library is imported at module level: every command's
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -195,6 +198,41 @@ def check_refine(seconds: float | None, sweeps: int | None, objective: str) -> N
         raise PlacerError("--refine-sweeps needs --refine-seconds (the search's time limit)")
     if sweeps is not None and sweeps < 1:
         raise PlacerError(f"--refine-sweeps must be at least 1, got {sweeps}")
+
+
+@contextlib.contextmanager
+def sigterm_as_ctrl_c():
+    """While in the block, SIGTERM (`kill`, a job runner) raises KeyboardInterrupt as Ctrl-C does, so a command
+    stops with one line and exit 130 instead of dying silently; `StopOnSignal` takes both over in a long loop,
+    to save first. The old handler comes back when the block ends."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
+        return
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old if old is not None else signal.SIG_DFL)
+
+
+def run_script(main: Callable[[], int | None], name: str, resume: str) -> None:
+    """``sys.exit(main())`` for a long script (bench/): Ctrl-C or SIGTERM ends it with exit 130 and one line
+    saying how to go on (`resume`), not a traceback."""
+    from placer.errors import interrupted
+
+    try:
+        with sigterm_as_ctrl_c():
+            code = main()
+    except BaseException as e:
+        if not interrupted(e):
+            raise
+        print(f"{name}: interrupted; {resume}", file=sys.stderr)
+        sys.exit(130)
+    sys.exit(code)
 
 
 class StopOnSignal:

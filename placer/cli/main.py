@@ -9,12 +9,9 @@ TensorFlow) when it runs.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import os
-import signal
 import sys
-import threading
 
 # Order here is the order of `placer --help`.
 COMMANDS = [
@@ -70,33 +67,16 @@ def _version() -> str:
     return __version__
 
 
-@contextlib.contextmanager
-def _sigterm_as_ctrl_c():
-    """SIGTERM (`kill`, a job runner) stops a command as Ctrl-C does, one line and exit 130, instead of
-    killing it silently; `train` and `pretrain` take both signals over in their loops, to save first."""
-    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
-        yield
-        return
-
-    def stop(signum, frame):
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old if old is not None else signal.SIG_DFL)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0 success, 1 error, 130 interrupted)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     parser = build_parser()
     args = _parse(parser, argv)
+    from placer.cli.common import sigterm_as_ctrl_c
     from placer.errors import PlacerError, interrupted
 
     try:
-        with _sigterm_as_ctrl_c():
+        with sigterm_as_ctrl_c():
             code = args.run(args)
     except PlacerError as e:
         print(f"placer {args.command}: error: {e}", file=sys.stderr)

@@ -30,3 +30,28 @@ def test_each_grouping_flag_reaches_the_trainer(flag):
 def test_the_grouping_label_names_critical_groups():
     assert bench_rl.grouping_label(True, True, True) == "kind + balanced + critical"
     assert bench_rl.grouping_label(False, False) == "heavy-edge"
+
+
+@pytest.fixture
+def heuristic_stopped_by_ctrl_c():
+    """A heuristic stopped by Ctrl-C inside numba-compiled code, which hands it back in a SystemError."""
+    from placer.placers import registry
+
+    @registry.register("test_ctrl_c", description="Ctrl-C in compiled code")
+    def stopped(graph, cluster, **options):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as e:
+            raise SystemError("returned a result with an exception set") from e
+
+    yield
+    registry._REGISTRY.pop("test_ctrl_c")
+
+
+def test_ctrl_c_in_a_heuristic_stops_the_benchmark(heuristic_stopped_by_ctrl_c):
+    """Not reported as a failed heuristic while the benchmark goes on."""
+    from placer.presets import get
+    from placer.synthetic import layered_graph
+
+    with pytest.raises(KeyboardInterrupt):
+        bench_rl.best_heuristic(layered_graph(30, seed=0), get("2gpu"))

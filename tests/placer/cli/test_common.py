@@ -67,3 +67,31 @@ def test_output_file_refuses_a_missing_folder_and_never_creates_one(tmp_path, ma
     assert not (tmp_path / "missing").exists()
     assert output_file(str(tmp_path / "ok.json"), "-o") == tmp_path / "ok.json"
     assert output_file(None, "-o") is None
+
+
+def _ctrl_c():
+    raise KeyboardInterrupt
+
+
+def _interrupted_in_compiled_code():
+    try:
+        raise KeyboardInterrupt
+    except KeyboardInterrupt as e:  # how numba hands back a Ctrl-C in compiled code
+        raise SystemError("returned a result with an exception set") from e
+
+
+@pytest.mark.parametrize("stop", [_ctrl_c, _interrupted_in_compiled_code])
+def test_run_script_ends_an_interrupted_script_with_one_line(stop, capsys):
+    """A bench script stopped by Ctrl-C says how to go on, exit 130, no traceback."""
+    with pytest.raises(SystemExit) as stopped:
+        common.run_script(stop, "bench_x", "the same command again continues")
+    assert stopped.value.code == 130
+    assert capsys.readouterr().err == "bench_x: interrupted; the same command again continues\n"
+
+
+def test_run_script_passes_exit_codes_and_errors_through():
+    with pytest.raises(SystemExit) as done:
+        common.run_script(lambda: 0, "bench_x", "")
+    assert done.value.code == 0
+    with pytest.raises(ZeroDivisionError):
+        common.run_script(lambda: 1 / 0, "bench_x", "")
