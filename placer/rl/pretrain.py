@@ -706,8 +706,8 @@ def run(p: Pretrainer, out: Path, *, budget_seconds: float, name: str = "pretrai
     hist_path = out / "history.csv"
     rows = []
     if resumed and hist_path.exists():
-        with open(hist_path, newline="") as f:
-            rows = [r for r in csv.DictReader(f) if int(r["step"]) <= s.step]
+        with open(hist_path, newline="") as f:  # flushed at checkpoints: a kill can leave a row cut short
+            rows = [r for r in csv.DictReader(f) if None not in r.values() and int(r["step"]) <= s.step]
     f = open(hist_path, "w", newline="")
     writer = csv.DictWriter(f, fieldnames=HISTORY_FIELDS)
     writer.writeheader()

@@ -179,6 +179,8 @@ def test_run_checkpoints_exports_and_resumes(session):
     assert q.state.step == steps and q.state.envs == p.state.envs
     for a, b in zip(p.policy.trainable_variables, q.policy.trainable_variables):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+    with open(out / "history.csv", "a") as f:
+        f.write("1")  # a row cut short inside its step number (a kill while a full buffer was written)
     assert pretrain.run(q, out, budget_seconds=q.state.elapsed_seconds + 0.5, resumed=True) == "done"
     assert q.state.step > steps
     steps_logged = [int(r.split(",")[0]) for r in (out / "history.csv").read_text().splitlines()[1:]]
