@@ -13,7 +13,7 @@ given change them). ``--init POLICY`` continues pre-training from a policy
 from __future__ import annotations
 
 from placer.cli.common import (LogLines, StopOnSignal, add_grouping_flags, add_json_flag, add_run_folder,
-                               check_budget, check_resume, run_folder)
+                               check_budget, check_name, check_resume, run_folder)
 
 DEFAULT_CLUSTERS = ("2gpu", "4gpu", "8gpu")
 DEFAULT_BUDGET_SECONDS = 1800.0
@@ -76,6 +76,7 @@ def run(args) -> int:
     from placer.graph_io import load_graph
     from placer.rl import pretrain
 
+    check_name(args.name)
     out = run_folder(args.out)
     check_budget(args.budget_seconds)
     resuming = check_resume(out, (out / pretrain.STATE_FILE).exists(), args.resume, "pre-training run")

@@ -34,6 +34,18 @@ def test_check_budget_accepts_positive_or_absent():
     common.check_budget(0.5)
 
 
+@pytest.mark.parametrize("name", ["", "  "])
+def test_check_name_refuses_empty(name):
+    with pytest.raises(PlacerError, match="--name must not be empty"):
+        common.check_name(name)
+
+
+def test_pretrain_refuses_an_empty_name_before_making_its_folder(cli, tmp_path):
+    """`pretrain --name ""` ran a whole run under the default name."""
+    r = cli("pretrain", str(tmp_path), "--name", "", "--out", str(tmp_path / "run"))
+    assert r.code == 1 and "--name must not be empty" in r.err and not (tmp_path / "run").exists()
+
+
 def test_stop_on_signal_asks_then_interrupts_then_restores():
     """First SIGTERM sets `requested`; a second raises KeyboardInterrupt; the old handler comes back."""
     before = signal.getsignal(signal.SIGTERM)
