@@ -66,6 +66,17 @@ def _earlier_rows(path: str, graphs: list, clusters: list) -> dict:
     return {(r["graph"], r["cluster"], r["method"]): r for r in rows if "error" not in r}
 
 
+def _check_distinct_names(what: str, names: list[str], given: list[str]) -> None:
+    """Rows (and --resume) know graphs and clusters by name: two inputs of one name would share rows."""
+    from placer.errors import PlacerError
+
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            first = given[names.index(name)]
+            same = "given twice" if first == given[i] else f"named alike ({first!r} and {given[i]!r})"
+            raise PlacerError(f"{what} {name!r} is {same}; each {what} of a comparison needs its own name")
+
+
 def run(args) -> int:
     from placer.cli.common import human_seconds, print_json, print_table, seconds_per_unit
     from placer.cluster import load_cluster
@@ -91,6 +102,8 @@ def run(args) -> int:
     check_refine(args.refine_seconds, args.refine_sweeps, args.objective)
     clusters = [load_cluster(c) for c in args.cluster]
     graphs = [load_graph(g) for g in args.graphs]
+    _check_distinct_names("graph", [g.name for g in graphs], args.graphs)
+    _check_distinct_names("cluster", [c.name for c in clusters], args.cluster)
     reuse = _earlier_rows(args.save, graphs, clusters) if args.resume else {}
     units = {g.name: seconds_per_unit(g) for g in graphs}  # rows' times are in their graph's unit
     saved: list[dict] = []  # rows so far, reused ones included, as --save writes them

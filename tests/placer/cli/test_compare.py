@@ -103,6 +103,18 @@ def test_unknown_method_is_one_line(graph_files, capsys):
     assert "unknown method 'nope'" in capsys.readouterr().err
 
 
+def test_inputs_of_one_name_are_refused(graph_files, layered_graph_file, capsys):
+    """Rows are keyed by graph and cluster name: the same input twice, or two files holding graphs of one name,
+    would share rows (both starred as winners, or one graph's rows answering for the other on --resume)."""
+    assert main(["compare", graph_files[0], graph_files[0], "--cluster", "2gpu", "--methods", "single"]) == 1
+    assert "is given twice" in capsys.readouterr().err
+    twin = str(layered_graph_file(80, seed=5, name="twin.json.gz"))
+    assert main(["compare", graph_files[0], twin, "--cluster", "2gpu", "--methods", "single"]) == 1
+    assert "named alike" in capsys.readouterr().err
+    assert main(["compare", graph_files[0], "--cluster", "2gpu", "2gpu", "--methods", "single"]) == 1
+    assert "cluster '2gpu' is given twice" in capsys.readouterr().err
+
+
 def test_save_and_resume_run_only_the_missing_rows(graph_files, tmp_path, capsys):
     """An interrupted run resumes: saved rows are kept as they are, missing ones are placed."""
     saved = tmp_path / "rows.json"
