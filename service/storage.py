@@ -121,6 +121,10 @@ _GRAPH_META = "id, name, num_ops, num_edges, source, created_at, size_bytes"
 _JOB_FIELDS = [f.name for f in fields(JobRecord)]
 
 
+_BUSY_SECONDS = 30.0
+"""How long a statement waits for another process's lock on the database before giving up."""
+
+
 class SQLiteStorage:
     """`Storage` in one SQLite file (or ``:memory:``).
 
@@ -135,8 +139,8 @@ class SQLiteStorage:
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._db = sqlite3.connect(path, check_same_thread=False, timeout=30.0, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db = sqlite3.connect(path, check_same_thread=False, timeout=_BUSY_SECONDS, isolation_level=None)
+            self._use_wal()
             self._db.execute("PRAGMA synchronous=FULL")
             had_bundled = self._has_table("bundled_graphs")
             self._db.executescript(_SCHEMA)
@@ -144,6 +148,20 @@ class SQLiteStorage:
         except sqlite3.Error as e:
             raise StorageError(f"cannot open SQLite database {path!r}: {e}") from None
         self._lock = threading.Lock()
+
+    def _use_wal(self) -> None:
+        """Switch the file to WAL, retrying while another process opens it too: the switch needs the file to
+        itself, and SQLite answers "database is locked" at once there, without waiting its busy timeout
+        (``placer serve --workers N`` on a fresh data dir failed to start a worker that way)."""
+        deadline = time.monotonic() + _BUSY_SECONDS
+        while True:
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
 
     def _has_table(self, name: str) -> bool:
         return self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",

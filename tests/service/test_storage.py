@@ -106,3 +106,24 @@ def test_old_database_keeps_its_bundled_graphs(tmp_path):
     s = open_storage(f"sqlite:///{path}")
     assert s.bundled_sources() == {"bundled:a.json.gz"}
     s.close()
+
+
+def test_opening_waits_for_another_process_writing(tmp_path):
+    """Switching a file to WAL while another connection writes to it got "database is locked" at once (SQLite
+    does not wait its busy timeout there), so a worker of ``placer serve --workers N`` starting beside another
+    on a fresh data dir failed; opening now waits for the writer."""
+    import sqlite3
+    import threading
+
+    path = tmp_path / "placer.db"
+    writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    writer.execute("CREATE TABLE t (x)")
+    writer.execute("BEGIN IMMEDIATE")
+    writer.execute("INSERT INTO t VALUES (1)")
+    done = threading.Timer(0.3, lambda: writer.execute("COMMIT"))
+    done.start()
+    storage = open_storage(f"sqlite:///{path}")
+    done.join()
+    assert storage.list_graphs(limit=1, offset=0) == []
+    storage.close()
+    writer.close()
