@@ -130,6 +130,21 @@ class Cluster:
                     bw[i, j], lat[i, j] = link.bandwidth, link.latency
         return bw, lat
 
+    @property
+    def fingerprint(self) -> str:
+        """A short hash of the hardware (devices, links, shared threads; not `name` or `meta`).
+
+        Saved runs and comparison rows record it, so that a cluster file
+        edited under the same name (a faster link, more memory) is not
+        answered with results made for the old one.
+        """
+        import hashlib
+        import json
+
+        spec = {k: v for k, v in self.to_dict().items() if k not in ("name", "meta")}
+        spec["links"] = sorted(spec["links"], key=lambda l: l["between"])
+        return hashlib.sha256(json.dumps(spec, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+
     def to_dict(self) -> dict[str, Any]:
         """The cluster in the JSON spec format."""
         d: dict[str, Any] = {

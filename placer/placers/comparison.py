@@ -35,8 +35,8 @@ def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: lis
     reuse : rows of an earlier, interrupted run by ``(graph, cluster, method)``;
         those made for the same objective, refinement and `method_options`
         (an rl row trained for 10 s is no answer to a zero-shot request), of
-        the same graph (``graph_fingerprint``: a file changed under the same
-        name is placed again), are taken as they are instead of placing again.
+        the same graph and cluster (``graph_fingerprint``, ``cluster_fingerprint``:
+        a file changed under the same name is placed again), are taken as they are instead of placing again.
     place_options : passed to `registry.place` (e.g. ``objective="throughput"``, which
         adds ``max_load`` to each row, and ``ignored_objective`` for methods
         that do not optimise it).
@@ -51,7 +51,8 @@ def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: lis
     Returns
     -------
     list of dict
-        Rows with `ROW_FIELDS` and ``graph_fingerprint`` (`OpGraph.fingerprint`); a failed method's row
+        Rows with `ROW_FIELDS`, ``graph_fingerprint`` (`OpGraph.fingerprint`) and ``cluster_fingerprint``
+        (`Cluster.fingerprint`); a failed method's row
         has ``error`` (one line) and None for the numbers.
     """
     graphs, clusters = list(graphs), list(clusters)
@@ -62,13 +63,15 @@ def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: lis
         for cluster in clusters:
             for method in methods:
                 row: dict[str, Any] = {"graph": graph.name, "cluster": cluster.name, "method": method,
-                                       "graph_fingerprint": graph.fingerprint}
+                                       "graph_fingerprint": graph.fingerprint,
+                                       "cluster_fingerprint": cluster.fingerprint}
                 own = (method_options or {}).get(method, {})
                 if own:
                     row["method_options"] = own
                 earlier = (reuse or {}).get((graph.name, cluster.name, method))
                 if (earlier is not None and earlier.get("objective", "step_time") == objective
                         and earlier.get("graph_fingerprint", graph.fingerprint) == graph.fingerprint
+                        and earlier.get("cluster_fingerprint", cluster.fingerprint) == cluster.fingerprint
                         and earlier.get("refine_seconds") == refine_seconds
                         and earlier.get("refine_sweeps") == refine_sweeps
                         and earlier.get("method_options", {}) == own):

@@ -52,6 +52,7 @@ def save(trainer: Trainer, directory: str | Path) -> Path:
         "num_ops": len(trainer.graph),
         "graph_fingerprint": trainer.graph.fingerprint,
         "num_devices": len(trainer.cluster),
+        "cluster_fingerprint": trainer.cluster.fingerprint,
         "num_groups": trainer.grouping.num_groups,
         "config": asdict(trainer.config),
         "state": trainer.state.to_dict(),
@@ -108,8 +109,8 @@ def check_same_problem(saved: dict[str, Any], graph: OpGraph, cluster: Cluster, 
 
     Called before a trainer is built, since one built on another graph fails
     deep inside with numbers that mean nothing to the user. Checks the names,
-    the op and device counts, and the graph's fingerprint where the run saved
-    one (runs saved before it was kept are checked on the rest).
+    the op and device counts, and the graph's and cluster's fingerprints where
+    the run saved them (runs saved before they were kept are checked on the rest).
 
     Raises
     ------
@@ -128,6 +129,9 @@ def check_same_problem(saved: dict[str, Any], graph: OpGraph, cluster: Cluster, 
                                                                                            len(cluster)):
         raise PlacerError(f"{where}: it has cluster {saved['cluster']!r} ({saved.get('num_devices', '?')} "
                           f"devices), this one {cluster.name!r} ({len(cluster)} devices)")
+    if saved.get("cluster_fingerprint", cluster.fingerprint) != cluster.fingerprint:
+        raise PlacerError(f"{where}: it has another cluster named {cluster.name!r} (same device count, other "
+                          "devices or links)")
 
 
 def restore(trainer: Trainer, directory: str | Path, saved: dict[str, Any] | None = None) -> None:

@@ -238,7 +238,7 @@ class Race:
             checkpoint.save(arm, directory / STARTS_DIR / str(i))
         state = {"format": FORMAT, "graph": self.graph.name, "cluster": self.cluster.name,
                  "num_ops": len(self.graph), "graph_fingerprint": self.graph.fingerprint,
-                 "num_devices": len(self.cluster),
+                 "num_devices": len(self.cluster), "cluster_fingerprint": self.cluster.fingerprint,
                  "starts": len(self.arms), "alive": self.alive, "round": self.round,
                  "dropped_in": {str(k): v for k, v in self.dropped_in.items()},
                  "heuristic_seconds": self.heuristic_seconds, "config": asdict(self.config)}

@@ -150,6 +150,32 @@ def test_resume_places_again_rows_of_a_graph_changed_under_the_same_name(graph_f
     assert resumed[0]["graph_fingerprint"] != rows[0]["graph_fingerprint"]
 
 
+def test_resume_places_again_rows_of_a_cluster_changed_under_the_same_name(graph_files, tmp_path, capsys):
+    """Saved rows name their cluster's fingerprint: a cluster file edited under its name is placed on again."""
+    from placer import presets
+
+    spec = presets.get("2gpu").to_dict()
+    spec["name"] = "mine"
+    cluster_file = tmp_path / "mine.json"
+    cluster_file.write_text(json.dumps(spec))
+    saved = tmp_path / "rows.json"
+    argv = ["compare", graph_files[0], "--cluster", str(cluster_file), "--methods", "single", "--json", "--quiet",
+            "--save", str(saved)]
+    assert main(argv) == 0
+    rows = json.loads(capsys.readouterr().out)
+    rows[0]["place_seconds"] = 123.0  # a marker: a re-run overwrites it
+    saved.write_text(json.dumps(rows))
+    assert main(argv + ["--resume"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["place_seconds"] == 123.0  # unchanged: reused
+    for device in spec["devices"]:
+        device["memory_bytes"] *= 2
+    cluster_file.write_text(json.dumps(spec))
+    assert main(argv + ["--resume"]) == 0
+    resumed = json.loads(capsys.readouterr().out)
+    assert resumed[0]["place_seconds"] != 123.0
+    assert resumed[0]["cluster_fingerprint"] != rows[0]["cluster_fingerprint"]
+
+
 def test_resume_needs_save(graph_files, capsys):
     assert main(["compare", graph_files[0], "--cluster", "2gpu", "--methods", "single", "--resume"]) == 1
     assert "--resume needs --save" in capsys.readouterr().err

@@ -59,6 +59,21 @@ def test_resume_refuses_a_graph_of_the_same_name_and_size_with_other_costs(pair,
         checkpoint.check_same_problem(checkpoint.load_state(tmp_path), changed, pair, tmp_path)
 
 
+def test_resume_refuses_a_cluster_of_the_same_name_with_other_links(pair, tmp_path):
+    """A cluster file edited under its name (here every link 10x faster) is not the cluster the run learned on."""
+    from placer.cluster import Cluster
+
+    checkpoint.save(Trainer(two_chains(), pair, _config()), tmp_path)
+    data = pair.to_dict()
+    for link in data["links"] + [data["default_link"]]:
+        link["bandwidth"] *= 10
+    faster = Cluster.from_dict(data)
+    assert faster.name == pair.name and faster.fingerprint != pair.fingerprint
+    assert Cluster.from_dict(pair.to_dict()).fingerprint == pair.fingerprint
+    with pytest.raises(PlacerError, match="another cluster named"):
+        checkpoint.check_same_problem(checkpoint.load_state(tmp_path), two_chains(), faster, tmp_path)
+
+
 def test_nothing_to_resume(pair, tmp_path):
     assert checkpoint.load_state(tmp_path) is None
     with pytest.raises(PlacerError, match="no training run"):
