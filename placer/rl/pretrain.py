@@ -546,6 +546,7 @@ def save(p: Pretrainer, out: Path, name: str, version: str) -> None:
     _tf_checkpoint(p).write(str(ckpt / prefix))
     state = {"format": 1, "config": asdict(p.config), "envs": [e.key for e in p.envs],
              "fingerprints": {e.key: e.graph.fingerprint for e in p.envs},
+             "cluster_fingerprints": {e.cluster.name: e.cluster.fingerprint for e in p.envs},
              "state": p.state.to_dict(), "checkpoint": f"{CHECKPOINT_DIR}/{prefix}", "name": name, "version": version,
              "init": p.init}
     write_atomic(out / STATE_FILE, json.dumps(state).encode())
@@ -615,7 +616,7 @@ def check_same_environments(out: Path, pairs: list[tuple[OpGraph, Cluster]],
 
     The command calls it before building the environments, which takes minutes
     on a corpus (teachers), so that resuming on another corpus or clusters
-    fails at once; graphs are compared by fingerprint where the run kept them.
+    fails at once; graphs and clusters are compared by fingerprint where the run kept them.
     """
     saved = read_json_file(out / STATE_FILE, "pre-training state") if saved is None else saved
     keys = [env_key(g, c) for g, c in pairs]
@@ -632,6 +633,11 @@ def check_same_environments(out: Path, pairs: list[tuple[OpGraph, Cluster]],
     if changed:
         raise PlacerError(f"{where}: it was made on other graphs of the same names ({', '.join(changed[:3])}"
                           f"{' ...' if len(changed) > 3 else ''}: other ops or costs)")
+    prints = saved.get("cluster_fingerprints", {})
+    changed = sorted({c.name for _, c in pairs if prints.get(c.name, c.fingerprint) != c.fingerprint})
+    if changed:
+        raise PlacerError(f"{where}: it was made on other clusters of the same names ({', '.join(changed)}: "
+                          "other devices or links)")
 
 
 def saved_config(out: Path) -> dict[str, Any]:

@@ -422,4 +422,8 @@ def test_cli_pretrain_resume_is_checked_before_the_environments_are_built(tmp_pa
     (out / pretrain.STATE_FILE).write_text(json.dumps(state))
     assert main([*argv, str(out)]) == 1
     assert "other graphs of the same names (layered50" in capsys.readouterr().err
+    state.update(fingerprints={"layered50@2gpu": g.fingerprint}, cluster_fingerprints={"2gpu": "0" * 16})
+    (out / pretrain.STATE_FILE).write_text(json.dumps(state))
+    assert main([*argv, str(out)]) == 1
+    assert "other clusters of the same names (2gpu" in capsys.readouterr().err
     assert sorted(p.name for p in out.iterdir()) == [pretrain.STATE_FILE]  # nothing built or written
