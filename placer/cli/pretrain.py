@@ -120,23 +120,26 @@ def run(args) -> int:
     total = (len(entries) + len(validation)) * len(clusters)
     bar = tqdm(total=total, desc="environments", unit="env", file=sys.stderr, disable=None)
 
-    def environments(chosen, refine_seconds, done=0):
+    def environments(chosen, refine_seconds, before=()):
         made = []
         for graph in chosen:
             for c in clusters:
-                made.append(pretrain.make_environment(graph, c, config.groups, config.teachers,
-                                                      cached.get(pretrain.env_key(graph, c)), refine_seconds,
-                                                      config.kind_groups, config.balanced_groups,
-                                                      config.critical_groups))
+                env = pretrain.make_environment(graph, c, config.groups, config.teachers,
+                                                cached.get(pretrain.env_key(graph, c)), refine_seconds,
+                                                config.kind_groups, config.balanced_groups, config.critical_groups)
+                made.append(env)
+                if env.key not in cached or cached[env.key]["devices"] != env.teacher_devices.tolist():
+                    pretrain.save_teachers(out, [*before, *made], config.kind_groups, config.balanced_groups,
+                                           config.critical_groups, config.teachers, keep=cached)
                 bar.update(1)
-                log_setup(lambda: f"environments {done + len(made)}/{total} (teachers placed)")
+                log_setup(lambda: f"environments {len(before) + len(made)}/{total} (teachers placed)")
         return made
 
     envs = environments(graphs, config.refine_teachers)
-    val_envs = environments(val_graphs, 0.0, done=len(envs))
+    val_envs = environments(val_graphs, 0.0, before=envs)
     bar.close()
     pretrain.save_teachers(out, envs + val_envs, config.kind_groups, config.balanced_groups,
-                           config.critical_groups)
+                           config.critical_groups, config.teachers)
     setup = time.perf_counter() - t0
 
     trainer = pretrain.Pretrainer(envs, config, validation=val_envs)

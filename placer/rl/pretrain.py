@@ -317,7 +317,8 @@ def make_environment(graph: OpGraph, cluster: Cluster, groups: int, teachers: tu
 
     The teacher is the fastest of `teachers` once grouped, then (with
     `refine_seconds`) improved by that much local search over group moves;
-    it comes from `cached` instead when that was made the same way.
+    it comes from `cached` instead when that was made the same way (same
+    groups, the same heuristics, searched or not).
     """
     if len(cluster) > MAX_DEVICES:
         raise PlacerError(f"cluster {cluster.name!r} has {len(cluster)} devices; the policy handles at most "
@@ -331,7 +332,8 @@ def make_environment(graph: OpGraph, cluster: Cluster, groups: int, teachers: tu
             and cached["teacher"].endswith(SEARCHED) == (refine_seconds > 0)
             and bool(cached.get("kind_groups", False)) == kind_groups
             and bool(cached.get("balanced_groups", False)) == balanced_groups
-            and bool(cached.get("critical_groups", False)) == critical_groups):
+            and bool(cached.get("critical_groups", False)) == critical_groups
+            and tuple(cached.get("teachers", teachers)) == tuple(teachers)):
         teacher, devices, step_time = cached["teacher"], np.asarray(cached["devices"], np.int64), cached["step_time"]
     else:
         teacher, devices, step_time = teacher_placement(graph, cluster, sim, grouping, teachers)
@@ -664,11 +666,17 @@ def load_teachers(out: Path) -> dict[str, Any]:
 
 
 def save_teachers(out: Path, envs: list[Environment], kind_groups: bool = False,
-                  balanced_groups: bool = False, critical_groups: bool = False) -> None:
-    data = {e.key: {"teacher": e.teacher, "devices": e.teacher_devices.tolist(), "step_time": e.teacher_step_time,
-                    "kind_groups": kind_groups, "balanced_groups": balanced_groups,
-                    "critical_groups": critical_groups}
-            for e in envs}
+                  balanced_groups: bool = False, critical_groups: bool = False,
+                  teachers: tuple[str, ...] = DEFAULT_TEACHERS, keep: dict[str, Any] | None = None) -> None:
+    """Write teachers.json: the teachers of `envs`, over the entries of `keep` (the file as it was). Written
+    after each environment while they are built, so that a run interrupted in its set-up (minutes with
+    ``--refine-teachers``) finds the teachers it already placed when started again."""
+    data = dict(keep or {})
+    data.update({e.key: {"teacher": e.teacher, "devices": e.teacher_devices.tolist(),
+                         "step_time": e.teacher_step_time, "kind_groups": kind_groups,
+                         "balanced_groups": balanced_groups, "critical_groups": critical_groups,
+                         "teachers": list(teachers)}
+                 for e in envs})
     write_atomic(out / TEACHERS_FILE, json.dumps(data).encode())
 
 

@@ -395,6 +395,52 @@ def test_a_kind_groups_run_places_and_fine_tunes_the_same_groups(tmp_path):
     assert tuner.state.best.step_time == pytest.approx(zero.step_time)
 
 
+def test_teachers_placed_before_an_interrupt_are_kept(tmp_path, capsys, monkeypatch):
+    """teachers.json is written as environments are built: a set-up interrupted after the first pair (minutes
+    each with --refine-teachers) places only the others when started again."""
+    from placer.cli.main import main
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    graphs = []
+    for k in range(2):
+        g = layered_graph(40 + 10 * k, seed=k)
+        save_graph(g, corpus / f"g{k}.json.gz")
+        graphs.append({"name": g.name, "family": f"f{k}", "split": "train", "path": f"g{k}.json.gz"})
+    (corpus / "manifest.json").write_text(json.dumps({"graphs": graphs}))
+    out = tmp_path / "run"
+    args = ["pretrain", str(corpus), "--cluster", "2gpu", "--out", str(out), "--budget-seconds", "1", "--groups",
+            "8", "--hidden", "8", "--samples", "2"]
+    placed, build = [], pretrain.make_environment
+
+    def interrupted_at_the_second(graph, cluster, *rest):
+        if len(placed) == 1:
+            raise KeyboardInterrupt
+        placed.append(graph.name)
+        return build(graph, cluster, *rest)
+
+    monkeypatch.setattr(pretrain, "make_environment", interrupted_at_the_second)
+    assert main(args) == 130
+    capsys.readouterr()
+    assert list(pretrain.load_teachers(out)) == ["layered40@2gpu"]
+    teacher, searched = pretrain.teacher_placement, []
+    monkeypatch.setattr(pretrain, "make_environment", build)
+    monkeypatch.setattr(pretrain, "teacher_placement", lambda graph, *rest: searched.append(graph.name)
+                        or teacher(graph, *rest))
+    assert main(args) == 0
+    assert searched == ["layered50"] and sorted(pretrain.load_teachers(out)) == ["layered40@2gpu", "layered50@2gpu"]
+
+
+def test_a_cached_teacher_of_other_heuristics_is_placed_again():
+    """teachers.json names the heuristics a teacher was the fastest of: another --teachers list places anew."""
+    g, c = layered_graph(40, seed=0), presets.get("2gpu")
+    env = pretrain.make_environment(g, c, 8, ("single", "metis"))
+    cached = {"teacher": "metis", "devices": [1] * len(env.teacher_devices), "step_time": 1.0,
+              "teachers": ["single", "metis"]}
+    assert pretrain.make_environment(g, c, 8, ("single", "metis"), cached).teacher_step_time == 1.0
+    assert pretrain.make_environment(g, c, 8, ("single", "heft"), cached).teacher_step_time != 1.0
+
+
 def test_cli_pretrain_resume_is_checked_before_the_environments_are_built(tmp_path, capsys):
     """Teachers take minutes on a real corpus: another corpus or clusters, changed graphs or no run at all are
     refused first, from the saved state alone."""
