@@ -128,9 +128,8 @@ def run(args) -> int:
                                                 cached.get(pretrain.env_key(graph, c)), refine_seconds,
                                                 config.kind_groups, config.balanced_groups, config.critical_groups)
                 made.append(env)
-                if env.key not in cached or cached[env.key]["devices"] != env.teacher_devices.tolist():
-                    pretrain.save_teachers(out, [*before, *made], config.kind_groups, config.balanced_groups,
-                                           config.critical_groups, config.teachers, keep=cached)
+                pretrain.save_teachers(out, [*before, *made], config.kind_groups, config.balanced_groups,
+                                       config.critical_groups, config.teachers, keep=cached)
                 bar.update(1)
                 log_setup(lambda: f"environments {len(before) + len(made)}/{total} (teachers placed)")
         return made
