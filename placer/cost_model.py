@@ -1,6 +1,7 @@
 """Per-op compute time on each device: the op's own cost, or a roofline.
 
-An op's ``cost`` (measured or modelled seconds for a device kind) wins. Where
+An op's ``cost`` (measured or modelled seconds for a device kind, matched
+whatever the case: ``"GPU"`` is ``"gpu"``) wins. Where
 an op has none for a device's kind, its time is the roofline estimate
 
     max(flops / peak_flops, bytes_accessed / memory_bandwidth) + op_overhead
@@ -39,9 +40,12 @@ def op_time_matrix(graph: OpGraph, cluster: Cluster) -> np.ndarray:
     columns: dict[str, list[int]] = {}
     for j, dev in enumerate(cluster.devices):
         times[:, j] = np.maximum(flops / dev.peak_flops, moved / dev.memory_bandwidth) + dev.op_overhead
-        columns.setdefault(dev.kind, []).append(j)
+        # kinds match whatever their case: a cluster file's kind is lowercased when
+        # parsed ("GPU" -> "gpu"), a graph's cost keys are kept as written, so a
+        # cost {"GPU": ...} for a cluster saying "GPU" was silently ignored
+        columns.setdefault(dev.kind.lower(), []).append(j)
     for i, op in enumerate(graph.ops):
         for kind, seconds in op.cost.items():
-            for j in columns.get(kind, ()):
+            for j in columns.get(kind.lower(), ()):
                 times[i, j] = seconds
     return times

@@ -241,6 +241,10 @@ class OpGraph:
         """
         if not isinstance(data, dict):
             raise GraphError("graph: expected a JSON object with 'name' and 'nodes'")
+        unknown = set(data) - _GRAPH_KEYS  # as for ops: a misspelt key must not be dropped silently
+        if unknown:
+            raise GraphError(f"graph: unknown top-level field(s) {sorted(unknown)} (a graph has "
+                             f"{', '.join(sorted(_GRAPH_KEYS))}; put other data in 'meta')")
         name = data.get("name")
         nodes = data.get("nodes")
         meta = data.get("meta", {})
@@ -250,6 +254,8 @@ class OpGraph:
             raise GraphError("graph: 'nodes' must be a list of ops")
         if not isinstance(meta, dict):
             raise GraphError("graph: 'meta' must be an object")
+        if _depth(meta) > MAX_META_DEPTH:  # stored as given, it must come back out: deep JSON breaks encoders
+            raise GraphError(f"graph: 'meta' is nested more than {MAX_META_DEPTH} levels deep")
         ops = [_op_from_dict(node, k) for k, node in enumerate(nodes)]
         return cls(name, ops, meta)
 
@@ -311,6 +317,23 @@ def _number(value: Any, what: str, where: str) -> float:
     if value < 0:
         raise GraphError(f"{where}: {what} must not be negative, got {value}")
     return float(value)
+
+
+_GRAPH_KEYS = frozenset({"name", "nodes", "meta"})
+MAX_META_DEPTH = 32
+"""How deeply a graph's free-form ``meta`` may nest (importers write 2 levels)."""
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of lists and dicts in `value` (0 for a scalar), without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (dict, list)):
+            deepest = max(deepest, d + 1)
+            if d + 1 <= MAX_META_DEPTH:  # no need to walk further down than the limit
+                stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return deepest
 
 
 def _op_from_dict(node: Any, k: int) -> Op:

@@ -82,6 +82,8 @@ def parse_json_bytes(raw: bytes, where: str = "input") -> Any:
         raise PlacerError(f"{where}: not JSON (binary data)") from None
     except json.JSONDecodeError as e:
         raise PlacerError(f"{where}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    except RecursionError:  # arrays or objects nested thousands deep: Python's parser recurses
+        raise PlacerError(f"{where}: JSON nested too deeply") from None
 
 
 def _parse_int(text: str) -> int | float:
@@ -97,12 +99,39 @@ def _parse_int(text: str) -> int | float:
 
 
 def load_graph(path: str | os.PathLike) -> OpGraph:
-    """Load and validate a graph file (`.json` or `.json.gz`)."""
-    data = read_json_file(path, "graph")
+    """Load and validate a graph file (`.json` or `.json.gz`).
+
+    Raises
+    ------
+    PlacerError
+        Naming the file and the problem; for a model file of another format (a GraphDef, an MSR workload,
+        a PipeDream profile) saying so and how to convert it, where "not valid JSON" would mislead.
+    """
     try:
-        return OpGraph.from_dict(data)
-    except GraphError as e:
-        raise GraphError(f"graph {str(path)!r}: {e}") from None
+        return OpGraph.from_dict(read_json_file(path, "graph"))
+    except PlacerError as e:
+        other = _other_format(path)
+        if other is not None:  # its JSON or field error would mislead: say what the file is
+            raise type(e)(f"graph {str(path)!r}: {other}, not a graph file; "
+                          f"`placer import {path} -o GRAPH.json.gz` converts it") from None
+        if isinstance(e, GraphError):
+            raise GraphError(f"graph {str(path)!r}: {e}") from None
+        raise
+
+
+def _other_format(path: str | os.PathLike) -> str | None:
+    """What `path` is when it holds a model format `placer import` reads other than ours, else None."""
+    from placer.importers import detect_format
+
+    try:
+        fmt = detect_format(read_bytes(path, repr(str(path))), str(path))
+    except PlacerError:
+        return None
+    return None if fmt == "json" else _FORMAT_NAMES.get(fmt, f"a {fmt} file")
+
+
+_FORMAT_NAMES = {"msr": "an MSR dnn-partitioning workload", "pipedream": "a PipeDream profile",
+                 "pbtxt": "a TensorFlow GraphDef (text)", "graphdef": "a TensorFlow GraphDef"}
 
 
 def save_graph(graph: OpGraph, path: str | os.PathLike) -> None:

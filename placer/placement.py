@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,11 +119,16 @@ class Placement:
                 + (f" (and {len(unknown_ops) - 1} more)" if len(unknown_ops) > 1 else "")
             )
         out = np.empty(len(graph), dtype=np.int64)
+        aliases: dict[str, int] | None = None
         for i, op in enumerate(graph.ops):
             dev = self.devices.get(op.name)
             if dev is None:
                 raise PlacementError(f"placement has no device for op {op.name!r}")
             k = cluster.index.get(dev)
+            if k is None:  # another spelling of a TF device name ("GPU:1", "/gpu:1", "/job:.../device:GPU:1")
+                if aliases is None:
+                    aliases = _device_aliases(cluster)
+                k = aliases.get(canonical_device_name(dev) or "")
             if k is None:
                 raise PlacementError(
                     f"op {op.name!r} is placed on {dev!r}, which cluster {cluster.name!r} does not have "
@@ -130,6 +136,40 @@ class Placement:
                 )
             out[i] = k
         return out
+
+
+_DEVICE_NAME = re.compile(r"^(?:/job:[^/]+)?(?:/replica:\d+)?(?:/task:\d+)?"
+                          r"(?P<slash>/)?(?:device:)?(?P<type>[A-Za-z_]+)(?::(?P<index>\d+))?$")
+
+
+def canonical_device_name(name: str) -> str | None:
+    """``"/device:GPU:1"`` for any TensorFlow spelling of it (``"GPU:1"``, ``"/gpu:1"``, the fully qualified
+    ``"/job:localhost/replica:0/task:0/device:GPU:1"``; ``"/gpu"`` is index 0, as TensorFlow reads it);
+    None for a name that is not one. No TensorFlow needed."""
+    m = _DEVICE_NAME.match(name.strip())
+    if m is None or (m["index"] is None and m["slash"] is None):  # a bare word ("dev") is no TF device name
+        return None
+    return f"/device:{m['type'].upper()}:{int(m['index'] or 0)}"
+
+
+def _device_aliases(cluster: Cluster) -> dict[str, int]:
+    """Canonical TF device name -> device index, for the cluster's devices whose names are TF device names."""
+    out: dict[str, int] = {}
+    for k, name in enumerate(cluster.device_names):
+        canonical = canonical_device_name(name)
+        if canonical is not None:
+            out.setdefault(canonical, k)
+    return out
+
+
+def split_colocation_groups(graph: OpGraph, assignment: np.ndarray) -> list[str]:
+    """Colocation keys whose ops `assignment` puts on more than one device.
+
+    TensorFlow keeps such ops together (a variable and the ops updating it): a placement that splits
+    them cannot run as given, so a step time simulated for it is not one TensorFlow would show.
+    """
+    return [key for key, ix in graph.colocation_groups().items()
+            if len(ix) > 1 and len(set(np.asarray(assignment)[ix].tolist())) > 1]
 
 
 def load_placement(path: str | os.PathLike) -> Placement:

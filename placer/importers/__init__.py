@@ -166,8 +166,21 @@ def _sniff_pbtxt(raw: bytes, path: str | None) -> bool:
 
 def _sniff_graphdef(raw: bytes, path: str | None) -> bool:
     # A serialized GraphDef starts with field 1 (node), 2 (library), 3 (version)
-    # or 4 (versions), all length-delimited except `version` (varint).
-    return raw[:1] in (b"\x0a", b"\x12", b"\x18", b"\x22")
+    # or 4 (versions), all length-delimited except `version` (varint); and unlike
+    # a text file that starts with a newline (0x0a), it holds control bytes (its
+    # other field tags and short lengths).
+    return raw[:1] in (b"\x0a", b"\x12", b"\x18", b"\x22") and not _is_text(raw[:4096])
+
+
+def _is_text(head: bytes) -> bool:
+    """Printable UTF-8 text (a character cut at the end of `head` aside)."""
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.start < len(head) - 3:
+            return False
+        text = head[:e.start].decode("utf-8")
+    return all(c.isprintable() or c in "\t\n\r" for c in text)
 
 
 def _load_pbtxt(raw: bytes, name: str) -> OpGraph:

@@ -19,8 +19,10 @@ training steps:
   element; pooling: window size per output element;
 - LSTM/GRU cell ops (``LSTMBlockCell``, ``BlockLSTM``, ``GRUBlockCell`` and
   gradients): their matmuls plus the gate arithmetic; optimizer apply ops
-  (``ResourceApplyAdam``...): a fixed count per weight; sparse scatter
-  updates (``ResourceScatterSub``, embedding gradients): 1 per updated element;
+  (``ResourceApplyAdam``...): a fixed count per weight; in-place variable
+  updates (``AssignAddVariableOp``, ``AssignSubVariableOp``, as Keras 3
+  optimizers apply their steps) and sparse scatter updates
+  (``ResourceScatterSub``, embedding gradients): 1 per updated element;
 - data movement and bookkeeping (``Identity``, ``Reshape``, ``ConcatV2``,
   ``Transpose``, ``Gather``, ``ReadVariableOp``, ``Const``...): 0; their time
   comes from bytes moved in the roofline.
@@ -187,9 +189,12 @@ def _gru_block_cell(info: OpInfo) -> float:
 
 
 def _gru_block_cell_grad(info: OpInfo) -> float:
+    # the kernel's two matmuls back to [dx, dh_prev]: d_r_bar_u_bar @ w_ru^T and d_c_bar @ w_c^T,
+    # 2*B*(I+H)*3H in all, plus the gate gradients; dW_ru and dW_c are separate MatMul ops
+    # (the Python gradient's), as for LSTMBlockCellGrad
     b, h = info.inputs[1]
     i = info.inputs[0][1]
-    return 4.0 * b * (i + h) * 3 * h + 16.0 * b * h
+    return 2.0 * b * (i + h) * 3 * h + 16.0 * b * h
 
 
 # -- optimizer apply ops: FLOPs per weight element ---------------------------
@@ -220,7 +225,7 @@ ELEMENTWISE = (
     "ReluGrad Relu6Grad LeakyReluGrad EluGrad SeluGrad BiasAdd BiasAddV1 Cast "
     "Less LessEqual Greater GreaterEqual Equal NotEqual LogicalAnd LogicalOr LogicalNot "
     "Select SelectV2 ClipByValue Floor Ceil Round Rint IsFinite IsNan "
-    "AssignAddVariableOp AssignSubVariableOp AssignAdd AssignSub MulNoNan Xdivy Xlogy "
+    "MulNoNan Xdivy Xlogy "
     "ReciprocalGrad OnesLike ZerosLike Cumsum Cumprod"
 ).split()
 TRANSCENDENTAL = (
@@ -273,8 +278,11 @@ RULES.update({t: _per_element(4) for t in TRANSCENDENTAL})
 RULES.update({t: _per_element(1, "in") for t in REDUCTIONS})
 RULES.update({t: (lambda info: 0.0) for t in ZERO_FLOPS})
 RULES.update({t: _apply_rule(per) for t, per in _APPLY_PER_WEIGHT.items()})
-# sparse updates (embedding gradients): one FLOP per element of `updates`, the last input
+# in-place updates ``var += value``: one FLOP per element of `value`, the last input (resource
+# assigns output nothing, so counting outputs would give 0); sparse updates (embedding gradients):
+# one FLOP per element of `updates`, the last input
 RULES.update({t: _per_element_of_last_input for t in (
+    "AssignAddVariableOp", "AssignSubVariableOp", "AssignAdd", "AssignSub",
     "ResourceScatterAdd", "ResourceScatterSub", "ResourceScatterMul", "ResourceScatterDiv",
     "ResourceScatterMin", "ResourceScatterMax", "ScatterAdd", "ScatterSub", "TensorScatterAdd",
     "TensorScatterSub")})

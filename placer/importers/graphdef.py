@@ -477,8 +477,31 @@ def _import(graph_def, tf):
             tf.graph_util.import_graph_def(graph_def, name="")
     except (ValueError, TypeError, KeyError, tf.errors.OpError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if "cycle" in first:  # TF counts the nodes it could not order but names none of them
+            cycle = _a_cycle(graph_def)
+            if cycle:
+                shown = " -> ".join(repr(n) for n in cycle[:8]) + (" -> ..." if len(cycle) > 8 else "")
+                raise ModelImportError(f"node {cycle[0]!r}: is on a cycle ({shown} -> {cycle[0]!r})") from None
         raise ModelImportError(f"TensorFlow cannot import the GraphDef: {first}") from None
     return graph
+
+
+def _a_cycle(graph_def) -> list[str]:
+    """Nodes of one cycle of `graph_def` in data-flow order ([] if none), not counting a while loop's
+    back edges (NextIteration into Merge), which TensorFlow allows."""
+    import networkx as nx
+
+    next_iterations = {n.name for n in graph_def.node if n.op in ("NextIteration", "RefNextIteration")}
+    g = nx.DiGraph()
+    for node in graph_def.node:
+        for name in node.input:
+            src = name.lstrip("^").split(":")[0]
+            if not (node.op in ("Merge", "RefMerge") and src in next_iterations):
+                g.add_edge(src, node.name)
+    try:
+        return [u for u, _ in nx.find_cycle(g)]
+    except nx.NetworkXNoCycle:
+        return []
 
 
 def _static_shape(tensor, node, k: int, allow_unknown: bool, unknown_ops: list[str]) -> list[int]:

@@ -11,27 +11,22 @@ from __future__ import annotations
 
 from placer.errors import PlacementError
 from placer.graph import OpGraph
-from placer.placement import Placement
+from placer.placement import Placement, canonical_device_name
 
 
 def canonical_device(name: str) -> str:
-    """``"/job:localhost/replica:0/task:0/device:CPU:1"``, ``"/cpu:1"``, ``"CPU:1"`` -> ``"/device:CPU:1"``.
+    """``"/job:localhost/replica:0/task:0/device:CPU:1"``, ``"/cpu:1"``, ``"CPU:1"`` -> ``"/device:CPU:1"``
+    (`placer.placement.canonical_device_name`, which placements read device names with too).
 
     Raises
     ------
     PlacementError
         If the name is not a TensorFlow device name with a type.
     """
-    from tensorflow.python.framework.device_spec import DeviceSpecV2
-
-    text = name if name.startswith("/") else f"/device:{name}"
-    try:
-        spec = DeviceSpecV2.from_string(text)
-    except (ValueError, TypeError):
-        raise PlacementError(f"{name!r} is not a TensorFlow device name (e.g. /device:CPU:0)") from None
-    if not spec.device_type:
+    canonical = canonical_device_name(name)
+    if canonical is None:
         raise PlacementError(f"{name!r} is not a TensorFlow device name (e.g. /device:CPU:0)")
-    return f"/device:{spec.device_type.upper()}:{spec.device_index or 0}"
+    return canonical
 
 
 def node_devices(graph: OpGraph, graph_def, placement: Placement) -> dict[str, str]:

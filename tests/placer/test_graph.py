@@ -94,6 +94,9 @@ class TestValidation:
         ({"nodes": []}, "'name'"),
         ({"name": "g"}, "'nodes' must be a list"),
         ({"name": "g", "nodes": [], "meta": 3}, "'meta'"),
+        ({"name": "g", "nodes": [], "metadata": {}}, r"unknown top-level field\(s\) \['metadata'\]"),
+        ({"name": "g", "nodes": [{"name": "a", "op": "T"}], "meta": {"x": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}},
+         "'meta' is nested more than 32 levels deep"),
     ])
     def test_top_level(self, data, message):
         with pytest.raises(GraphError, match=message):

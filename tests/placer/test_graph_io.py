@@ -3,6 +3,7 @@
 import gzip
 import json
 import math
+import re
 from pathlib import Path
 
 import jsonschema
@@ -138,4 +139,40 @@ def test_an_integer_beyond_any_float_is_infinite_and_refused(tmp_path, digits):
     path = tmp_path / "g.json"
     path.write_text('{"name": "g", "nodes": [{"name": "a", "op": "T", "flops": ' + "9" * digits + "}]}")
     with pytest.raises(GraphError, match="op 'a': 'flops' must be finite"):
+        load_graph(path)
+
+
+# A serialized GraphDef with one node, "a" of op Const (field 1 node; NodeDef fields 1 name, 2 op).
+_GRAPHDEF = b"\x0a\x0a\x0a\x01a\x12\x05Const"
+
+
+@pytest.mark.parametrize("name, data, what", [
+    ("model.pb", _GRAPHDEF, "a TensorFlow GraphDef"),
+    ("model.pb.gz", gzip.compress(_GRAPHDEF), "a TensorFlow GraphDef"),
+    ("model.pbtxt", b'node { name: "a" op: "Const" }\n', "a TensorFlow GraphDef (text)"),
+    ("bert.json", json.dumps({"maxSizePerFPGA": 1, "maxFPGAs": 2, "maxCPUs": 1, "nodes": [], "edges": []}).encode(),
+     "an MSR dnn-partitioning workload"),
+])
+def test_a_model_file_of_another_format_is_named_with_how_to_convert_it(tmp_path, name, data, what):
+    """Not "not valid JSON" or "'name' must be a non-empty string": what the file is, and `placer import`."""
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(PlacerError, match=f"{re.escape(what)}, not a graph file; `placer import .*{name} -o GRAPH.json.gz`"):
+        load_graph(path)
+
+
+def test_text_that_is_not_json_is_not_called_a_graphdef(tmp_path):
+    """A GraphDef is sniffed by its first byte, which a text file starting with a newline shares."""
+    path = tmp_path / "g.json"
+    path.write_bytes(b"\n[1, 2")
+    with pytest.raises(PlacerError, match="not valid JSON") as e:
+        load_graph(path)
+    assert "GraphDef" not in str(e.value)
+
+
+def test_json_nested_thousands_deep_is_one_clear_error(tmp_path):
+    """Python's JSON parser recurses: this was a RecursionError (a 500 in the service), not a PlacerError."""
+    path = tmp_path / "g.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(PlacerError, match="g.json.*JSON nested too deeply"):
         load_graph(path)

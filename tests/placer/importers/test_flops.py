@@ -66,3 +66,24 @@ def test_broken_shapes_fall_back_instead_of_crashing():
 def test_sparse_embedding_update_counts_updated_elements():
     # resource, indices [B*T], updates [B*T, D]
     assert flops("ResourceScatterSub", [[], [12], [12, 8]], []) == 12 * 8
+
+
+def test_resource_variable_updates_count_the_value():
+    """``var += value`` is one FLOP per element of value; resource assigns output nothing, so the count
+    must come from the value input (resource handle, value [16, 8]), not the outputs."""
+    assert flops("AssignAddVariableOp", [[], [16, 8]], []) == 16 * 8
+    assert flops("AssignSubVariableOp", [[], [16, 8]], []) == 16 * 8
+    assert flops("AssignSub", [[16, 8], [16, 8]], [[16, 8]]) == 16 * 8  # TF1 ref variable: same count
+
+
+def test_gru_block_cell_and_its_gradient():
+    """Forward: [x, h] @ W_ru ([I+H, 2H]) and [x, r*h] @ W_c ([I+H, H]), plus gate arithmetic.
+    The gradient op does the two matmuls back to dx and dh_prev (2*B*(I+H)*3H); TF's Python gradient
+    computes dW_ru and dW_c with separate MatMul ops, so they are not the op's."""
+    b, i, h = 8, 10, 16
+    x, h_prev, w_ru, w_c, b_ru, b_c = [b, i], [b, h], [i + h, 2 * h], [i + h, h], [2 * h], [h]
+    assert flops("GRUBlockCell", [x, h_prev, w_ru, w_c, b_ru, b_c], [[b, h]] * 4) == 2 * b * (i + h) * 3 * h + 10 * b * h
+    # inputs: x, h_prev, w_ru, w_c, b_ru, b_c, r, u, c, d_h
+    grad_in = [x, h_prev, w_ru, w_c, b_ru, b_c, [b, h], [b, h], [b, h], [b, h]]
+    got = flops("GRUBlockCellGrad", grad_in, [x, h_prev, [b, 2 * h], [b, h]])
+    assert got == 2 * b * (i + h) * 3 * h + 16 * b * h

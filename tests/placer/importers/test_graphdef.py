@@ -213,6 +213,16 @@ class TestErrors:
             import_file(tmp_path / "g.pbtxt")
         assert len(str(info.value)) < 200
 
+    def test_a_cycle_is_named(self, tmp_path):
+        """TF says "3 nodes in a cycle" (it counts 'c', downstream of it, too); the error names the cycle's nodes."""
+        t = 'attr { key: "T" value { type: DT_FLOAT } }'
+        (tmp_path / "g.pbtxt").write_text(
+            'node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } }\n'
+            f'node {{ name: "a" op: "AddV2" input: "x" input: "b" {t} }}\n'
+            f'node {{ name: "b" op: "Relu" input: "a" {t} }}\nnode {{ name: "c" op: "Relu" input: "b" {t} }}\n')
+        with pytest.raises(ModelImportError, match=r"node '[ab]': is on a cycle \('[ab]' -> '[ab]' -> '[ab]'\)"):
+            import_file(tmp_path / "g.pbtxt")
+
     def test_dangling_input(self, tmp_path):
         (tmp_path / "g.pbtxt").write_text('node { name: "a" op: "Identity" input: "ghost" attr { key: "T" value { type: DT_FLOAT } } }')
         with pytest.raises(ModelImportError, match="ghost"):

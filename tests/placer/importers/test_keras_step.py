@@ -141,3 +141,12 @@ class TestControlDependencies:
         assert len(carrying) == 1  # the loss, its one data input
         assert dense_graph.meta["control_edges_dropped"] > 0
         assert dense_graph.meta["control_edges"] > 0  # e.g. on assigns, which output nothing
+
+
+class TestOptimizerUpdate:
+    def test_in_place_weight_update_counts_one_flop_per_weight(self, dense_graph):
+        """SGD with momentum ends with ``kernel += m`` (AssignAddVariableOp): 16*8 FLOPs for hidden/kernel."""
+        kernel = next(c["placeholder"] for c in dense_graph.meta["captures"] if c.get("variable") == "hidden/kernel")
+        adds = [op for op in dense_graph if op.op == "AssignAddVariableOp" and kernel in op.inputs]
+        assert len(adds) == 1
+        assert adds[0].flops == 16 * 8

@@ -188,3 +188,27 @@ class TestPlacements:
             Simulator(g, two_device_cluster()).run(np.array([2]))
         with pytest.raises(PlacementError):
             Simulator(g, two_device_cluster()).run(np.array([0, 0]))
+
+
+class TestOpTimes:
+    def test_roofline_when_no_cost_is_given(self):
+        """max(flops / peak, bytes read + written / bandwidth) + overhead, per op."""
+        from placer.cluster import Cluster, Device
+        from placer.graph import Op, OpGraph
+
+        c = Cluster("one", [Device("G", "gpu", peak_flops=1e12, memory_bandwidth=1e11, memory_bytes=1e12,
+                                   op_overhead=1e-6)])
+        g = OpGraph("g", [Op("x", "T", output_bytes=4e9, flops=1e9),  # memory-bound: 4e9 / 1e11
+                          Op("y", "T", ["x"], output_bytes=1e9, flops=1e13)])  # compute-bound: 1e13 / 1e12
+        np.testing.assert_allclose(Simulator(g, c).times[:, 0], [0.04 + 1e-6, 10.0 + 1e-6])
+
+    def test_cost_kind_matches_the_cluster_whatever_the_case(self):
+        """A cluster file's kind "GPU" is parsed as "gpu"; an op's cost {"GPU": 1.0} must still apply (not 0 s)."""
+        from placer.cluster import Cluster
+        from placer.graph import OpGraph
+
+        c = Cluster.from_dict({"name": "u", "devices": [
+            {"name": "G", "kind": "GPU", "peak_flops": 1e12, "memory_bandwidth": 1e11, "memory_bytes": 1e9}]})
+        g = OpGraph.from_dict({"name": "g", "nodes": [{"name": "x", "op": "T", "cost": {"GPU": 1.0}},
+                                                      {"name": "y", "op": "T", "inputs": ["x"], "cost": {"Gpu": 2.0}}]})
+        assert Simulator(g, c).run(np.array([0, 0])).step_time == 3.0

@@ -1,0 +1,38 @@
+"""`placer.placement`: a placement's devices checked against a graph and a cluster."""
+
+import pytest
+
+from placer import presets
+from placer.cluster import Cluster
+from placer.errors import PlacementError
+from placer.placement import Placement
+from placer.synthetic import layered_graph
+
+
+def _placed(graph, names):
+    return Placement(graph.name, "4gpu", "hand", {op.name: names[i % len(names)] for i, op in enumerate(graph.ops)})
+
+
+def test_tensorflow_spellings_of_a_device_name_are_that_device():
+    """"GPU:1", "/gpu:1" and the fully qualified name are how TF prints /device:GPU:1; they were refused."""
+    graph, cluster = layered_graph(20, seed=1), presets.get("4gpu")
+    exact = _placed(graph, ["/device:GPU:0", "/device:GPU:1", "/device:CPU:0"]).assignment(graph, cluster)
+    other = _placed(graph, ["GPU:0", "/gpu:1", "/job:localhost/replica:0/task:0/device:CPU:0"])
+    assert (other.assignment(graph, cluster) == exact).all()
+
+
+def test_a_device_the_cluster_lacks_is_still_refused():
+    graph, cluster = layered_graph(20, seed=1), presets.get("4gpu")
+    with pytest.raises(PlacementError, match="placed on 'GPU:9', which cluster '4gpu' does not have"):
+        _placed(graph, ["GPU:9"]).assignment(graph, cluster)
+
+
+def test_names_that_are_not_tensorflow_device_names_must_match_exactly():
+    graph = layered_graph(20, seed=1)
+    spec = presets.get("2gpu").to_dict()
+    spec["devices"] = [{**d, "name": f"dev{k}"} for k, d in enumerate(spec["devices"])]
+    spec["links"] = []
+    cluster = Cluster.from_dict(spec)
+    assert set(_placed(graph, ["dev1"]).assignment(graph, cluster).tolist()) == {1}
+    with pytest.raises(PlacementError, match="'DEV1'"):
+        _placed(graph, ["DEV1"]).assignment(graph, cluster)
