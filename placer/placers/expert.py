@@ -144,11 +144,22 @@ def follow_neighbours(problem: Problem, device: np.ndarray) -> np.ndarray:
 
 
 def balanced_stages(problem: Problem, devices: np.ndarray) -> np.ndarray:
-    """Device per unit: contiguous runs of units (topological order) of about equal compute."""
+    """Device per unit: contiguous runs of units (topological order) of about equal compute time.
+
+    On GPUs of different speeds each stage's share of the work is proportional
+    to its device's speed (`placer.placers.metis.target_shares`), so the stages
+    take about equal time.
+    """
+    from placer.placers.metis import target_shares
+
     cost = np.bincount(problem.unit, weights=problem.times[:, devices].min(axis=1), minlength=problem.num_units)
     total = float(cost.sum())
+    shares = target_shares(problem, devices)
     if total <= 0:
         stage = np.arange(problem.num_units) * len(devices) // max(problem.num_units, 1)
+    elif shares is not None:
+        middle = np.cumsum(cost) - cost / 2
+        stage = np.minimum(np.searchsorted(np.cumsum(shares), middle / total, side="right"), len(devices) - 1)
     else:
         middle = np.cumsum(cost) - cost / 2
         stage = np.minimum((middle / total * len(devices)).astype(np.int64), len(devices) - 1)

@@ -3,7 +3,10 @@
 The graph of colocation units (see `placer.placers.common`) is cut into one
 part per GPU: vertex weights are the units' compute time, edge weights the
 bytes flowing between them, so METIS balances compute while cutting as few
-bytes as it can. METIS sees no direction, so it ignores the schedule; that is
+bytes as it can. Balanced means equal time: when the GPUs differ in speed,
+each part's target share of the weight (METIS's ``tpwgts``) is proportional
+to its device's speed (`target_shares`), so a GPU twice as fast gets twice
+the work. METIS sees no direction, so it ignores the schedule; that is
 the method's known weakness against HEFT and the Baechi placers. Parts over
 the memory estimate are then relieved by `fit_to_memory`.
 """
@@ -46,6 +49,18 @@ def _int_weights(x: np.ndarray) -> np.ndarray:
     return np.maximum(1, np.round(x / total * _WEIGHT_SCALE)).astype(np.int64)
 
 
+def target_shares(problem: Problem, devices: np.ndarray) -> np.ndarray | None:
+    """Each device's share of the compute, proportional to its speed (1 / the graph's total time on it).
+
+    None when the devices are equally fast (METIS's default, equal parts).
+    """
+    total = problem.times[:, devices].sum(axis=0)
+    if total.size == 0 or np.allclose(total, total[0], rtol=1e-9) or not (total > 0).all():
+        return None
+    speed = 1.0 / total
+    return speed / speed.sum()
+
+
 @register("metis", description="k-way METIS partition over the GPUs: balance compute, cut fewest bytes")
 def place_metis(graph, cluster, **options):
     """Partition the unit graph into one part per GPU with METIS; see the module docstring."""
@@ -63,8 +78,10 @@ def place_metis(graph, cluster, **options):
     else:
         xadj, adjncy, bytes_ = unit_graph(problem)
         eweights = _int_weights(bytes_) if len(bytes_) else None
+        shares = target_shares(problem, devices)
         cut, part_list = pymetis.part_graph(
             k, pymetis.CSRAdjacency(xadj, adjncy), vweights=_int_weights(unit_cost), eweights=eweights,
+            tpwgts=None if shares is None else shares.tolist(),
         )
         parts = np.asarray(part_list, dtype=np.int64)
     unit_device, ledger = fit_to_memory(problem, devices[parts], devices)

@@ -81,3 +81,15 @@ def test_no_gpu_cluster_uses_every_device():
     p = registry.place("expert", g, presets.get("local:2"))
     assert list(p.devices.values()) == ["/device:CPU:0"] * 2 + ["/device:CPU:1"] * 2
     assert np.isfinite(p.step_time)
+
+
+def test_stages_on_gpus_of_different_speeds_take_equal_time():
+    """A GPU three times as fast gets a stage with three times the work."""
+    from placer.cluster import Cluster, Device, Link
+
+    devices = [Device("fast", "gpu", 3e12, 1e15, 1e12, op_overhead=0.0),
+               Device("slow", "gpu", 1e12, 1e15, 1e12, op_overhead=0.0)]
+    c = Cluster("c", devices, default_link=Link(1e9, 0.0))
+    g = OpGraph("chain", [Op(f"o{k}", "X", [f"o{k - 1}"] if k else [], flops=1e9) for k in range(12)])
+    p = registry.place("expert", g, c)
+    assert [p.devices[f"o{k}"] for k in range(12)] == ["fast"] * 9 + ["slow"] * 3

@@ -39,3 +39,14 @@ def test_metis_on_isolated_ops_balances_them():
     p = registry.place("metis", g, presets.get("2gpu"))
     values = list(p.devices.values())
     assert values.count("/device:GPU:0") == values.count("/device:GPU:1") == 4
+
+
+def test_metis_gives_a_faster_gpu_a_larger_share():
+    """Balanced means equal time: a GPU three times as fast gets three times the work (METIS's tpwgts)."""
+    devices = [Device("fast", "gpu", 3e12, 1e15, 1e12, op_overhead=0.0),
+               Device("slow", "gpu", 1e12, 1e15, 1e12, op_overhead=0.0)]
+    c = Cluster("c", devices, default_link=Link(1e9, 0.0))
+    g = OpGraph("bag", [Op(f"o{k}", "X", flops=1e9) for k in range(12)])
+    p = registry.place("metis", g, c)
+    values = list(p.devices.values())
+    assert (values.count("fast"), values.count("slow")) == (9, 3)
