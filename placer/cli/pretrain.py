@@ -150,13 +150,15 @@ def run(args) -> int:
 
     def on_step(row):
         last = trainer.state.evals[-1] if trainer.state.evals else {}
+        # the greedy ratio comes from the last evaluation (every few hundred steps), so say which
+        shown = (f"greedy/teacher {last['geomean_ratio']:.3f} at step {last['step']}" if "geomean_ratio" in last
+                 else "greedy/teacher not evaluated yet")
         bar.set_description(row["phase"], refresh=False)
         bar.set_postfix_str(f"{row['elapsed_seconds']:.0f}/{args.budget_seconds:.0f} s, loss {row['loss']:.2f}, "
-                            f"greedy/teacher {last.get('geomean_ratio', float('nan')):.3f}", refresh=False)
+                            f"{shown}", refresh=False)
         bar.update(1)
         log_steps(lambda: f"{row['phase']} step {row['step']} | {row['elapsed_seconds']:.0f}/"
-                          f"{args.budget_seconds:.0f} s | loss {row['loss']:.2f} | "
-                          f"greedy/teacher {last.get('geomean_ratio', float('nan')):.3f}")
+                          f"{args.budget_seconds:.0f} s | loss {row['loss']:.2f} | {shown}")
 
     from placer.rl.sampling import TEMPERATURES
 

@@ -20,8 +20,8 @@ the run "interrupted" and exit with code 130.
 from __future__ import annotations
 
 from placer.cli.common import (StopOnSignal, add_graph_and_cluster, add_grouping_flags, add_json_flag, add_objective,
-                               add_refine_sweeps, add_run_folder, check_budget, check_refine, check_resume,
-                               run_folder, seconds_per_unit)
+                               add_refine_sweeps, add_run_folder, check_at_least, check_budget, check_refine,
+                               check_resume, run_folder, seconds_per_unit)
 
 CHECKPOINT_EVERY_SECONDS = 30.0
 DEFAULT_BUDGET_SECONDS = 600.0
@@ -43,7 +43,7 @@ def add_parser(sub) -> None:
     p.add_argument("--seed", type=int, default=None, help="seed of weights and samples (default 0)")
     p.add_argument("--samples", type=int, default=None, metavar="K", help="placements sampled per step (default 32)")
     p.add_argument("--groups", type=int, default=None, metavar="G", help="most groups the ops are coarsened into "
-                                                                         "(default 256)")
+                                                                         "(default 256; with --init the policy's)")
     add_objective(p, default=None,
                   help="reward from the simulated step time (default) or from the pipelined max device load "
                        "(throughput; progress and history then report max loads in the *step_time columns)")
@@ -63,7 +63,8 @@ def add_parser(sub) -> None:
                         "default 1: the fastest heuristic alone). Not with --init, --ray or --reward measured")
     p.add_argument("--init", metavar="POLICY",
                    help="fine-tune: start from this pre-trained policy folder (`placer pretrain`), or 'shipped' "
-                        "for the package's own (by default without a heuristic warm start; see --warm-start)")
+                        "for the package's own (by default without a heuristic warm start; see --warm-start); with "
+                        "--resume it may be left out, or must name the policy the run fine-tunes")
     p.add_argument("--refine-seconds", type=float, default=None, metavar="S",
                    help="when training ends (not when interrupted), improve its best placement by S seconds of "
                         "local search in the simulator and write DIR/refined_placement.json (step time objective)")
@@ -72,7 +73,7 @@ def add_parser(sub) -> None:
                    help="score each step's samples on Ray workers (simulated, or with --reward measured timed in "
                         "TensorFlow on each worker's machine): 'auto' (a running Ray cluster, else a local one) "
                         "or a Ray address; without it nothing starts Ray")
-    p.add_argument("--ray-workers", type=int, default=2, metavar="N", help="Ray workers (default 2)")
+    p.add_argument("--ray-workers", type=int, default=None, metavar="N", help="with --ray: Ray workers (default 2)")
     p.add_argument("--reward", choices=("simulated", "measured"), default="simulated",
                    help="simulated (default): step times from the simulator; measured: each sample run for real "
                         "in TensorFlow (slow; the graph must carry its GraphDef, see `placer measure`)")
@@ -88,9 +89,10 @@ def run(args) -> int:
 
     out = run_folder(args.out)
     check_budget(args.budget_seconds)
-    if args.steps is not None and args.steps < 1:
-        raise PlacerError(f"--steps must be at least 1, got {args.steps}")
+    check_at_least(args, "steps", "ray_workers")
     check_refine(args.refine_seconds, args.refine_sweeps, args.objective)
+    if args.ray_workers is not None and args.ray is None:  # it was ignored, and the run went on without Ray
+        raise PlacerError("--ray-workers goes with --ray (the Ray cluster to run them on)")
     for flag, value in (("--kind-groups", args.kind_groups), ("--balanced-groups", args.balanced_groups),
                         ("--critical-groups", args.critical_groups)):
         if value is not None and args.init is not None:
@@ -161,6 +163,8 @@ def _saved_run(args, out, graph, cluster) -> tuple[dict | None, dict | None]:
             raise PlacerError(f"the run in {str(out)!r} trained from one warm start; resume it without --starts")
         checkpoint.check_same_problem(saved, graph, cluster, out)
         trained_with = vars(checkpoint.config_of(saved))
+    if args.init is not None:
+        _check_init(args.init, None if raced is not None else saved, out)
     for key, value in _given(args).items():
         if trained_with.get(key) != value:
             raise PlacerError(f"cannot resume with {key}={value!r}: the run in {str(out)!r} was trained "
@@ -169,6 +173,25 @@ def _saved_run(args, out, graph, cluster) -> tuple[dict | None, dict | None]:
     if args.refine_seconds is not None and objective != "step_time":
         raise PlacerError(f"--refine-seconds refines step time; the run in {str(out)!r} optimises {objective!r}")
     return saved, raced
+
+
+def _check_init(init: str, saved: dict | None, out) -> None:
+    """--init with --resume: the saved run must be a fine-tune of that policy (or of a member of its pool).
+
+    It was ignored, so a mistyped folder, another policy, or a run trained from scratch resumed silently
+    as if it were the fine-tune asked for. The service resumes its jobs with the flags they began with.
+    """
+    from placer.errors import PlacerError
+    from placer.rl.finetune import WARM_START_METHOD
+    from placer.rl.saved_policy import load_policy
+
+    start = (saved or {}).get("state", {}).get("warm_start", {})
+    if start.get("method") != WARM_START_METHOD:
+        raise PlacerError(f"the run in {str(out)!r} trains from scratch, not from a policy; resume it without --init")
+    was = start.get("policy", {})
+    if (was.get("name"), was.get("version")) not in {(m.name, m.version) for m in load_policy(init).members}:
+        raise PlacerError(f"the run in {str(out)!r} fine-tunes {was.get('name')} v{was.get('version')}, not "
+                          f"--init {init!r}; resume it without --init")
 
 
 def _check_starts(args) -> None:
@@ -232,7 +255,8 @@ class _Session:
                 from placer.rl.finetune import fine_tuner
 
                 heuristic = given.pop("warm_start", "none") == "heuristic"
-                return fine_tuner(graph, cluster, self.policy, TrainConfig(**given), heuristic=heuristic), False
+                return fine_tuner(graph, cluster, self.policy, TrainConfig(**given), heuristic=heuristic,
+                                  groups=given.get("groups")), False
             return Trainer(graph, cluster, TrainConfig(**given)), False
         from placer.rl.finetune import WARM_START_METHOD, FineTuner
 
@@ -271,7 +295,8 @@ class _Session:
                 if getattr(self.args, "ray", None):
                     from placer.rl.distributed import RaySimulator
 
-                    self.trainer.sim = RaySimulator(self.trainer.sim, self.args.ray, self.args.ray_workers)
+                    self.trainer.sim = RaySimulator(self.trainer.sim, self.args.ray,
+                                                 2 if self.args.ray_workers is None else self.args.ray_workers)
                 self._write_progress("running")
                 reason = self._loop(resumed)
             except BaseException as e:

@@ -72,7 +72,7 @@ def rl(graph: OpGraph, cluster: Cluster, *, budget_seconds: float | None = None,
     if policy is not None:
         from placer.rl.finetune import fine_tuner
 
-        trainer = fine_tuner(graph, cluster, _load(policy), config)
+        trainer = fine_tuner(graph, cluster, _load(policy), config, groups=groups)
     else:
         trainer = Trainer(graph, cluster, config)
     train(trainer, budget_seconds=float(budget_seconds), max_steps=steps)
@@ -111,7 +111,11 @@ def _load(policy: str):
 
 def _zero_shot(graph: OpGraph, cluster: Cluster, policy: str, best_of: int | None, seed: int,
                groups: int | None) -> Placement:
-    from placer.rl.zero_shot import DEFAULT_SAMPLES, place_zero_shot
+    from placer.rl.zero_shot import DEFAULT_SAMPLES, MAX_SAMPLES, place_zero_shot
 
+    if best_of is not None and (isinstance(best_of, bool) or not isinstance(best_of, int)
+                                or not 0 <= best_of <= MAX_SAMPLES):
+        # named as the caller named it (best_of, --best-of), not as place_zero_shot's samples
+        raise PlacerError(f"rl: best_of must be an integer from 0 (greedy) to {MAX_SAMPLES}, got {best_of!r}")
     samples = DEFAULT_SAMPLES if best_of is None else best_of
     return place_zero_shot(graph, cluster, _load(policy), samples=samples, seed=seed, groups=groups)

@@ -18,6 +18,8 @@ local simulator's. Ray is imported only here, so nothing starts Ray unless
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from placer.errors import PlacerError
@@ -37,6 +39,9 @@ class RaySimulator:
     """
 
     def __init__(self, sim: Simulator, address: str = "auto", workers: int = 2, **init_options):
+        # Ray reports usage statistics to its makers unless told not to; placer sends nothing off the
+        # machines it is asked to use (a user's own setting wins)
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         try:
             import ray
         except ImportError:

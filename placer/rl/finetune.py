@@ -79,10 +79,16 @@ class FineTuner(Trainer):
         return self.state.warm_start
 
     def best_placement(self) -> Placement:
+        """The best placement seen; ``meta.policy.fine_tuned`` says whether training found it (a run whose best
+        is still its step-0 start said true once any step had run, though the untrained policy, or the imitated
+        heuristic, had placed it); ``meta.placed_by`` names the heuristic when its placement is the best."""
         placement = super().best_placement()
-        start = self.state.warm_start
+        start, best = self.state.warm_start, self.state.best
         placement.meta["policy"] = {**placement.meta.get("policy", {}), **start.get("policy", {}),
-                                    "fine_tuned": self.state.step > 0}
+                                    "fine_tuned": best.step > 0}
+        imitated = start.get("imitated")
+        if best.step == 0 and imitated and best.step_time != start.get("start_step_time"):
+            placement.meta["placed_by"] = f"heuristic {imitated['heuristic']}"  # its projection beat the start
         return placement
 
 
@@ -95,7 +101,7 @@ def fine_tune_config(policy: SavedPolicy, config: TrainConfig | None = None, heu
 
 def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: TrainConfig | None = None, *,
                heuristic: bool = False, reference: tuple[str, np.ndarray, float] | None = None,
-               samples: int = DEFAULT_SAMPLES) -> FineTuner:
+               samples: int = DEFAULT_SAMPLES, groups: int | None = None) -> FineTuner:
     """A trainer for `graph` on `cluster` starting from `policy`, its zero-shot placement already scored.
 
     Parameters
@@ -107,14 +113,16 @@ def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: Tr
         where it is faster than the policy's start.
     reference : the best heuristic's ``(name, device per op, step time)`` if the caller has it.
     samples : K of the zero-shot start (0: the greedy placement alone).
+    groups : G, the most groups (default: the policy's own, or its pool member's); `config`'s ``groups``
+        is not read, since it always holds a value (the from-scratch default).
     """
     t0 = time.perf_counter()
     seed = (config or TrainConfig()).seed
-    policy, samples, seed = pool_member(graph, cluster, policy, samples, seed)
+    policy, samples, seed = pool_member(graph, cluster, policy, samples, seed, groups)
     trainer = FineTuner(graph, cluster, fine_tune_config(policy, config, heuristic), reference=reference)
     assign_to(trainer.policy, policy)
     start = start_from_policy(trainer, policy, samples, seed)
-    start["temperature"] = exploring_temperature(trainer)
+    start["temperature"] = exploring_temperature(trainer, policy)
     heuristic_faster = trainer.reference is not None and (start["start_oom"]
                                                           or trainer.reference[2] < start["start_step_time"])
     if heuristic_faster or start["start"] != "greedy":  # `train` imitates it first (`FineTuner.warm_start`)
@@ -126,31 +134,43 @@ def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: Tr
     return trainer
 
 
-def pool_member(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, samples: int, seed: int
-                ) -> tuple[SavedPolicy, int, int]:
+def pool_member(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, samples: int, seed: int,
+                groups: int | None = None) -> tuple[SavedPolicy, int, int]:
     """``(policy, samples, seed)`` to fine-tune from: with pooled policies, the member whose zero-shot
     placement is the pool's answer, with its share of the samples and its seed (so the fine-tune starts
-    from that answer); otherwise the policy itself."""
+    from that answer); otherwise the policy itself. With `groups`, every member places at that G (as
+    `placer.rl.zero_shot.place_zero_shot` does) and the one returned is set to it."""
+    # `placer train --init P --groups G` (and a service job with init and groups) kept the policy's G
+    # silently, and its resume with the same flags was then refused for another G
     if not policy.pooled:
-        return policy, samples, seed
+        return (policy.at_groups(groups) if groups else policy), samples, seed
     from placer.rl.zero_shot import place_zero_shot, pool_shares
 
-    j = place_zero_shot(graph, cluster, policy, samples=samples, seed=seed).meta["pool_member"]
-    return pool_shares(policy, samples, seed)[j]
+    j = place_zero_shot(graph, cluster, policy, samples=samples, seed=seed, groups=groups).meta["pool_member"]
+    member, k, s = pool_shares(policy, samples, seed)[j]
+    return (member.at_groups(groups) if groups else member), k, s
 
 
-def exploring_temperature(trainer: Trainer, target: float = IMITATION_TARGET, highest: float = 100.0) -> float:
-    """The softmax temperature at which the greedy placement's per-group probability is `target` (1 if below).
+def exploring_temperature(trainer: Trainer, policy: SavedPolicy, target: float = IMITATION_TARGET,
+                          highest: float = 100.0) -> float:
+    """The softmax temperature at which `policy`'s greedy placement has per-group probability `target`
+    (1 if below it at 1).
 
     Found by bisection on the log-temperature; the greedy placement is the
-    same at every temperature.
+    same at every temperature. Decoded by the NumPy forward pass, as the zero-shot start is: the
+    trainer holds the same weights, and its compiled greedy and teacher-forced passes, used nowhere
+    else, cost seconds of compiling each.
     """
-    greedy = np.tile(trainer.greedy(), (trainer.config.samples, 1))
+    from placer.rl.features import device_features
+    from placer.rl.numpy_policy import decode
+
+    groups, devices = trainer.group_feats.numpy(), device_features(trainer.cluster)
+    greedy, _ = decode(policy.weights, groups, devices, context=trainer.context)
     G = trainer.grouping.num_groups
 
     def per_group(t: float) -> float:
-        trainer.state.warm_start["temperature"] = t
-        return float(np.exp(trainer.log_prob(greedy)[0] / G))
+        _, log_prob = decode(policy.weights, groups, devices, actions=greedy, temperature=t, context=trainer.context)
+        return float(np.exp(log_prob[0] / G))
 
     lo, hi = 0.0, math.log(highest)
     if per_group(1.0) <= target:

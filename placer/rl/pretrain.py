@@ -324,6 +324,9 @@ def make_environment(graph: OpGraph, cluster: Cluster, groups: int, teachers: tu
         raise PlacerError(f"cluster {cluster.name!r} has {len(cluster)} devices; the policy handles at most "
                           f"{MAX_DEVICES}")
     sim = Simulator(graph, cluster)
+    if not sim.lower_bound > 0:  # rewards are step time over it, ratios step time over the teacher's: 0 / 0
+        raise PlacerError(f"graph {graph.name!r} on {cluster.name!r}: its ops all cost nothing (step time 0 "
+                          "whatever the placement), so there is nothing to learn from it; leave it out of the corpus")
     grouping = group_graph(graph, cluster, groups, sim.times, split_kinds=kind_groups, balanced=balanced_groups,
                            split_critical=critical_groups)
     feats = group_features(graph, cluster, grouping, sim.times)

@@ -207,10 +207,14 @@ def load_policy(directory: str | Path | None = None) -> SavedPolicy:
     directory = SHIPPED_POLICY_DIR if directory is None or directory == "shipped" else Path(directory)
     if not (directory / CARD).is_file() or not (directory / WEIGHTS).is_file():
         raise PlacerError(f"{str(directory)!r} is not a policy folder (needs {CARD} and {WEIGHTS}; "
-                          "make one with `placer pretrain`)")
+                          "make one with `placer pretrain`)" + _what_it_is(directory))
     card = read_json_file(directory / CARD, "policy card")
+    if isinstance(card, dict) and isinstance(card.get("format"), int) and card["format"] > FORMAT:
+        raise PlacerError(f"{str(directory / CARD)!r}: policy card format {card['format']}; this version of placer "
+                          f"reads format {FORMAT} (upgrade placer)")
     if not isinstance(card, dict) or card.get("format") != FORMAT or "hidden" not in card:
         raise PlacerError(f"{str(directory / CARD)!r}: not a policy card this version can read")
+    _check_card(card, directory / CARD)
     if card.get("group_features") != NUM_GROUP_FEATURES or card.get("device_features") != NUM_DEVICE_FEATURES:
         raise PlacerError(f"policy {card.get('name')!r} was trained on {card.get('group_features')} group and "
                           f"{card.get('device_features')} device features; this version computes "
@@ -220,14 +224,19 @@ def load_policy(directory: str | Path | None = None) -> SavedPolicy:
     if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
         raise PlacerError(f"{str(directory / CARD)!r}: sampling.temperature must be a positive number, got {t!r}")
     try:
-        with np.load(directory / WEIGHTS) as data:
+        # allow_pickle=False: a weights file holds plain arrays; a truncated or corrupt one raises BadZipFile,
+        # EOFError or zlib.error (not OSError), so anything numpy raises here means "not readable"
+        with np.load(directory / WEIGHTS, allow_pickle=False) as data:
             weights = {k: data[k].astype(np.float32) for k in data.files}
-    except (OSError, ValueError) as e:
-        raise PlacerError(f"cannot read {str(directory / WEIGHTS)!r}: {e}") from None
+    except Exception as e:
+        detail = "not a .npz archive" if "pickled" in str(e) else f"{type(e).__name__}: {e}"  # numpy's advice
+        raise PlacerError(f"cannot read {str(directory / WEIGHTS)!r} (truncated or corrupt?): {detail}") from None
     missing = [v for v in VARIABLES if v not in weights]
     if missing:
         raise PlacerError(f"{str(directory / WEIGHTS)!r} lacks variables {missing}")
-    policy = SavedPolicy(_with_every_load_feature(weights), card, directory)
+    weights = _with_every_load_feature(weights)
+    _check_weights(weights, int(card["hidden"]), directory / WEIGHTS)
+    policy = SavedPolicy(weights, card, directory)
     return replace(policy, pooled=_load_pool(directory, policy))
 
 
@@ -236,7 +245,9 @@ def _load_pool(directory: Path, policy: SavedPolicy) -> tuple[SavedPolicy, ...]:
     each of it and them at every G of its ``pool_groups``."""
     card = policy.card
     pool = card.get("pool") or []
-    if not isinstance(pool, list) or not all(isinstance(n, str) and n and Path(n).name == n for n in pool):
+    # ".." passes the Path(n).name test but names the parent: a pool naming its own folder recursed for ever
+    if not isinstance(pool, list) or not all(isinstance(n, str) and n and n != ".." and Path(n).name == n
+                                             for n in pool):
         raise PlacerError(f"{str(directory / CARD)!r}: pool must be a list of subfolder names, got {pool!r}")
     members = tuple(load_policy(directory / n) for n in pool)
     if any(m.pooled for m in members):
@@ -248,6 +259,51 @@ def _load_pool(directory: Path, policy: SavedPolicy) -> tuple[SavedPolicy, ...]:
                           f"got {pool_groups!r}")
     at_other_groups = tuple(m.at_groups(g) for g in pool_groups for m in (policy, *members) if g != m.groups)
     return members + at_other_groups
+
+
+def _what_it_is(directory: Path) -> str:
+    """A hint when `directory` is a run folder rather than a policy: where its policy (if any) is."""
+    if (directory / "policy" / CARD).is_file():
+        return f"; it is a pre-training run: its policy is {str(directory / 'policy')!r}"
+    if (directory / "pretrain_state.json").is_file():
+        return "; it is a pre-training run that has not exported its policy yet (DIR/policy)"
+    if (directory / "trainer_state.json").is_file() or (directory / "race_state.json").is_file():
+        return "; it is a `placer train` run, which saves a placement (best_placement.json), not a policy"
+    return ""
+
+
+def _check_card(card: dict[str, Any], path: Path) -> None:
+    """Refuse card fields of the wrong type: a hand-edited ``"hidden": "64"`` was an internal error, and
+    ``"kind_groups": "no"`` grouped as if it said true."""
+    for key in ("hidden", "groups", "trained_groups"):
+        v = card.get(key, 1)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise PlacerError(f"{str(path)!r}: {key} must be a positive integer, got {v!r}")
+    for key in ("fine_tuned", "kind_groups", "balanced_groups", "critical_groups"):
+        if not isinstance(card.get(key, False), bool):
+            raise PlacerError(f"{str(path)!r}: {key} must be true or false, got {card[key]!r}")
+
+
+def _check_weights(weights: dict[str, np.ndarray], hidden: int, path: Path) -> None:
+    """Refuse weights whose shapes do not fit the card's ``hidden`` and this version's features, or that are not
+    finite: the NumPy forward pass failed on the first (an internal error) and placed everything on one device
+    with NaN weights, silently."""
+    H, F, D, L = hidden, NUM_GROUP_FEATURES, NUM_DEVICE_FEATURES, NUM_LOAD_FEATURES
+    A = weights["att_dec"].shape[-1] if weights["att_dec"].ndim == 2 else -1  # attention width: any
+    slots = weights["dev_slot"].shape[0] if weights["dev_slot"].ndim == 2 else -1  # devices it addresses: any
+    expected = {"embed_w": (F, H), "embed_b": (H,), "fwd.w": (2 * H, 4 * H), "fwd.b": (4 * H,),
+                "bwd.w": (2 * H, 4 * H), "bwd.b": (4 * H,), "dev_w": (D, H), "dev_b": (H,), "dev_slot": (slots, H),
+                "go": (H,), "dec.w": (6 * H, 4 * H), "dec.b": (4 * H,), "att_enc": (2 * H, A), "att_dec": (H, A),
+                "out_w": (3 * H, H), "out_b": (H,), "load_w": (L, H)}
+    for name, shape in expected.items():
+        if name in weights and weights[name].shape != shape:
+            raise PlacerError(f"{str(path)!r}: {name} has shape {weights[name].shape}, expected {shape} "
+                              f"(hidden {H} in the card)")
+    if slots < 1:
+        raise PlacerError(f"{str(path)!r}: dev_slot addresses no device")
+    bad = [name for name, w in weights.items() if not np.isfinite(w).all()]
+    if bad:
+        raise PlacerError(f"{str(path)!r}: not finite (NaN or infinity) in {bad}")
 
 
 def _with_every_load_feature(weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -414,14 +414,14 @@ class Trainer:
             return self._score_throughput(self.grouping.expand(group_devices))
         res = self.sim.run_batch(self.grouping.expand(group_devices))
         overflow = np.max(res.peak_memory / self.sim.memory_bytes[None, :] - 1.0, axis=1)
-        reward = -np.sqrt(res.step_time / self.sim.lower_bound)
+        reward = -np.sqrt(res.step_time / _reward_scale(self.sim.lower_bound))
         reward = reward - res.oom * self.config.oom_penalty * (1.0 + np.maximum(overflow, 0.0))
         return res.step_time, res.oom, reward
 
     def _score_throughput(self, ops: np.ndarray):
         """Max load per placement; OOM when some device's weights exceed its memory."""
         cost, oom, overflow = throughput_cost(self.throughput, ops)
-        reward = -np.sqrt(cost / self.throughput_bound)
+        reward = -np.sqrt(cost / _reward_scale(self.throughput_bound))
         reward = reward - oom * self.config.oom_penalty * (1.0 + np.maximum(overflow, 0.0))
         return cost, oom, reward
 
@@ -531,6 +531,12 @@ class Trainer:
             placement.objective = "throughput"
             placement.max_load = self.throughput.max_load(ops)
         return placement
+
+
+def _reward_scale(bound: float) -> float:
+    """What step times are divided by in the reward: the lower bound, or 1 s where it is 0 (ops that all cost
+    nothing): -sqrt(t / 0) was NaN (0 / 0) or -inf, and the first update made the policy's weights NaN."""
+    return bound if bound > 0 else 1.0
 
 
 def train(trainer: Trainer, *, budget_seconds: float | None = None, max_steps: int | None = None,

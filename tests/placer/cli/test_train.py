@@ -87,6 +87,8 @@ def test_refine_seconds_writes_a_refined_placement_never_slower(cli, graph_file,
     (["--steps", "0"], "--steps must be at least 1"),
     (["--budget-seconds", "-3"], "--budget-seconds must be positive"),
     (["--samples", "1", "--steps", "1"], "samples must be at least 2"),
+    (["--ray-workers", "2"], "--ray-workers goes with --ray"),
+    (["--ray-workers", "0", "--ray", "auto"], "--ray-workers must be at least 1, got 0"),
 ])
 def test_bad_options_are_one_line_errors(cli, graph_file, tmp_path, argv, message):
     r = cli("train", graph_file, "--cluster", "2gpu", "--out", tmp_path / "o", *argv)
@@ -253,3 +255,31 @@ def test_bad_options_leave_no_folder_behind(cli, graph_file, tmp_path, argv):
     r = cli("train", graph_file, "--cluster", "2gpu", "--out", tmp_path / "o", *argv)
     assert r.code == 1 and len(r.err.strip().splitlines()) == 1
     assert not (tmp_path / "o").exists()
+
+
+def test_init_with_groups_fine_tunes_at_those_groups_and_resumes(cli, graph_file, tmp_path):
+    """--groups reaches a fine-tune (the policy's G was kept, silently), so the same flags resume it (the
+    service resumes a job with the flags it began with: that was refused, 'trained with groups=128')."""
+    out = tmp_path / "run"
+    flags = ["--init", "shipped", "--groups", "8", "--samples", "4"]
+    r = cli("train", graph_file, "--cluster", "2gpu", "--out", out, "--steps", "1", *flags)
+    assert r.code == 0, r.err
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert state["config"]["groups"] == 8 and state["state"]["warm_start"]["policy"]["groups"] == 8
+    r = cli("train", graph_file, "--cluster", "2gpu", "--out", out, "--steps", "2", *flags, "--resume")
+    assert r.code == 0, r.err
+
+
+def test_resume_with_init_must_name_the_policy_the_run_fine_tunes(cli, graph_file, tmp_path):
+    """--init on --resume was ignored: a missing folder, or a run trained from scratch, resumed silently."""
+    tuned, scratch = tmp_path / "tuned", tmp_path / "scratch"
+    assert cli("train", graph_file, "--cluster", "2gpu", "--out", tuned, "--steps", "1", "--init", "shipped",
+               "--groups", "8", "--samples", "4").code == 0
+    assert cli("train", graph_file, "--cluster", "2gpu", "--out", scratch, "--steps", "1", *FAST).code == 0
+    r = cli("train", graph_file, "--cluster", "2gpu", "--out", tuned, "--steps", "2", "--resume", "--init", tmp_path)
+    assert r.code == 1 and "is not a policy folder" in r.err
+    r = cli("train", graph_file, "--cluster", "2gpu", "--out", scratch, "--steps", "2", "--resume", "--init", "shipped")
+    assert r.code == 1 and "trains from scratch" in r.err and "without --init" in r.err
+    assert json.loads((scratch / "progress.json").read_text())["step"] == 1  # refused before the run is touched
+    r = cli("train", graph_file, "--cluster", "2gpu", "--out", tuned, "--steps", "2", "--resume")
+    assert r.code == 0, r.err

@@ -32,6 +32,8 @@ def test_rl_places_every_op_and_is_scored():
     ({"starts": 2.5}, "starts must be an integer from 1 to 8"),
     ({"starts": 2, "warm_start": "none"}, "starts races heuristic warm starts; it does not go with warm_start 'none'"),
     ({"starts": 2, "policy": "shipped"}, "starts races heuristic warm starts; it does not go with policy"),
+    ({"policy": "shipped", "best_of": 2000}, r"best_of must be an integer from 0 \(greedy\) to 1024, got 2000"),
+    ({"policy": "shipped", "best_of": -1}, "best_of must be an integer"),
 ])
 def test_bad_options_are_refused(options, message):
     with pytest.raises(PlacerError, match=message):

@@ -37,6 +37,18 @@ def test_ray_batch_equals_local_batch(local_ray):
     remote.shutdown()
 
 
+def test_ray_reports_no_usage_statistics(local_ray, monkeypatch):
+    """Ray sends usage statistics to its makers by default; a placer run must not."""
+    from ray._common.usage import usage_lib
+
+    from placer.rl.distributed import RaySimulator
+
+    monkeypatch.delenv("RAY_USAGE_STATS_ENABLED", raising=False)
+    assert usage_lib.usage_stats_enabled()  # Ray's default
+    RaySimulator(Simulator(layered_graph(10, seed=3), presets.get("2gpu")), workers=1).shutdown()
+    assert not usage_lib.usage_stats_enabled()
+
+
 def test_train_with_ray_matches_train_without(local_ray, cli, tmp_path, monkeypatch):
     from placer.rl import trainer
 

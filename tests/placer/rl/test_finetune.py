@@ -1,5 +1,7 @@
 """Fine-tuning from a pre-trained policy, with and without the heuristic warm start."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -97,7 +99,10 @@ def test_a_faster_heuristic_is_imitated_from_the_pretrained_weights(setup):
     assert start["imitated"]["imitation_steps"] >= 1
     assert trainer.state.best.step_time == pytest.approx(5.0)
     placement = trainer.best_placement()
-    assert placement.meta["policy"]["name"] == "test" and placement.meta["policy"]["fine_tuned"] is True
+    assert placement.meta["policy"]["name"] == "test"
+    # the heuristic's placement, found before any step: not the fine-tuned policy's
+    assert placement.meta["found_at_step"] == 0 and placement.meta["policy"]["fine_tuned"] is False
+    assert placement.meta["placed_by"] == "heuristic split"
 
 
 def test_a_heuristic_no_faster_than_the_policy_is_not_imitated(setup):
@@ -113,17 +118,18 @@ def test_the_temperature_brings_the_greedy_placements_probability_down_to_the_ta
     from placer.rl.finetune import exploring_temperature
 
     graph, cluster, _ = setup
-    trainer = fine_tuner(graph, cluster, _policy(1), TrainConfig(samples=4, seed=0))
+    policy = _policy(1)
+    trainer = fine_tuner(graph, cluster, policy, TrainConfig(samples=4, seed=0))
     greedy = np.tile(trainer.greedy(), (4, 1))
     G = trainer.grouping.num_groups
 
-    def per_group() -> float:
+    def per_group() -> float:  # by the trainer's compiled pass, which samples at that temperature
         return float(np.exp(trainer.log_prob(greedy)[0] / G))
 
-    assert exploring_temperature(trainer, target=1.0) == 1.0  # already below: left alone
+    assert exploring_temperature(trainer, policy, target=1.0) == 1.0  # already below: left alone
     confident = per_group()
     target = 0.5 + (confident - 0.5) / 2  # halfway to a coin toss between the two devices
-    t = exploring_temperature(trainer, target=target)
+    t = exploring_temperature(trainer, policy, target=target)
     assert t > 1.0 and trainer.temperature == t and trainer.state.warm_start["temperature"] == t
     assert per_group() == pytest.approx(target, rel=1e-3)
     assert (trainer.greedy() == greedy[0]).all()  # the choices keep their order
@@ -140,3 +146,54 @@ def test_the_fine_tune_starts_from_the_zero_shot_answer():
     zero = place_zero_shot(graph, cluster, shipped, samples=DEFAULT_SAMPLES)
     trainer = fine_tuner(graph, cluster, shipped, TrainConfig(samples=4, seed=0))
     assert trainer.state.best.step_time == pytest.approx(zero.step_time)
+
+
+def test_groups_given_are_the_fine_tunes_groups(setup):
+    """`placer train --init P --groups G` fine-tunes at G (it kept the policy's G, silently)."""
+    graph, cluster, _ = setup
+    trainer = fine_tuner(graph, cluster, _policy(0), TrainConfig(samples=4, seed=0, groups=4), groups=4)
+    assert trainer.config.groups == 4 and trainer.grouping.num_groups <= 4
+    described = trainer.state.warm_start["policy"]
+    assert described["groups"] == 4 and described["trained_groups"] == 10
+    assert fine_tuner(graph, cluster, _policy(0), TrainConfig(samples=4, seed=0)).config.groups == 10
+
+
+def test_groups_given_reach_every_member_of_a_pool():
+    from dataclasses import replace
+
+    from placer import presets
+    from placer.rl.saved_policy import load_policy
+    from placer.synthetic import layered_graph
+
+    graph, cluster, shipped = layered_graph(50, seed=2), presets.get("2gpu"), load_policy()
+    trainer = fine_tuner(graph, cluster, replace(shipped, pooled=shipped.pooled[:1]), TrainConfig(samples=4),
+                         samples=4, groups=8)
+    assert trainer.config.groups == 8 and trainer.grouping.num_groups <= 8
+    assert trainer.state.warm_start["policy"]["groups"] == 8
+
+
+def test_the_registry_method_fine_tunes_at_the_groups_given():
+    from placer import presets
+    from placer.placers import registry
+    from placer.synthetic import layered_graph
+
+    p = registry.place("rl", layered_graph(50, seed=2), presets.get("2gpu"), policy="shipped", steps=1, samples=4,
+                       groups=8)
+    assert p.meta["groups"] <= 8 and p.meta["config"]["groups"] == 8 and p.meta["policy"]["groups"] == 8
+
+
+def test_fine_tuned_says_whether_training_found_the_placement():
+    """A run whose best is still its zero-shot start reports the policy as not fine-tuned (it said true after
+    any step, and the service then showed the unchanged start as the fine-tuned policy's)."""
+    from placer import presets
+    from placer.rl.saved_policy import load_policy
+    from placer.synthetic import layered_graph
+
+    graph, cluster, shipped = layered_graph(50, seed=2), presets.get("2gpu"), load_policy()
+    trainer = fine_tuner(graph, cluster, shipped, TrainConfig(samples=4, seed=0, jit=False), samples=4)
+    assert train(trainer, max_steps=2) == "done"
+    trainer.state.best = replace(trainer.state.best, step=0)  # as when no step beat the start
+    meta = trainer.best_placement().meta
+    assert meta["policy"]["fine_tuned"] is False and "placed_by" not in meta
+    trainer.state.best = replace(trainer.state.best, step=2)
+    assert trainer.best_placement().meta["policy"]["fine_tuned"] is True

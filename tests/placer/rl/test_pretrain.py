@@ -108,6 +108,16 @@ def test_the_teacher_is_the_fastest_given_heuristic_once_grouped():
         assert res.oom[0] or step_time <= res.step_time[0] * (1 + 1e-9), t
 
 
+def test_a_graph_whose_ops_cost_nothing_is_refused_by_name():
+    """Its rewards and teacher ratios would be 0 / 0 (NaN weights after one update); say which graph it is."""
+    from placer.graph import Op, OpGraph
+
+    zero = {"cpu": 0.0, "gpu": 0.0}
+    free = OpGraph("free", [Op("a", "NoOp", cost=zero), Op("b", "NoOp", ["a"], cost=zero)])
+    with pytest.raises(PlacerError, match="graph 'free' on '2gpu': its ops all cost nothing"):
+        pretrain.make_environment(free, presets.get("2gpu"), 8, ("single",))
+
+
 def test_a_refined_teacher_is_never_slower_and_says_so():
     graph, cluster = layered_graph(120, seed=4), presets.get("4gpu")
     plain = pretrain.make_environment(graph, cluster, 16, ("single", "round_robin"))
@@ -291,7 +301,8 @@ def test_a_load_aware_run_starts_from_a_plain_policy_and_fine_tunes(session, tmp
     assert tuner.config.load_aware and tuner.state.best.step_time == pytest.approx(zero.step_time)
     assert train(tuner, max_steps=3) == "done"
     result = tuner.best_placement()
-    assert result.meta["policy"]["fine_tuned"] and result.step_time <= zero.step_time
+    assert result.meta["policy"]["fine_tuned"] is (result.meta["found_at_step"] > 0)
+    assert result.step_time <= zero.step_time
 
     with pytest.raises(PlacerError, match="load-aware"):
         assign_to(pretrain.Pretrainer(envs[:1], CONFIG).policy, saved)
@@ -317,6 +328,8 @@ def test_cli_pretrain_on_a_tiny_corpus(tmp_path, capsys):
     summary = json.loads(captured.out)
     # stderr is no terminal here, so no tqdm bars: plain lines, as a log file gets them
     assert "environments 1/3 (teachers placed)" in captured.err and "imitation step 1 | " in captured.err
+    # the greedy ratio is the last evaluation's, and says which step that was (it read as today's)
+    assert "greedy/teacher not evaluated yet" in captured.err or " at step 0" in captured.err
     assert summary["graphs"] == 2 and summary["environments"] == 2 and summary["steps"] > 0
     assert summary["validation_graphs"] == 1 and summary["exported"]["step"] <= summary["steps"]
     assert summary["sampling"]["temperature"] == load_policy(out / "policy").sampling_temperature

@@ -100,3 +100,17 @@ def test_warm_start_search_needs_a_heuristic_warm_start_of_step_time():
 def test_train_needs_a_limit(chains, pair):
     with pytest.raises(PlacerError, match="budget"):
         train(Trainer(chains, pair, _config()))
+
+
+def test_a_graph_whose_ops_cost_nothing_trains_without_nan():
+    """Lower bound 0: the reward -sqrt(step_time / 0) was NaN, the weights became NaN after one step and the
+    next sampled a device that does not exist (an internal TensorFlow error)."""
+    from tests.placer.helpers import two_device_cluster
+    from tests.placer.rl.conftest import two_chains
+
+    trainer = Trainer(two_chains(cost=0.0, out=0.0), two_device_cluster(), _config())
+    assert trainer.sim.lower_bound == 0.0
+    rows = []
+    assert train(trainer, max_steps=3, on_step=rows.append) == "done"
+    assert all(np.isfinite(r.mean_reward) and np.isfinite(r.loss) for r in rows)
+    assert trainer.best_placement().step_time == 0.0

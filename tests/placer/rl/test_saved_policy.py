@@ -1,0 +1,102 @@
+"""Loading a policy folder: a damaged or mistaken one is refused with one line naming the problem."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from placer.errors import PlacerError
+from placer.rl.saved_policy import SHIPPED_POLICY_DIR, load_policy
+
+
+def single_policy(tmp_path, card_changes=None, weights=None):
+    """A copy of the shipped policy folder without its pool, with `card_changes` and `weights` (name -> array)."""
+    folder = tmp_path / "policy"
+    folder.mkdir(parents=True)
+    shutil.copy(SHIPPED_POLICY_DIR / "weights.npz", folder)
+    card = json.loads((SHIPPED_POLICY_DIR / "policy.json").read_text())
+    card = {k: v for k, v in card.items() if k not in ("pool", "pool_groups")}
+    (folder / "policy.json").write_text(json.dumps({**card, **(card_changes or {})}))
+    if weights:
+        with np.load(folder / "weights.npz") as data:
+            arrays = {k: data[k] for k in data.files}
+        np.savez(folder / "weights.npz", **{**arrays, **weights})
+    return folder
+
+
+def test_a_copy_of_the_shipped_policy_loads(tmp_path):
+    assert load_policy(single_policy(tmp_path)).name == "placer-zero-shot"
+
+
+@pytest.mark.parametrize("content", [b"", b"PK\x03\x04", b"\x00garbage" * 100])
+def test_an_empty_or_corrupt_weights_file_is_refused(tmp_path, content):
+    folder = single_policy(tmp_path)
+    (folder / "weights.npz").write_bytes(content)
+    with pytest.raises(PlacerError, match="cannot read .*weights.npz.*truncated or corrupt") as e:
+        load_policy(folder)
+    assert "allow_pickle" not in str(e.value)  # not numpy's advice to load it unsafely
+
+
+def test_a_truncated_weights_file_is_refused(tmp_path):
+    folder = single_policy(tmp_path)
+    data = (folder / "weights.npz").read_bytes()
+    (folder / "weights.npz").write_bytes(data[: len(data) // 2])
+    with pytest.raises(PlacerError, match="truncated or corrupt"):
+        load_policy(folder)
+
+
+def test_weights_of_the_wrong_shape_are_refused(tmp_path):
+    with np.load(SHIPPED_POLICY_DIR / "weights.npz") as data:
+        embed_w = data["embed_w"][:20]
+    with pytest.raises(PlacerError, match=r"embed_w has shape \(20, 64\), expected \(27, 64\)"):
+        load_policy(single_policy(tmp_path, weights={"embed_w": embed_w}))
+
+
+def test_a_card_whose_hidden_disagrees_with_the_weights_is_refused(tmp_path):
+    with pytest.raises(PlacerError, match="hidden 32 in the card"):
+        load_policy(single_policy(tmp_path, {"hidden": 32}))
+
+
+def test_weights_that_are_not_finite_are_refused(tmp_path):
+    with np.load(SHIPPED_POLICY_DIR / "weights.npz") as data:
+        out_w = data["out_w"].copy()
+    out_w[0, 0] = np.nan
+    with pytest.raises(PlacerError, match=r"not finite .* \['out_w'\]"):
+        load_policy(single_policy(tmp_path, weights={"out_w": out_w}))
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"hidden": "64"}, "hidden must be a positive integer"),
+    ({"groups": "x"}, "groups must be a positive integer"),
+    ({"groups": 0}, "groups must be a positive integer"),
+    ({"kind_groups": "no"}, "kind_groups must be true or false"),
+    ({"fine_tuned": 1}, "fine_tuned must be true or false"),
+])
+def test_card_fields_of_the_wrong_type_are_refused(tmp_path, changes, message):
+    with pytest.raises(PlacerError, match=message):
+        load_policy(single_policy(tmp_path, changes))
+
+
+def test_a_card_from_a_later_format_says_to_upgrade(tmp_path):
+    with pytest.raises(PlacerError, match="format 2; this version of placer reads format 1"):
+        load_policy(single_policy(tmp_path, {"format": 2}))
+
+
+def test_a_pool_naming_the_parent_folder_is_refused_not_recursed(tmp_path):
+    folder = single_policy(tmp_path, {"pool": ["sub"]})
+    shutil.copytree(single_policy(tmp_path / "x", {"pool": [".."]}), folder / "sub")
+    with pytest.raises(PlacerError, match="pool must be a list of subfolder names"):
+        load_policy(folder)
+
+
+def test_run_folders_are_told_apart_from_policies(tmp_path):
+    pretrain_run = tmp_path / "pt"
+    shutil.copytree(single_policy(tmp_path), pretrain_run / "policy")
+    with pytest.raises(PlacerError, match="pre-training run: its policy is .*pt/policy"):
+        load_policy(pretrain_run)
+    train_run = tmp_path / "train"
+    train_run.mkdir()
+    (train_run / "trainer_state.json").write_text("{}")
+    with pytest.raises(PlacerError, match="a `placer train` run"):
+        load_policy(train_run)
