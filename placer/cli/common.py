@@ -179,6 +179,20 @@ def check_budget(seconds: float | None) -> None:
         raise PlacerError(f"--budget-seconds must be positive, got {seconds:g}")
 
 
+def check_at_least(args: argparse.Namespace, *options: str, least: int = 1) -> None:
+    """A PlacerError unless each of `options` (dest names, e.g. ``"per_round"``) is `least` or more, or not given.
+
+    The message names the flag: "--per-round must be at least 1, got 0" ("must be 0 or more" when `least` is 0).
+    """
+    from placer.errors import PlacerError
+
+    bound = "0 or more" if least == 0 else f"at least {least}"
+    for option in options:
+        value = getattr(args, option)
+        if value is not None and value < least:
+            raise PlacerError(f"--{option.replace('_', '-')} must be {bound}, got {value}")
+
+
 def add_refine_sweeps(p: argparse.ArgumentParser) -> None:
     """``--refine-sweeps N``, beside a command's ``--refine-seconds``."""
     p.add_argument("--refine-sweeps", type=int, metavar="N",
@@ -219,14 +233,27 @@ def sigterm_as_ctrl_c():
         signal.signal(signal.SIGTERM, old if old is not None else signal.SIG_DFL)
 
 
+def os_error_line(e: OSError) -> str:
+    """An OSError as the one line a user reads: the file, then what the system said."""
+    where = f"{str(e.filename)!r}: " if e.filename is not None else ""
+    return f"{where}{e.strerror or e}"
+
+
 def run_script(main: Callable[[], int | None], name: str, resume: str) -> None:
-    """``sys.exit(main())`` for a long script (bench/): Ctrl-C or SIGTERM ends it with exit 130 and one line
-    saying how to go on (`resume`), not a traceback."""
-    from placer.errors import interrupted
+    """``sys.exit(main())`` for a script (bench/): Ctrl-C or SIGTERM ends it with exit 130 and one line
+    saying how to go on (`resume`), bad input (a `PlacerError`) or a refused file (`OSError`) with exit 1 and
+    one line naming it, as the CLI does; not a traceback."""
+    from placer.errors import PlacerError, interrupted
 
     try:
         with sigterm_as_ctrl_c():
             code = main()
+    except PlacerError as e:
+        print(f"{name}: error: {e}", file=sys.stderr)
+        sys.exit(1)
+    except OSError as e:  # a missing folder, a read-only file...: not a bug
+        print(f"{name}: error: {os_error_line(e)}", file=sys.stderr)
+        sys.exit(1)
     except BaseException as e:
         if not interrupted(e):
             raise

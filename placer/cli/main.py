@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     parser = build_parser()
     args = _parse(parser, argv)
-    from placer.cli.common import sigterm_as_ctrl_c
+    from placer.cli.common import os_error_line, sigterm_as_ctrl_c
     from placer.errors import PlacerError, interrupted
 
     try:
@@ -87,8 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 1
     except OSError as e:  # the system refused (read-only folder, full disk...): not a bug, so no "internal error"
-        where = f"{str(e.filename)!r}: " if e.filename is not None else ""
-        print(f"placer {args.command}: error: {where}{e.strerror or e}", file=sys.stderr)
+        print(f"placer {args.command}: error: {os_error_line(e)}", file=sys.stderr)
         return 1
     except Exception as e:  # a bug, but still one line unless asked for more
         if interrupted(e):  # Ctrl-C inside compiled code (numba) comes back wrapped in a SystemError

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 
 
@@ -9,7 +10,9 @@ def add_parser(sub) -> None:
     p = sub.add_parser(
         "serve", help="run the REST service",
         description="Serve the REST API (OpenAPI docs at /docs). Without PLACER_API_KEYS it listens on "
-                    "127.0.0.1 only; set keys (comma-separated) to require 'Authorization: Bearer <key>'.",
+                    "127.0.0.1 unless --host or PLACER_HOST names another interface (then it warns that anyone "
+                    "who can reach the port can use it); set keys (comma-separated) to require "
+                    "'Authorization: Bearer <key>'. Ctrl-C or SIGTERM shuts it down cleanly (exit 0).",
     )
     p.add_argument("--host", help="interface to bind (default: PLACER_HOST, else 127.0.0.1)")
     p.add_argument("--port", type=int, help="TCP port (default: PLACER_PORT, else 8000)")
@@ -38,6 +41,8 @@ def run(args) -> int:
         raise PlacerError(f"bad setting {'.'.join(map(str, first['loc'])) or ''}: {first['msg']}") from None
     try:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:  # mkdir's "File exists" for a file where the folder should be
+        raise PlacerError(f"data dir {str(settings.data_dir)!r}: is a file, not a folder") from None
     except OSError as e:
         raise PlacerError(f"data dir {str(settings.data_dir)!r}: cannot create ({e.strerror})") from None
 
@@ -64,12 +69,52 @@ def run(args) -> int:
     if args.workers > 1:
         # Workers build their own app from the environment (PLACER_*), so pass the overrides on.
         os.environ.update({"PLACER_HOST": settings.host, "PLACER_PORT": str(settings.port),
-                           "PLACER_DATA_DIR": str(settings.data_dir)})
-        uvicorn.run("service.main:create_app", factory=True, workers=args.workers, host=settings.host,
-                    port=settings.port, log_level=args.log_level)
+                           "PLACER_DATA_DIR": str(settings.data_dir), _PARENT_ENV: str(os.getpid())})
+        uvicorn.run("placer.cli.serve:worker_app", factory=True, workers=args.workers, host=settings.host,
+                    port=settings.port, log_level=args.log_level, log_config=_log_config(args.log_level))
     else:
-        uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=args.log_level)
+        uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=args.log_level,
+                    log_config=_log_config(args.log_level))
     return 0
+
+
+def _log_config(level: str) -> dict:
+    """uvicorn's logging, with the service's own lines (jobs started, ended, resumed; bundled graphs
+    stored) printed as uvicorn prints its own: without a handler for them, info lines went nowhere and
+    warnings reached stderr bare."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["loggers"]["placer.service"] = {"handlers": ["default"], "level": level.upper(), "propagate": False}
+    return config
+
+
+_PARENT_ENV = "_PLACER_SERVE_PID"
+
+
+def worker_app():
+    """The app of one worker of ``--workers N``, which stops when ``placer serve`` is gone.
+
+    uvicorn's workers outlive a parent killed with SIGKILL: they went on serving, unsupervised, holding
+    the port (a new ``placer serve`` could not listen) and the jobs. A worker whose parent changes sends
+    itself SIGTERM, so it shuts down as on Ctrl-C (its jobs checkpoint and are queued to resume).
+    """
+    import signal
+    import threading
+    import time
+
+    from service.main import create_app
+
+    parent = int(os.environ.get(_PARENT_ENV, "0"))
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    if parent:
+        threading.Thread(target=watch, name="placer-parent-watch", daemon=True).start()
+    return create_app()
 
 
 def _check_can_listen(host: str, port: int) -> None:

@@ -24,7 +24,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from placer.cli.common import (human_bytes, human_seconds, load_graph_and_cluster, print_json, print_table,
                                    seconds_per_unit)
-    from placer.placement import load_placement
+    from placer.placement import load_placement, split_colocation_groups
     from placer.simulator import Simulator
 
     output_file(args.trace, "--trace")
@@ -34,6 +34,7 @@ def run(args) -> int:
     sim = Simulator(graph, cluster)
     assignment = placement.assignment(graph, cluster)
     res = sim.run(assignment)
+    split = split_colocation_groups(graph, assignment)
     loads = None
     if args.objective == "throughput":
         from placer.objectives import ThroughputModel
@@ -55,9 +56,10 @@ def run(args) -> int:
         "peak_memory": {d["device"]: d["peak_memory"] for d in devices},
         "devices": devices,
         "objective": args.objective,
+        "colocation_ok": not split,
     }
     if loads is not None:
-        out.update(max_load=loads.max_load, memory_ok=loads.memory_ok, colocation_ok=loads.colocation_ok)
+        out.update(max_load=loads.max_load, memory_ok=loads.memory_ok)
     if args.trace:
         from placer.trace import chrome_trace, write_trace
 
@@ -74,6 +76,9 @@ def run(args) -> int:
     print(f"{graph.name} on {cluster.name}: step time {human_seconds(res.step_time, unit)} "
           f"(lower bound {human_seconds(res.lower_bound, unit)}), moved {human_bytes(res.bytes_moved)}"
           + ("  OUT OF MEMORY" if res.oom else ""))
+    if split:
+        shown = ", ".join(repr(k) for k in split[:3]) + (f" and {len(split) - 3} more" if len(split) > 3 else "")
+        print(f"COLOCATION BROKEN: ops that TensorFlow keeps on one device are split: group(s) {shown}")
     for what in ("trace", "gantt"):
         if what in out:
             print(f"wrote {what} {out[what]}")
@@ -81,7 +86,7 @@ def run(args) -> int:
         if "time_unit" in graph.meta:  # max loads are printed as the graph holds them
             print(f"time unit: {graph.meta['time_unit']}")
         print(f"throughput: max load {loads.max_load:.6g} (a new micro-batch every max load)"
-              + ("" if loads.memory_ok else "  OVER MEMORY") + ("" if loads.colocation_ok else "  COLOCATION BROKEN"))
+              + ("" if loads.memory_ok else "  OVER MEMORY"))
         print_table(["device", "ops", "load", "compute", "communication", "held"],
                     [(d["device"], d["ops"], d["load"], d["compute"], d["communication"],
                       human_bytes(d["held_bytes"])) for d in devices])

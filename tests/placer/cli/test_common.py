@@ -34,6 +34,18 @@ def test_check_budget_accepts_positive_or_absent():
     common.check_budget(0.5)
 
 
+def test_check_at_least_names_the_first_flag_below_its_bound():
+    from argparse import Namespace
+
+    args = Namespace(rounds=3, per_round=0, random=-1, best_of=None)
+    with pytest.raises(PlacerError, match="^--per-round must be at least 1, got 0$"):
+        common.check_at_least(args, "rounds", "per_round")
+    with pytest.raises(PlacerError, match="^--random must be 0 or more, got -1$"):
+        common.check_at_least(args, "random", least=0)
+    common.check_at_least(args, "rounds", "best_of")  # None: not given
+    common.check_at_least(args, "per_round", least=0)
+
+
 @pytest.mark.parametrize("name", ["", "  "])
 def test_check_name_refuses_empty(name):
     with pytest.raises(PlacerError, match="--name must not be empty"):

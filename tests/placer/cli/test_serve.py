@@ -10,6 +10,13 @@ def test_help(cli):
     assert r.code == 0 and "--data-dir" in r.out and "PLACER_API_KEYS" in r.out
 
 
+def test_help_says_another_host_is_served_with_a_warning(cli):
+    """Without keys, loopback is the default, not a limit: --host 0.0.0.0 listens there (Docker's CMD) and warns."""
+    out = " ".join(cli("serve", "--help").out.split())
+    assert "127.0.0.1 only" not in out
+    assert "Without PLACER_API_KEYS it listens on 127.0.0.1 unless --host or PLACER_HOST names another interface" in out
+
+
 def test_port_in_use(cli, tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -23,7 +30,7 @@ def test_data_dir_is_a_file(cli, tmp_path):
     f = tmp_path / "file"
     f.write_text("")
     r = cli("serve", "--data-dir", f)
-    assert r.code == 1 and "data dir" in r.err and len(r.err.splitlines()) == 1
+    assert r.code == 1 and "data dir" in r.err and "is a file, not a folder" in r.err and len(r.err.splitlines()) == 1
 
 
 def test_bad_port(cli, tmp_path):

@@ -35,3 +35,22 @@ def test_placement_not_an_object(cli, fork_files):
     (fork_files / "bad.json").write_text("[1, 2]")
     r = cli("simulate", fork_files / "g.json", "--cluster", "2gpu", "--placement", fork_files / "bad.json")
     assert r.code == 1 and "'devices'" in r.err
+
+
+def test_a_placement_splitting_a_colocation_group_is_flagged(cli, fork_files):
+    """TensorFlow keeps a colocation group on one device; a placement that splits it is simulated but flagged
+    (only the throughput objective said so before)."""
+    g = json.loads((fork_files / "g.json").read_text())
+    for node in g["nodes"]:
+        if node["name"] in ("x", "y"):
+            node["colocation"] = "w"
+    (fork_files / "g.json").write_text(json.dumps(g))
+    args = ("simulate", fork_files / "g.json", "--cluster", "2gpu", "--placement", fork_files / "p.json")
+    r = cli(*args)
+    assert r.code == 0 and "COLOCATION BROKEN" in r.out and "'w'" in r.out
+    assert json.loads(cli(*args, "--json").out)["colocation_ok"] is False
+    together = {"devices": {"s": "/device:GPU:0", "x": "/device:GPU:1", "y": "/device:GPU:1", "j": "/device:GPU:0"}}
+    (fork_files / "p.json").write_text(json.dumps(together))
+    r = cli(*args)
+    assert r.code == 0 and "COLOCATION" not in r.out
+    assert json.loads(cli(*args, "--json").out)["colocation_ok"] is True
