@@ -18,11 +18,13 @@ resume from their checkpoint; none is left "running".
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import logging
 import math
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -36,7 +38,7 @@ from placer.graph_io import save_graph, write_atomic
 from placer.placement import Placement
 from service.core.config import Settings
 from service.graph_store import new_id
-from service.storage import JobRecord, Storage
+from service.storage import JobRecord, Storage, StorageFull
 
 log = logging.getLogger("placer.service")
 
@@ -77,6 +79,8 @@ class JobRunner:
         self._lock = threading.RLock()
         self._wake = threading.Event()
         self._halt = threading.Event()
+        self.closing = threading.Event()
+        """Set when the service is told to stop, before it drains its requests (see `close_soon`)."""
         self._stopping = False
         self._thread: threading.Thread | None = None
 
@@ -136,35 +140,51 @@ class JobRunner:
                 self._finish(job_id, proc)
         self._lock_file.close()  # releases the lock: another process may take the jobs over
 
+    def close_soon(self) -> None:
+        """The service has been told to stop (SIGTERM, Ctrl-C) and drains its open requests before `stop`.
+
+        Meanwhile no queued job is started, a process that does not own the jobs no longer takes them
+        over (the owner may stop first: the follower then restarted the jobs it had just checkpointed,
+        only to stop them again), and requests waiting for a job (``method: rl``) answer at once instead
+        of holding the shutdown for up to ``max_wait_seconds``. Safe to call from a signal handler.
+        """
+        self.closing.set()
+        self._wake.set()
+
     # -- requests --------------------------------------------------------
     def submit(self, *, graph: OpGraph, cluster: Cluster, graph_id: str | None,
                budget_seconds: float, seed: int, options: dict[str, Any] | None = None) -> JobRecord:
         """Write the job's inputs, record it as queued, and start it if a slot is free."""
         job_id = new_id("j")
         job_dir = (self.settings.jobs_dir / job_id).resolve()
-        save_graph(graph, job_dir / "graph.json.gz")
-        write_atomic(job_dir / "cluster.json", json.dumps(cluster.to_dict()).encode())
         now = time.time()
         record = JobRecord(
             id=job_id, graph_id=graph_id, graph_name=graph.name, cluster=cluster.name,
             budget_seconds=float(budget_seconds), seed=int(seed), state="queued",
             job_dir=str(job_dir), created_at=now, updated_at=now, options=dict(options or {}),
         )
-        self.storage.add_job(record=record)
+        try:
+            save_graph(graph, job_dir / "graph.json.gz")
+            write_atomic(job_dir / "cluster.json", json.dumps(cluster.to_dict()).encode())
+            self.storage.add_job(record=record)
+        except (OSError, StorageFull) as e:
+            shutil.rmtree(job_dir, ignore_errors=True)  # no folder of a job that was never recorded
+            if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+                raise StorageFull(f"the service's disk is full ({e.strerror}); the job was not created") from None
+            raise
         self.poll()
         return self.storage.get_job(job_id=job_id) or record
 
     def cancel(self, job_id: str) -> JobRecord | None:
         """Cancel a queued or running job (SIGTERM: it checkpoints and exits); finished jobs stay as they are."""
         with self._lock:
-            record = self.storage.get_job(job_id=job_id)
-            if record is None:
-                return None
-            if record.state == "queued":
-                return self.storage.update_job(job_id=job_id, state="cancelled", resume=False)
-            if record.state == "running":
+            # Each change names the state it expects: the owner (maybe another process) may start or
+            # finish the job meanwhile, and a cancel decided on an older read would undo that (a job
+            # left "cancelling" forever after it ended, or "cancelled" while its process ran on).
+            record = self.storage.update_job(job_id=job_id, if_state=("queued",), state="cancelled", resume=False)
+            if record is not None and record.state == "running":
                 # The owner of the process sees "cancelling" at its next poll and sends SIGTERM.
-                record = self.storage.update_job(job_id=job_id, state="cancelling")
+                record = self.storage.update_job(job_id=job_id, if_state=("running",), state="cancelling")
                 self.poll()
             return record
 
@@ -206,7 +226,7 @@ class JobRunner:
     def _run(self) -> None:
         """Monitor thread: wait to own the jobs (if another process has them), then follow them."""
         while not self.owner:
-            if self._halt.wait(1.0):
+            if self._halt.wait(1.0) or self.closing.is_set():
                 return
             with self._lock:
                 if self._try_own():
@@ -239,7 +259,7 @@ class JobRunner:
                 elif job_id in self._term_sent and \
                         time.monotonic() - self._term_sent[job_id] > self.settings.job_stop_seconds:
                     proc.kill()
-            if self._stopping:
+            if self._stopping or self.closing.is_set():
                 return
             free = self.settings.max_running_jobs - len(self._procs)
             if free > 0:
@@ -261,9 +281,15 @@ class JobRunner:
         return cmd
 
     def _spawn(self, record: JobRecord) -> None:
+        """Start a queued job's process; the job is claimed (queued -> running) first, so a job another
+        service process cancelled since it was listed is not started."""
         if record.attempts >= MAX_STARTS:
-            self.storage.update_job(job_id=record.id, state="failed", resume=False,
+            self.storage.update_job(job_id=record.id, if_state=("queued",), state="failed", resume=False,
                                     error=f"gave up after {record.attempts} starts")
+            return
+        claimed = self.storage.update_job(job_id=record.id, if_state=("queued",), state="running", pid=None,
+                                          error=None, attempts=record.attempts + 1)
+        if claimed is None or claimed.state != "running":
             return
         cmd = self._command(record)
         env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1"}
@@ -280,8 +306,7 @@ class JobRunner:
                                     error=f"cannot start the training process ({e})")
             return
         self._procs[record.id] = proc
-        self.storage.update_job(job_id=record.id, state="running", pid=proc.pid, error=None,
-                                attempts=record.attempts + 1)
+        self.storage.update_job(job_id=record.id, pid=proc.pid)
         log.info("job %s started (pid %d)%s", record.id, proc.pid, " resuming" if "--resume" in cmd else "")
 
     def _finish(self, job_id: str, proc: subprocess.Popen) -> None:

@@ -3,8 +3,9 @@
 Long-lived objects (storage, graph store, job runner) are made in the
 lifespan and kept on ``app.state``; routes get them through
 `service.api.deps`. Errors are mapped here, once: a `PlacerError` (bad input
-the library caught) is a 422 naming the problem, an over-limit body a 413, and
-anything else a logged 500 (a bug, never expected from any input).
+the library caught) is a 422 naming the problem, an over-limit body a 413, a
+full disk a 507, and anything else a logged 500 (a bug, never expected from
+any input).
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ import json
 import logging
 import math
 import os
+import signal
 import threading
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
@@ -31,7 +33,7 @@ from service.api.routes import docs, health, web
 from service.core.config import Settings
 from service.graph_store import GraphStore
 from service.jobs import JobRunner
-from service.storage import open_storage
+from service.storage import StorageFull, open_storage
 from service.uploads import PayloadTooLarge
 
 log = logging.getLogger("placer.service")
@@ -104,6 +106,28 @@ def _add_bundled(graphs: GraphStore, folder: Path | None) -> None:
         log.info("stored bundled graphs: %s", ", ".join(r.name for r in added))
 
 
+def _on_stop_signal(callback: Callable[[], None]) -> None:
+    """Call `callback` on SIGINT and SIGTERM, before the server's own handler.
+
+    uvicorn's handler only starts the shutdown: it waits for open requests
+    before the lifespan ends, so the app learns of the stop from the signal.
+    Only where the server handles the signal (uvicorn, main thread); uvicorn
+    puts its own handlers back when it returns.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        previous = signal.getsignal(sig)
+        if not callable(previous):
+            continue
+
+        def handler(signum: int, frame: Any, previous: Callable = previous) -> None:
+            callback()
+            previous(signum, frame)
+
+        signal.signal(sig, handler)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the service.
 
@@ -122,6 +146,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.graphs = GraphStore(storage, settings.graph_cache_size)
         app.state.jobs = jobs
         jobs.start()
+        _on_stop_signal(jobs.close_soon)
         # Bundled graphs are stored in the background: the first start parses them, later ones only look.
         bundled = threading.Thread(target=_add_bundled, args=(app.state.graphs, settings.bundled_graphs_dir),
                                    name="placer-bundled", daemon=True)
@@ -160,6 +185,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # and fails with a 500 when that input is a body that is not UTF-8 (gzip posted where JSON is expected)
         return SafeJSONResponse({"detail": jsonable_encoder([_brief(e) for e in exc.errors()])},
                                 status_code=422)
+
+    @app.exception_handler(StorageFull)
+    async def _storage_full(request: Request, exc: StorageFull) -> JSONResponse:
+        # Not a bug (no 500): the operator must free space; the request can be sent again then.
+        log.error("%s %s: %s", request.method, request.url.path, exc)
+        return SafeJSONResponse({"detail": str(exc)}, status_code=507)
 
     @app.exception_handler(PayloadTooLarge)
     async def _payload_too_large(request: Request, exc: PayloadTooLarge) -> JSONResponse:

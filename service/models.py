@@ -200,40 +200,56 @@ class PlacementsPublic(BaseModel):
 class TrainOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    steps: int | None = Field(None, ge=1, le=10_000_000, description="Stop after this many REINFORCE steps.")
-    samples: int | None = Field(None, ge=1, le=4096, description="Placements sampled per step.")
-    groups: int | None = Field(None, ge=1, le=4096, description="Most groups the ops are coarsened into.")
-    warm_start: Literal["heuristic", "none"] | None = Field(None, description="Imitate the best heuristic first.")
+    steps: int | None = Field(None, ge=1, le=10_000_000, description="Stop after this many REINFORCE steps "
+                                                                     "(default: no limit; budget_seconds ends it).")
+    samples: int | None = Field(None, ge=1, le=4096, description="Placements sampled per step (default 32).")
+    groups: int | None = Field(None, ge=1, le=4096, description="Most groups the ops are coarsened into "
+                                                               "(default 256; with init, the policy's).")
+    warm_start: Literal["heuristic", "none"] | None = Field(
+        None, description="Imitate the best heuristic first ('heuristic', the default; with init the default is "
+                          "'none': start from the policy's answer).")
     warm_start_search: float | None = Field(None, ge=0, le=60, description="First improve that heuristic "
                                                                            "placement by local search for this "
-                                                                           "long (seconds; 0: not).")
+                                                                           "long (seconds; default 0: not).")
     starts: int | None = Field(None, ge=1, le=8, description="Race REINFORCE from this many of the fastest "
                                                              "heuristic placements, keeping the faster half each "
                                                              "round (successive halving; default 1).")
-    init: Literal["shipped"] | None = Field(None, description="Fine-tune the shipped pre-trained policy (with "
-                                                              "warm_start 'heuristic': imitating the best heuristic "
-                                                              "first where it beats the policy).")
+    init: Literal["shipped", "none"] | None = Field(
+        None, description="'shipped': fine-tune the shipped pre-trained policy (with warm_start 'heuristic': "
+                          "imitating the best heuristic first where it beats the policy); 'none': train from "
+                          "scratch. Default: 'none' in POST /v1/jobs; for method rl in POST /v1/placements "
+                          "'shipped' where its zero-shot placement exists and starts is 1.")
     refine_seconds: float | None = Field(None, gt=0, le=60, description="When training ends, improve its best "
-                                                                        "placement by local search for this long.")
+                                                                        "placement by local search for this long "
+                                                                        "(default: no search).")
     refine_sweeps: int | None = Field(None, ge=1, le=100_000, description="With refine_seconds: at most this "
-                                                                          "many sweeps of the search.")
+                                                                          "many sweeps of the search (default: "
+                                                                          "as many as refine_seconds allows).")
 
     @model_validator(mode="after")
     def _consistent(self) -> "TrainOptions":
         if self.refine_sweeps is not None and self.refine_seconds is None:
             raise ValueError("refine_sweeps needs refine_seconds (the search's time limit)")
         if self.warm_start_search and (self.warm_start == "none" or (
-                self.init is not None and self.warm_start != "heuristic")):
+                self.fine_tunes and self.warm_start != "heuristic")):
             raise ValueError("warm_start_search improves the heuristic warm start" + (
-                ": with init, set warm_start 'heuristic'" if self.init is not None else ", not warm_start 'none'"))
-        if self.starts is not None and self.starts > 1 and (self.init is not None or self.warm_start == "none"):
+                ": with init, set warm_start 'heuristic'" if self.fine_tunes else ", not warm_start 'none'"))
+        if self.starts is not None and self.starts > 1 and (self.fine_tunes or self.warm_start == "none"):
             raise ValueError("starts races heuristic warm starts: not with " + (
-                "init" if self.init is not None else "warm_start 'none'"))
+                "init" if self.fine_tunes else "warm_start 'none'"))
         return self
 
+    @property
+    def fine_tunes(self) -> bool:
+        """Whether the job starts from a pre-trained policy (``placer train --init``)."""
+        return self.init not in (None, "none")
+
     def flags(self) -> dict[str, Any]:
-        """The options that are set."""
-        return self.model_dump(exclude_none=True)
+        """The options that are set, as ``placer train`` flags: init 'none' is its default, so no flag."""
+        flags = self.model_dump(exclude_none=True)
+        if flags.get("init") == "none":
+            del flags["init"]
+        return flags
 
 
 # Start a training job.

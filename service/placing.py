@@ -25,6 +25,16 @@ log = logging.getLogger("placer.service")
 BEST = "best"
 RL = "rl"
 
+OPTION_LIMITS: dict[str, float] = {
+    "search_seconds": 60.0,  # pipeline_dp's local search (default 3)
+    "lp_time_limit": 60.0,  # m_sct's LP (default 60)
+    "pair_budget": 300_000_000,  # pipeline_dp's DP (default 30 million: ~10x the time)
+    "max_ideals": 400_000,  # pipeline_dp's DP (default 40,000)
+}
+"""Largest value a request may give an option that sets how long a placer runs (as refine_seconds is
+capped at 60): the library takes any positive number, and ``search_seconds: 1e9`` held a request thread
+and a core for decades."""
+
 
 def method_names() -> list[str]:
     """Every ``method`` a placement request may name: the registered placers, then ``best`` (and ``rl``)."""
@@ -58,15 +68,20 @@ def resolve_cluster(spec: str | dict[str, Any]) -> Cluster:
 
 
 def check_options(name: str, options: dict[str, Any]) -> None:
-    """Refuse options the placer's function does not take, naming them.
+    """Refuse options the placer's function does not take, or over `OPTION_LIMITS`, naming them.
 
     Raises
     ------
     PlacerError
-        If an option is not a keyword parameter of the placer.
+        If an option is not a keyword parameter of the placer, or is over its limit.
     """
     if not options:
         return
+    for key, limit in OPTION_LIMITS.items():
+        value = options.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and not value <= limit:
+            raise PlacerError(f"method {name!r}: option {key} may be at most {limit:g} in this service, "
+                              f"got {value!r}")
     params = inspect.signature(registry.get(name).fn).parameters.values()
     if any(p.kind is p.VAR_KEYWORD for p in params):
         return

@@ -14,14 +14,19 @@ import json
 import sqlite3
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Iterator, Protocol
 from urllib.parse import unquote, urlparse
 
 
 class StorageError(Exception):
     """The database URL is unusable (unknown backend, unopenable file)."""
+
+
+class StorageFull(StorageError):
+    """The disk (or the database's size limit) is full: nothing was stored (HTTP 507)."""
 
 
 @dataclass
@@ -91,7 +96,7 @@ class Storage(Protocol):
     def add_job(self, *, record: JobRecord) -> None: ...
     def get_job(self, *, job_id: str) -> JobRecord | None: ...
     def list_jobs(self, *, limit: int, offset: int, states: tuple[str, ...] = ()) -> list[JobRecord]: ...
-    def update_job(self, *, job_id: str, **changes: Any) -> JobRecord | None: ...
+    def update_job(self, *, job_id: str, if_state: tuple[str, ...] = (), **changes: Any) -> JobRecord | None: ...
     def close(self) -> None: ...
 
 
@@ -180,9 +185,21 @@ class SQLiteStorage:
             self._db.execute("INSERT OR IGNORE INTO bundled_graphs SELECT source, id, created_at FROM graphs "
                              "WHERE source LIKE 'bundled:%' ORDER BY created_at")
 
-    def _run(self, sql: str, params: tuple = ()) -> sqlite3.Cursor:
+    @contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        """The connection, under the lock; SQLite's "database or disk is full" raised as `StorageFull`
+        (other errors are bugs, a 500)."""
         with self._lock:
-            return self._db.execute(sql, params)
+            try:
+                yield self._db
+            except sqlite3.Error as e:
+                if e.sqlite_errorcode != sqlite3.SQLITE_FULL:
+                    raise
+                raise StorageFull(f"the service's disk is full ({e}); the request changed nothing") from None
+
+    def _run(self, sql: str, params: tuple = ()) -> sqlite3.Cursor:
+        with self._writing() as db:
+            return db.execute(sql, params)
 
     def _rows(self, sql: str, params: tuple = ()) -> list[tuple]:
         with self._lock:
@@ -190,7 +207,7 @@ class SQLiteStorage:
 
     # -- graphs ----------------------------------------------------------
     def add_graph(self, *, record: GraphRecord) -> None:
-        with self._lock:
+        with self._writing():
             self._insert_graph(record)
 
     def _insert_graph(self, record: GraphRecord) -> None:
@@ -279,7 +296,13 @@ class SQLiteStorage:
         )
         return [_job(r) for r in rows]
 
-    def update_job(self, *, job_id: str, **changes: Any) -> JobRecord | None:
+    def update_job(self, *, job_id: str, if_state: tuple[str, ...] = (), **changes: Any) -> JobRecord | None:
+        """Change a job's fields; with `if_state`, only if its state is one of those (in the same statement).
+
+        The job as it is afterwards, changed or not (None if there is no such job): several service
+        processes change jobs, so a change decided on a state read earlier must say which states it
+        expects, or it overwrites what another process wrote in between (a cancel racing the job's end).
+        """
         unknown = set(changes) - set(_JOB_FIELDS) - {"updated_at"}
         if unknown or "id" in changes:
             raise ValueError(f"cannot update job field(s) {sorted(unknown | ({'id'} & set(changes)))}")
@@ -289,7 +312,8 @@ class SQLiteStorage:
         if "options" in changes:
             changes["options"] = json.dumps(changes["options"])
         sets = ", ".join(f"{k} = ?" for k in changes)
-        self._run(f"UPDATE jobs SET {sets} WHERE id = ?", (*changes.values(), job_id))
+        where = f" AND state IN ({', '.join('?' for _ in if_state)})" if if_state else ""
+        self._run(f"UPDATE jobs SET {sets} WHERE id = ?{where}", (*changes.values(), job_id, *if_state))
         return self.get_job(job_id=job_id)
 
     def close(self) -> None:

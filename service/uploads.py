@@ -3,20 +3,39 @@
 Three formats arrive on ``POST /v1/graphs``: our JSON graph format (plain or
 gzip), a binary TensorFlow GraphDef and a text GraphDef. Gzip is inflated
 here with a ceiling (a few KiB of gzip can inflate to gigabytes); the op
-count is checked before the expensive validation. TensorFlow is imported only
-when a GraphDef actually arrives.
+count is checked before the expensive validation. A GraphDef is imported in a
+child process (TensorFlow parses it there, not in the service): see
+`_graph_from_graphdef`.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
 import zlib
+from pathlib import Path
 from typing import Any, Literal
 
 from placer.errors import PlacerError
 from placer.graph import OpGraph
 
+log = logging.getLogger("placer.service")
+
 UploadFormat = Literal["auto", "json", "graphdef"]
 _GZIP_MAGIC = b"\x1f\x8b"
+GRAPHDEF_SECONDS = 600.0
+"""Longest one GraphDef import may run (parse, function inlining, shape inference) before it is killed."""
+_PARSE_SLOTS = threading.BoundedSemaphore(2)
+"""Uploads parsed at once; the others wait. Parsing takes many times the body's size in memory (JSON up to
+~27x, a GraphDef a process with TensorFlow loaded): 40 requests at once (the thread pool) could take it
+all, and with one interpreter lock more at once would not parse faster."""
+_REFUSED = 3
+"""Exit code of the import process when the GraphDef is bad input (its message on stdout)."""
 
 
 class PayloadTooLarge(Exception):
@@ -31,7 +50,7 @@ def inflate(data: bytes, limit: int, where: str = "upload") -> bytes:
     PayloadTooLarge
         If the inflated data would exceed `limit` bytes.
     PlacerError
-        If the gzip stream is corrupt or truncated.
+        If the gzip stream is corrupt or truncated, or inflates to gzip again.
     """
     if data[:2] != _GZIP_MAGIC:
         return data
@@ -44,6 +63,10 @@ def inflate(data: bytes, limit: int, where: str = "upload") -> bytes:
         raise PayloadTooLarge(f"{where}: inflates to more than {limit} bytes (max_inflated_bytes)")
     if not d.eof:
         raise PlacerError(f"{where}: truncated gzip data")
+    if out[:2] == _GZIP_MAGIC:
+        # The parsers gunzip again, with no ceiling (placer.graph_io.gunzip): a few hundred bytes of gzip
+        # inside gzip inflated to gigabytes past max_inflated_bytes. No graph format starts with these bytes.
+        raise PlacerError(f"{where}: gzip inside gzip; compress the graph once")
     return out
 
 
@@ -83,13 +106,14 @@ def graph_from_upload(body: bytes, *, fmt: UploadFormat, name: str | None, conte
         # else it would reach the GraphDef parser (TensorFlow: seconds) and be called a corrupt GraphDef
         raise PlacerError(f"upload: Content-Type is {content_type.split(';')[0].strip()} but the body is not "
                           "gzip data (it does not start with the gzip magic bytes 1f 8b)")
-    raw = inflate(body, max_inflated)
-    if fmt == "auto":
-        is_json = "json" in content_type.lower() or raw.lstrip()[:1] == b"{"
-        fmt = "json" if is_json else "graphdef"
-    if fmt == "json":
-        return _graph_from_json(raw, name, max_ops), "json+gzip" if gzipped else "json"
-    return _graph_from_graphdef(raw, name or "graph", max_ops)
+    with _PARSE_SLOTS:
+        raw = inflate(body, max_inflated)
+        if fmt == "auto":
+            is_json = "json" in content_type.lower() or raw.lstrip()[:1] == b"{"
+            fmt = "json" if is_json else "graphdef"
+        if fmt == "json":
+            return _graph_from_json(raw, name, max_ops), "json+gzip" if gzipped else "json"
+        return _graph_from_graphdef(raw, name or "graph", max_ops)
 
 
 def _says_gzip(content_type: str) -> bool:
@@ -108,11 +132,70 @@ def _graph_from_json(raw: bytes, name: str | None, max_ops: int) -> OpGraph:
 
 
 def _graph_from_graphdef(raw: bytes, name: str, max_ops: int) -> tuple[OpGraph, str]:
-    """A binary or text GraphDef through the importer (TensorFlow loads here, on first use)."""
+    """A binary or text GraphDef through the importer, run in a child process (`_import_graphdef_child`).
+
+    The upload reaches TensorFlow's C++ code (protobuf parser, grappler's function inliner, shape
+    inference), which aborts or segfaults on some malformed graphs: in the service's own process a
+    50-byte GraphDef whose function calls itself took the whole service down (SIGSEGV). In a child, a
+    crash or a hang fails that upload alone (a 422), and a slow one is killed after `GRAPHDEF_SECONDS`.
+
+    Raises
+    ------
+    PayloadTooLarge
+        Over `max_ops`.
+    PlacerError
+        Not a GraphDef TensorFlow can import, or the import crashed or ran out of time.
+    """
+    root = str(Path(__file__).resolve().parents[1])  # where `service` is importable from, installed or not
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
+           "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    try:
+        proc = subprocess.run([sys.executable, "-m", "service.uploads"], input=raw, capture_output=True,
+                              timeout=GRAPHDEF_SECONDS, env=env)
+    except subprocess.TimeoutExpired:
+        raise PlacerError(f"upload: importing the GraphDef took over {GRAPHDEF_SECONDS:g} s; "
+                          "import it with 'placer import' and upload the JSON graph") from None
+    if proc.returncode == _REFUSED:
+        raise PlacerError(proc.stdout.decode(errors="replace").strip() or "upload: not an importable GraphDef")
+    if proc.returncode < 0:
+        sig = signal.Signals(-proc.returncode).name
+        log.warning("GraphDef import process ended by %s: %s", sig, _tail(proc.stderr))
+        raise PlacerError(f"upload: TensorFlow crashed importing this GraphDef ({sig}); it is malformed")
+    if proc.returncode != 0:
+        log.error("GraphDef import process exited with code %d: %s", proc.returncode, _tail(proc.stderr))
+        raise RuntimeError(f"GraphDef import process exited with code {proc.returncode}")
+    answer = json.loads(proc.stdout)
+    data = {**answer["graph"], "name": name}
+    check_op_count(data, max_ops)
+    return OpGraph.from_dict(data), answer["source"]
+
+
+def _tail(stderr: bytes, chars: int = 2000) -> str:
+    return stderr.decode(errors="replace")[-chars:].strip()
+
+
+def _import_graphdef_child() -> int:
+    """``python -m service.uploads``: a GraphDef on stdin, ``{"graph", "source"}`` JSON on stdout.
+
+    Bad input exits with `_REFUSED` and its one-line message on stdout. Anything TensorFlow itself
+    prints goes to stderr: stdout is kept for the answer.
+    """
     from placer import importers
 
-    text = importers.FORMATS["pbtxt"].sniff(raw, None)
-    graph = importers.import_bytes(raw, name, "pbtxt" if text else "graphdef")
-    if len(graph) > max_ops:
-        raise PayloadTooLarge(f"graph: has {len(graph)} ops; this service accepts at most {max_ops} (max_ops)")
-    return graph, "graphdef-text" if text else "graphdef"
+    answer = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    raw = sys.stdin.buffer.read()
+    try:
+        text = importers.FORMATS["pbtxt"].sniff(raw, None)
+        graph = importers.import_bytes(raw, "graph", "pbtxt" if text else "graphdef")
+    except PlacerError as e:
+        answer.write(str(e))
+        answer.close()
+        return _REFUSED
+    json.dump({"graph": graph.to_dict(), "source": "graphdef-text" if text else "graphdef"}, answer)
+    answer.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_import_graphdef_child())

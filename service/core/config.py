@@ -40,8 +40,10 @@ class Settings(BaseSettings):
     """TCP port to listen on."""
     max_upload_bytes: int = Field(64 * 2**20, gt=0)
     """Largest request body accepted, as sent (413 beyond)."""
-    max_inflated_bytes: int = Field(512 * 2**20, gt=0)
-    """Largest graph once gunzipped (413 beyond): a small gzip bomb stays small."""
+    max_inflated_bytes: int = Field(64 * 2**20, gt=0)
+    """Largest graph once gunzipped (413 beyond): a small gzip bomb stays small. Parsing JSON takes up to
+    ~27 times its size in memory (512 MiB of ``[],`` from a 0.5 MB body: about 13 GB), so by default a gzip
+    body inflates no further than a plain body may be; max_ops ops of a real graph take ~30 MB."""
     max_ops: int = Field(100_000, gt=0)
     """Largest graph accepted, in ops (413 beyond)."""
     best_seconds: float = Field(60.0, gt=0)
@@ -71,7 +73,16 @@ class Settings(BaseSettings):
     @classmethod
     def _split_keys(cls, v: object) -> object:
         if isinstance(v, str):
-            return [k.strip() for k in v.split(",") if k.strip()]
+            v = v.split(",")
+        if isinstance(v, list):
+            # An empty key would match a request with no Authorization header at all.
+            keys = [k.strip() if isinstance(k, str) else k for k in v if not isinstance(k, str) or k.strip()]
+            if v and not keys:
+                # Set but blank is a mistake (an unset variable in `-e PLACER_API_KEYS=$KEYS`), not a wish to
+                # run without keys: the service ran open to anyone, on 0.0.0.0 in Docker. Unset it for that.
+                raise ValueError("PLACER_API_KEYS is set but names no key; give keys (comma-separated) "
+                                 "or unset it to run without authentication")
+            return keys
         return v
 
     @field_validator("bundled_graphs_dir", mode="before")

@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -29,9 +30,24 @@ def storage(settings):
     s.close()
 
 
+_started: list[JobRunner] = []
+
+
+@pytest.fixture(autouse=True)
+def _stop_runners():
+    """Stop every runner a test left going, pass or fail: a monitor thread outliving its test keeps
+    polling a closed database and logging tracebacks into later tests."""
+    yield
+    while _started:
+        runner = _started.pop()
+        if runner._thread is not None and runner._thread.is_alive():
+            runner.stop()
+
+
 def _runner(storage, settings, **overrides):
     runner = JobRunner(storage, settings.model_copy(update=overrides) if overrides else settings)
     runner.start()
+    _started.append(runner)
     return runner
 
 
@@ -160,8 +176,8 @@ class TestSharedDataDir:
         follower = _runner(open_storage(settings.database_url), settings)
         assert owner.owner and not follower.owner
         rec = _submit(follower, budget=60)  # recorded by the follower, started by the owner
-        wait_for(lambda: _state(storage, rec.id) == "running")
-        assert rec.id in owner._procs and follower.running_count() == 1
+        wait_for(lambda: rec.id in owner._procs)  # claimed ("running") just before its process starts
+        assert _state(storage, rec.id) == "running" and follower.running_count() == 1
         follower.cancel(rec.id)
         wait_for(lambda: _state(storage, rec.id) == "cancelled")
 
@@ -173,3 +189,62 @@ class TestSharedDataDir:
         assert _starts(second)[2] == "resume"
         follower.stop()
         follower.storage.close()
+
+    def test_cancel_racing_the_end_of_the_job(self, storage, settings):
+        """A DELETE that reads "running" just before the owner records the job done leaves it done, not
+        "cancelling" forever (the owner has no process left to stop)."""
+        owner = _runner(storage, settings)
+        follower = _runner(_StaleReads(open_storage(settings.database_url)), settings)
+        rec = _submit(follower, budget=0.3)
+        wait_for(lambda: _state(storage, rec.id) == "running")
+        follower.storage.hold_until = lambda: _state(storage, rec.id) == "done"  # the job ends meanwhile
+        follower.cancel(rec.id)
+        time.sleep(0.5)  # the owner's polls: nothing changes a job left "cancelling"
+        assert _state(storage, rec.id) == "done"
+        owner.stop()
+        follower.stop()
+        follower.storage.close()
+
+    def test_cancel_racing_the_start_of_the_job(self, storage, settings):
+        """A DELETE that reads "queued" just before the owner starts the job stops the process it started:
+        the job never answers "cancelled" while its process runs on to "done"."""
+        owner = _runner(storage, settings)
+        follower = _runner(_StaleReads(open_storage(settings.database_url)), settings)
+        first, second = _submit(owner, budget=60), _submit(owner, budget=1.0)  # the second waits for a slot
+        wait_for(lambda: _state(storage, first.id) == "running")
+        follower.storage.hold_until = lambda: _state(storage, second.id) == "running"  # it starts meanwhile
+        cancel = threading.Thread(target=follower.cancel, args=(second.id,))
+        cancel.start()
+        owner.cancel(first.id)  # frees the slot: the owner starts the second job
+        cancel.join()
+        wait_for(lambda: _state(storage, second.id) in ("done", "cancelled") and not owner._procs, timeout=10)
+        assert _state(storage, second.id) == "cancelled"
+        owner.stop()
+        follower.stop()
+        follower.storage.close()
+
+
+class _StaleReads:
+    """Storage whose next job read or write is overtaken by another service process: a `get_job` returns
+    what it read once `hold_until()` holds, an `update_job` waits for it before it writes."""
+
+    def __init__(self, storage):
+        self._storage = storage
+        self.hold_until = None
+
+    def __getattr__(self, name):
+        return getattr(self._storage, name)
+
+    def _hold(self):
+        if self.hold_until is not None:
+            wait_for(self.hold_until, timeout=10)
+            self.hold_until = None
+
+    def get_job(self, **kw):
+        record = self._storage.get_job(**kw)
+        self._hold()
+        return record
+
+    def update_job(self, **kw):
+        self._hold()
+        return self._storage.update_job(**kw)

@@ -1,5 +1,6 @@
 """method rl in the service: the shipped policy's zero-shot placement at once, then the job's."""
 
+from placer.rl.saved_policy import load_policy
 from tests.service.conftest import wait_for
 
 
@@ -18,12 +19,33 @@ def test_rl_answers_the_zero_shot_placement_at_once(client, graph_id):
     assert again["job_state"] == "done" and set(again["devices"]) == {"x", "mm", "out"}
 
 
-def test_rl_job_can_fine_tune_the_shipped_policy(client, graph_id):
-    r = client.post("/v1/placements", json={"graph_id": graph_id, "method": "rl", "budget_seconds": 0.5,
-                                            "options": {"init": "shipped"}})
-    assert r.status_code == 201, r.text
-    job_id = r.json()["job_id"]
-    job = wait_for(lambda: (j := client.get(f"/v1/jobs/{job_id}").json())["state"] in ("done", "failed") and j)
-    assert job["options"] == {"init": "shipped"} and job["state"] == "done", job["error"]
+def _finished_job(client, placement):
+    job_id = placement.json()["job_id"]
+    return wait_for(lambda: (j := client.get(f"/v1/jobs/{job_id}").json())["state"] in ("done", "failed") and j)
+
+
+def test_rl_job_fine_tunes_the_shipped_policy_unless_told_not_to(client, graph_id):
+    """The job starts from the policy whose answer the user already has; init 'none' trains from scratch."""
+    for options, job_options in (({}, {"init": "shipped"}), ({"init": "shipped"}, {"init": "shipped"}),
+                                 ({"init": "none"}, {}), ({"starts": 2}, {"starts": 2})):
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "method": "rl", "budget_seconds": 0.5,
+                                                "options": options})
+        assert r.status_code == 201, r.text
+        job = _finished_job(client, r)
+        assert job["options"] == job_options and job["state"] == "done", (options, job)
     r = client.post("/v1/placements", json={"graph_id": graph_id, "method": "rl", "options": {"init": "mine"}})
     assert r.status_code == 422 and "init" in r.json()["detail"]
+
+
+def test_rl_job_trains_from_scratch_where_the_policy_cannot_place(client, graph_id):
+    """More devices than the shipped policy addresses: no zero-shot answer, so nothing to fine-tune."""
+    most = max(member.weights["dev_slot"].shape[0] for member in load_policy().members)
+    spec = client.get("/v1/clusters").json()["data"][0]["spec"]
+    gpu = next(d for d in spec["devices"] if d["kind"] == "gpu")
+    spec = {**spec, "name": "wide", "links": [],
+            "devices": [{**gpu, "name": f"/device:GPU:{i}"} for i in range(most + 1)]}
+    r = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": spec, "method": "rl",
+                                            "budget_seconds": 0.5, "wait_seconds": 0})
+    assert r.status_code in (201, 202), r.text
+    job = _finished_job(client, r)
+    assert job["options"] == {} and job["state"] == "done", job

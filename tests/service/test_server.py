@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import httpx2 as httpx
@@ -29,8 +30,8 @@ def _free_port() -> int:
 class Server:
     """`placer serve` in a child process, on a loopback port and a data dir."""
 
-    def __init__(self, data_dir, port):
-        self.data_dir, self.port = data_dir, port
+    def __init__(self, data_dir, port, workers=1, log_level="warning"):
+        self.data_dir, self.port, self.workers, self.log_level = data_dir, port, workers, log_level
         self.url = f"http://127.0.0.1:{port}"
         self.proc: subprocess.Popen | None = None
 
@@ -40,7 +41,7 @@ class Server:
         env.pop("PLACER_API_KEYS", None)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "placer.cli.main", "serve", "--port", str(self.port),
-             "--data-dir", str(self.data_dir), "--log-level", "warning"],
+             "--data-dir", str(self.data_dir), "--log-level", self.log_level, "--workers", str(self.workers)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
         )
         first = self.proc.stdout.readline()
@@ -95,3 +96,93 @@ def test_restart_keeps_graphs_placements_and_jobs(server):
     assert done["attempts"] == 2
     assert [g["id"] for g in c.get("/v1/graphs").json()["data"]] == [graph_id]
     c.close()
+
+
+def _children(pid: int) -> list[int]:
+    """Live processes whose parent is `pid`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            stat = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(stat[1]) == pid and stat[0] != "Z":
+            found.append(int(entry))
+    return found
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_workers_stop_when_the_server_is_killed(tmp_path):
+    """kill -9 of `placer serve --workers 2` stops its workers (they held the port, unsupervised) and their
+    job checkpoints; the next start on the same port resumes it."""
+    server = Server(tmp_path / "data", _free_port(), workers=2)
+    server.start()
+    workers: list[int] = []
+    try:
+        c = httpx.Client(base_url=server.url, timeout=30)
+        graph_id = c.post("/v1/graphs", content=gz(tiny_graph())).json()["id"]
+        job = c.post("/v1/jobs", json={"graph_id": graph_id, "budget_seconds": 2.0}).json()
+        wait_for(lambda: (c.get(f"/v1/jobs/{job['id']}").json()["progress"] or {}).get("step", 0) >= 2)
+        workers = [p for p in _children(server.proc.pid) if b"multiprocessing.spawn" in
+                   open(f"/proc/{p}/cmdline", "rb").read()]
+        assert len(workers) == 2
+        server.stop(signal.SIGKILL)
+        wait_for(lambda: all(_gone(p) for p in workers), timeout=30)
+        server.start()  # the port is free again
+        done = wait_for(lambda: (j := c.get(f"/v1/jobs/{job['id']}").json())["state"] == "done" and j)
+        assert done["attempts"] == 2
+        c.close()
+    finally:
+        if server.proc.poll() is None:
+            server.stop(signal.SIGTERM)
+        for p in workers:  # the old workers, if they outlived the test
+            if not _gone(p):
+                os.kill(p, signal.SIGKILL)
+
+
+def test_stop_does_not_wait_for_rl_placements(server):
+    """SIGTERM while a `method: rl` placement waits for its job: the request answers at once (its job
+    checkpointed, to resume) instead of holding the shutdown for up to wait_seconds."""
+    server.start()
+    c = httpx.Client(base_url=server.url, timeout=120)
+    graph_id = c.post("/v1/graphs", content=gz(tiny_graph())).json()["id"]
+    answers = []
+    waiting = threading.Thread(target=lambda: answers.append(c.post("/v1/placements", json={
+        "graph_id": graph_id, "cluster": "2gpu", "method": "rl", "budget_seconds": 100, "wait_seconds": 100})))
+    waiting.start()
+    wait_for(lambda: [j for j in c.get("/v1/jobs").json()["data"] if (j["progress"] or {}).get("step", 0) >= 2],
+             timeout=60)
+    t0 = time.monotonic()
+    server.stop(signal.SIGTERM)
+    waiting.join(timeout=30)
+    assert time.monotonic() - t0 < 20
+    assert answers[0].status_code == 201, answers[0].text
+    placement = answers[0].json()
+    server.start()
+    assert c.get(f"/v1/placements/{placement['id']}").json()["job_id"] == placement["job_id"]
+    job = c.get(f"/v1/jobs/{placement['job_id']}").json()
+    assert job["state"] in ("queued", "running") and job["attempts"] >= 1
+    c.close()
+
+
+def test_the_service_logs_its_jobs(tmp_path):
+    """An operator sees jobs start and end in the server's output, formatted as uvicorn's own lines
+    (the service's info lines went nowhere: uvicorn configured only its own loggers)."""
+    server = Server(tmp_path / "data", _free_port(), log_level="info")
+    server.start()
+    try:
+        c = httpx.Client(base_url=server.url, timeout=30)
+        graph_id = c.post("/v1/graphs", content=gz(tiny_graph())).json()["id"]
+        job = c.post("/v1/jobs", json={"graph_id": graph_id, "budget_seconds": 0.3}).json()
+        wait_for(lambda: c.get(f"/v1/jobs/{job['id']}").json()["state"] == "done")
+        c.close()
+    finally:
+        server.proc.send_signal(signal.SIGTERM)
+        out, _ = server.proc.communicate(timeout=30)
+    assert f"INFO:     job {job['id']} started (pid" in out and f"INFO:     job {job['id']} done" in out, out

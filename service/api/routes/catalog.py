@@ -42,8 +42,9 @@ def list_placers() -> PlacersPublic:
 
 
 _RL_DESCRIPTION = (
-    "learned: the shipped pre-trained policy's zero-shot placement at once, then a training job (REINFORCE "
-    "against the simulator) whose best placement replaces it once faster; request fields budget_seconds, seed, "
+    "learned: the shipped pre-trained policy's zero-shot placement at once, then a training job fine-tuning "
+    "that policy (REINFORCE against the simulator; init 'none': from scratch) whose best placement replaces it "
+    "once faster; request fields budget_seconds, seed, "
     f"wait_seconds; options: {', '.join(TrainOptions.model_fields)} (as in POST /v1/jobs)")
 """Method ``rl`` as POST /v1/placements takes it. The registry's description is the command line's
 (``policy=``, ``best_of=``): here the zero-shot placement is always the shipped policy's, and the options

@@ -42,13 +42,15 @@ async def create_placement(body: PlacementCreate, response: Response, settings: 
     if body.refine_seconds and body.objective != "step_time":
         raise PlacerError(f"refine_seconds refines step time, not {body.objective!r}")
     if body.method == placing.RL:
+        options = _train_options(body)
         zero_shot = await run_in_threadpool(placing.zero_shot, graph, cluster)
         if body.baselines:
             steps = await run_in_threadpool(placing.baselines, graph, cluster, objective=body.objective,
                                             names=body.candidates, budget_seconds=settings.best_seconds)
         zero_shot = await run_in_threadpool(placing.refined, zero_shot, graph, cluster, body.refine_seconds,
                                             body.refine_sweeps)
-        job = await _start_and_wait(body, graph, cluster, settings, storage, jobs)
+        job = await _start_and_wait(body, options, graph, cluster, settings, storage, jobs,
+                                    fine_tune=zero_shot is not None)
         contract = _faster(JobRunner.result(job), zero_shot.to_dict() if zero_shot else None) or _empty(graph.name,
                                                                                                         cluster.name)
     elif body.method == placing.BEST:
@@ -80,21 +82,43 @@ async def create_placement(body: PlacementCreate, response: Response, settings: 
     return _public(record, job)
 
 
-async def _start_and_wait(body: PlacementCreate, graph: OpGraph, cluster: Cluster, settings: Settings,
-                          storage: Storage, jobs: JobRunner) -> JobRecord:
-    """method rl: start a training job, then wait for it up to ``wait_seconds`` (the thread stays free)."""
+def _train_options(body: PlacementCreate) -> TrainOptions:
+    """method rl: the request's options as a training job's, refused before any placing is done.
+
+    Raises
+    ------
+    PlacerError
+        If an option is not a training job's or out of range, or the objective is not step time.
+    """
     try:
-        train_options = TrainOptions.model_validate(body.options).flags()
+        options = TrainOptions.model_validate(body.options)
     except ValidationError as e:
         raise PlacerError(f"method 'rl': bad options: {_first_error(e)} (its options: "
                           f"{', '.join(TrainOptions.model_fields)}; GET /v1/placers)") from None
     if body.objective != "step_time":
         raise PlacerError(f"method 'rl' optimises step_time only, not {body.objective!r}")
+    return options
+
+
+async def _start_and_wait(body: PlacementCreate, options: TrainOptions, graph: OpGraph, cluster: Cluster,
+                          settings: Settings, storage: Storage, jobs: JobRunner, *, fine_tune: bool) -> JobRecord:
+    """method rl: start a training job, then wait for it up to ``wait_seconds`` (the thread stays free), or
+    until the service is told to stop.
+
+    With `fine_tune` (the shipped policy placed the graph) the job fine-tunes that policy unless the options
+    say ``init: "none"`` or ask for what only a cold start does (a race of heuristic starts): it starts from
+    the answer the user already has, where from scratch it takes minutes to catch up with it.
+    """
+    if fine_tune and options.init is None:
+        try:
+            options = TrainOptions.model_validate({**body.options, "init": "shipped"})
+        except ValidationError:
+            pass  # e.g. starts > 1: the options race heuristic warm starts, which a fine-tune does not
     job_capacity(jobs)
     job = await run_in_threadpool(jobs.submit, graph=graph, cluster=cluster, graph_id=body.graph_id,
-                                  budget_seconds=body.budget_seconds, seed=body.seed, options=train_options)
+                                  budget_seconds=body.budget_seconds, seed=body.seed, options=options.flags())
     deadline = time.monotonic() + min(body.wait_seconds, settings.max_wait_seconds)
-    while job.state not in FINISHED and time.monotonic() < deadline:
+    while job.state not in FINISHED and time.monotonic() < deadline and not jobs.closing.is_set():
         await asyncio.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
         job = await run_in_threadpool(storage.get_job, job_id=job.id) or job
     return job
@@ -122,7 +146,8 @@ def list_placements(
 @router.get("/{placement_id}", response_model=PlacementPublic, responses=ERRORS)
 def get_placement(placement_id: str, storage: StorageDep) -> PlacementPublic:
     """A placement made earlier; an ``rl`` placement shows its job's best placement so far, once that is
-    faster than the zero-shot placement answered at first (``meta.training_steps`` 0 says it is not yet)."""
+    faster than the zero-shot placement answered at first (that one has ``meta.training_steps`` 0; the
+    job's has ``meta.steps`` and ``meta.found_at_step``)."""
     record = storage.get_placement(placement_id=placement_id)
     if record is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no placement with id {placement_id!r}")

@@ -33,3 +33,30 @@ def test_environment(monkeypatch, tmp_path):
 def test_bad_values_stop_startup(field, value):
     with pytest.raises(ValidationError):
         Settings(**{field: value})
+
+
+def test_gzip_inflates_no_further_than_a_plain_body(monkeypatch):
+    """By default a gzip upload may inflate to what a plain body may be, no more: parsing JSON takes up to
+    ~27 times its size in memory, so 512 MiB inflated from a 0.5 MB body was about 13 GB."""
+    for var in ("PLACER_MAX_UPLOAD_BYTES", "PLACER_MAX_INFLATED_BYTES"):
+        monkeypatch.delenv(var, raising=False)
+    s = Settings()
+    assert s.max_inflated_bytes <= s.max_upload_bytes
+    assert s.max_ops * 300 <= s.max_inflated_bytes  # still room for max_ops ops of a real graph (~270 bytes each)
+
+
+@pytest.mark.parametrize("value", ["", " ", " , ,"])
+def test_api_keys_set_but_blank_stop_startup(monkeypatch, value):
+    """PLACER_API_KEYS set to no key (an unset variable in `docker run -e PLACER_API_KEYS=$KEYS`) stops the
+    service: it ran without authentication, on 0.0.0.0 in Docker, with only a warning."""
+    monkeypatch.setenv("PLACER_API_KEYS", value)
+    with pytest.raises(ValidationError, match="names no key"):
+        Settings()
+
+
+def test_blank_keys_in_a_list_are_dropped():
+    """A blank key given in code is dropped: it would match a request with no Authorization header."""
+    assert Settings(api_keys=["", " k "]).api_keys == ["k"]
+    with pytest.raises(ValidationError, match="names no key"):
+        Settings(api_keys=[""])
+    assert Settings(api_keys=[]).api_keys == [] and not Settings(api_keys=[]).auth_enabled

@@ -54,6 +54,19 @@ def test_rl_is_described_as_the_api_takes_it(client, graph_id):
     assert r.status_code == 422  # what the command line's description offers, the API does not take
 
 
+def test_rl_options_say_their_defaults(client):
+    """README: GET /v1/placers gives each option with what it does and its default; rl's are the trainer's."""
+    from placer.rl.trainer import TrainConfig
+
+    options = next(p for p in client.get("/v1/placers").json()["data"] if p["name"] == "rl")["options"]
+    for name, description in options.items():
+        assert "default" in description.lower(), (name, description)
+    defaults = TrainConfig()
+    assert f"default {defaults.samples})" in options["samples"]
+    assert f"default {defaults.groups};" in options["groups"]
+    assert f"'{defaults.warm_start}', the default" in options["warm_start"]
+
+
 def test_healthz(client):
     assert client.get("/healthz").json() == {"status": "ok", "version": "0.1.0", "auth": False, "jobs_running": 0}
 

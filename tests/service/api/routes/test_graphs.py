@@ -35,6 +35,15 @@ class TestUpload:
         assert r.status_code == 422
         assert "not valid JSON" in r.json()["detail"]
 
+    def test_deeply_nested_json(self, client):
+        """A 422, not a 500: nested thousands deep (the parser recursed), or a 'meta' stored too deep to be
+        sent back (every later GET with include_graph was a 500)."""
+        graph = b'{"name": "g", "nodes": [{"name": "a", "op": "T"}], "meta": %s1%s}'
+        r = client.post("/v1/graphs", content=graph % (b'{"x": ' * 5000, b"}" * 5000))
+        assert r.status_code == 422 and "nested too deeply" in r.json()["detail"]
+        r = client.post("/v1/graphs", content=graph % (b'{"x": ' * 900, b"}" * 900))
+        assert r.status_code == 422 and "nested more than 32 levels deep" in r.json()["detail"]
+
     def test_empty_body(self, client):
         """No body is a 422, not a crash."""
         r = client.post("/v1/graphs", content=b"")
@@ -160,3 +169,21 @@ class TestGraphDef:
                         headers={"content-type": "text/plain"})
         assert r.status_code == 201, r.text
         assert r.json()["source"] == "graphdef-text"
+
+    def test_graphdef_that_crashes_tensorflow(self, client):
+        """A GraphDef whose function calls itself (TensorFlow's inliner segfaults on it) is a 422, and the
+        service lives on: TensorFlow imports uploads in a child process."""
+        from tensorflow.core.framework import graph_pb2, types_pb2
+
+        gd = graph_pb2.GraphDef()
+        f = gd.library.function.add()
+        f.signature.name = "F"
+        f.signature.output_arg.add(name="y", type=types_pb2.DT_INT32)
+        f.node_def.add(name="call", op="F")
+        f.ret["y"] = "call:y:0"
+        gd.node.add(name="c", op="F")
+        r = client.post("/v1/graphs?format=graphdef", content=gd.SerializeToString(),
+                        headers={"content-type": "application/octet-stream"})
+        assert r.status_code == 422
+        assert "crashed" in r.json()["detail"]
+        assert client.get("/healthz").status_code == 200

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from tests.service.conftest import tiny_graph, wait_for
+import errno
+
+from placer.synthetic import layered_graph
+from tests.service.conftest import gz, tiny_graph, wait_for
 
 
 def _job(client, job_id):
@@ -114,3 +117,27 @@ def test_queue_full_is_429(make_client):
     assert client.post("/v1/placements", json={"graph_id": gid, "method": "rl"}).status_code == 429
     for job in (queued, running):
         client.delete(f"/v1/jobs/{job['id']}")
+
+
+class TestDiskFull:
+    def test_full_database_is_507(self, client):
+        """A write to a full database is a 507 saying so (was a 500 'internal error'); what was stored stays."""
+        big = layered_graph(2000).to_dict()
+        graph_id = client.post("/v1/graphs", content=gz(big)).json()["id"]
+        db = client.app.state.storage._db
+        db.execute(f"PRAGMA max_page_count = {db.execute('PRAGMA page_count').fetchone()[0]}")  # as a full disk
+        r = client.post("/v1/graphs", content=gz(big))
+        assert r.status_code == 507 and "disk is full" in r.json()["detail"], r.text
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": "2gpu", "method": "round_robin"})
+        assert r.status_code == 507, r.text
+        assert client.get(f"/v1/graphs/{graph_id}").json()["num_ops"] == 2000
+        assert client.get("/v1/placements").json()["count"] == 0
+
+    def test_full_disk_for_job_files_is_507(self, client, graph_id, monkeypatch):
+        """No room for a job's input files: a 507, and no half-written job folder is left behind."""
+        def full(*args, **kwargs):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        monkeypatch.setattr("service.jobs.write_atomic", full)
+        r = client.post("/v1/jobs", json={"graph_id": graph_id, "budget_seconds": 1})
+        assert r.status_code == 507 and "No space left on device" in r.json()["detail"]
+        assert list((client.app.state.settings.jobs_dir).glob("j_*")) == []

@@ -142,6 +142,19 @@ class TestErrors:
                                                 "options": {"no_such_knob": 1}})
         assert r.status_code == 422 and "no_such_knob" in r.json()["detail"]
 
+    @pytest.mark.parametrize("method,option,value", [("pipeline_dp", "search_seconds", 1e9),
+                                                     ("m_sct", "lp_time_limit", 1e9),
+                                                     ("pipeline_dp", "pair_budget", 10**15)])
+    def test_option_over_the_service_limit(self, client, graph_id, monkeypatch, method, option, value):
+        """An option that sets how long a placer may run is capped, as refine_seconds is: search_seconds 1e9
+        held a request thread and a core for decades. The placer is not run."""
+        def ran(*args, **kwargs):
+            raise AssertionError("the placer ran")
+
+        monkeypatch.setattr(registry, "place", ran)
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "method": method, "options": {option: value}})
+        assert r.status_code == 422 and option in r.json()["detail"] and "at most" in r.json()["detail"]
+
     def test_options_with_best(self, client, graph_id):
         r = client.post("/v1/placements", json={"graph_id": graph_id, "method": "best", "options": {"k": 1}})
         assert r.status_code == 422
@@ -241,7 +254,7 @@ class TestRL:
         r = client.post("/v1/placements", json={"graph_id": graph_id, "method": "rl", "budget_seconds": 60,
                                                 "options": {"steps": 3, "samples": 8}, "wait_seconds": 15})
         job = client.get(f"/v1/jobs/{r.json()['job_id']}").json()
-        assert job["state"] == "done" and job["options"] == {"steps": 3, "samples": 8}
+        assert job["state"] == "done" and job["options"] == {"steps": 3, "samples": 8, "init": "shipped"}
         assert job["progress"]["step"] == 3 and job["progress"]["samples"] == 24
 
     def test_rl_bad_options(self, client, graph_id):
@@ -250,6 +263,20 @@ class TestRL:
         assert r.status_code == 422 and "lr" in r.json()["detail"]
         r = client.post("/v1/placements", json={"graph_id": graph_id, "method": "rl", "options": {"samples": 0}})
         assert r.status_code == 422 and "samples" in r.json()["detail"]
+
+    def test_rl_bad_request_is_refused_before_any_placing(self, client, graph_id, monkeypatch):
+        """Bad trainer options or an objective rl does not optimise are a 422 before the zero-shot placement
+        and the baselines (up to best_seconds) are computed for nothing."""
+        def ran(*args, **kwargs):
+            raise AssertionError("placed before the request was checked")
+
+        monkeypatch.setattr(placing, "zero_shot", ran)
+        monkeypatch.setattr(placing, "baselines", ran)
+        body = {"graph_id": graph_id, "method": "rl", "baselines": True}
+        r = client.post("/v1/placements", json={**body, "options": {"lr": 1}})
+        assert r.status_code == 422 and "lr" in r.json()["detail"]
+        r = client.post("/v1/placements", json={**body, "objective": "memory"})
+        assert r.status_code == 422 and "step_time only" in r.json()["detail"], r.text
 
 
 class TestRefine:
