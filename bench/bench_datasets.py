@@ -37,7 +37,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from placer import presets  # noqa: E402
 from placer.cli.common import run_script  # noqa: E402
-from placer.errors import interrupted  # noqa: E402
+from placer.errors import PlacerError, interrupted  # noqa: E402
 from placer.importers import msr, pipedream  # noqa: E402
 from placer.objectives import ThroughputModel  # noqa: E402
 from placer.placers import registry  # noqa: E402
@@ -232,6 +232,12 @@ def main() -> int:
         log(f"datasets not found at {DATASETS} (expected ../shared/datasets beside the clone)")
         return 1
     methods = registry.resolve(args.methods)
+    if not args.rl_seconds >= 0:
+        raise PlacerError(f"--rl-seconds must be 0 or more, got {args.rl_seconds:g}")
+    chosen = [w for w in workloads() if not args.only or args.only in w["id"]]
+    if not chosen:
+        raise PlacerError(f"--only {args.only!r}: no workload id contains it (ids look like msr/layer/gnmt_training, "
+                          "pipedream/vgg16)")
     RESULTS.mkdir(parents=True, exist_ok=True)
     store = RESULTS / "datasets.json"
     rows: dict = {} if args.fresh or not store.exists() else json.loads(store.read_text())
@@ -242,12 +248,12 @@ def main() -> int:
         tmp.write_text(json.dumps(rows, indent=1))
         tmp.replace(store)
 
-    for w in workloads():
-        if args.only and args.only not in w["id"]:
-            continue
+    for w in chosen:
         run_workload(w, methods, rows, save, args.rl_seconds if args.rl_on in w["id"] else 0.0)
-    if any(r.get("method") == "rl" for r in rows.values()):
-        methods = methods + ["rl"]
+    # the tables show every saved row, not only this run's methods (a run of a few rewrote them without the rest)
+    saved = {r.get("method") for r in rows.values()} | set(methods)
+    known = registry.resolve("all,pipeline_dp") + ["rl"]
+    methods = [m for m in known if m in saved] + [m for m in methods if m not in known]
     text = tables(rows, methods)
     (RESULTS / "datasets.md").write_text(text)
     print(text)

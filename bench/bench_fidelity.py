@@ -25,8 +25,10 @@ steps (100 rounds x 4) two runs gave 0.84 and 0.59 for the medians and 0.81
 and 0.91 for the 10th percentiles, which is why both are reported.
 
 Target: Spearman >= 0.8. Results go to bench/results/fidelity.json (one
-graph at a time, so an interrupted run resumes where it stopped) and a
-scatter plot to bench/results/fidelity.png.
+graph at a time, so an interrupted run resumes where it stopped), a
+scatter plot to bench/results/fidelity.png, and the graphs with their
+profiles (which ``--resimulate`` reads) to bench/results/fidelity/: with
+``--out X.json``, to X.png and X/ instead.
 
 Run: .venv/bin/python bench/bench_fidelity.py --rl-steps 10 [--graphs cnn,lstm,resnet] [--rounds 100] [--force]
 """
@@ -46,7 +48,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
 from placer import presets  # noqa: E402
-from placer.cli.common import run_script  # noqa: E402
+from placer.cli.common import check_at_least, output_file, run_script  # noqa: E402
 from placer.errors import PlacerError, interrupted  # noqa: E402
 from placer.graph import OpGraph  # noqa: E402
 from placer.graph_io import load_graph, save_graph, write_atomic  # noqa: E402
@@ -54,7 +56,6 @@ from placer.placement import Placement  # noqa: E402
 from placer.simulator import Simulator  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
-CACHE = RESULTS / "fidelity"
 GRAPHS = ("cnn", "lstm", "resnet")
 
 
@@ -63,9 +64,9 @@ def log(msg: str) -> None:
 
 
 # -- the graphs ------------------------------------------------------------------
-def build_graph(name: str) -> OpGraph:
-    """A Keras training step as an OpGraph with its GraphDef embedded (cached on disk)."""
-    path = CACHE / f"{name}.json.gz"
+def build_graph(name: str, cache: Path) -> OpGraph:
+    """A Keras training step as an OpGraph with its GraphDef embedded (cached in folder `cache`)."""
+    path = cache / f"{name}.json.gz"
     if path.exists():
         return load_graph(path)
     import keras
@@ -275,16 +276,17 @@ def mape(sim, real) -> float:
     return float(np.mean(np.abs(sim - real) / real))
 
 
-def run_graph(name: str, args) -> dict:
+def run_graph(name: str, args, cache: Path) -> dict:
+    """Profile, place, measure and simulate one graph; its graph files go to folder `cache`."""
     from placer.measure.profile import profile_ops, with_profile
 
     t0 = time.perf_counter()
-    graph = build_graph(name)
+    graph = build_graph(name, cache)
     log(f"{name}: {len(graph)} ops; profiling")
     profile = profile_ops(graph, runs=args.profile_runs)
     profiled = with_profile(graph, profile)
     profiled.meta.pop("tf_graphdef", None)
-    save_graph(profiled, CACHE / f"{name}.profiled.json.gz")
+    save_graph(profiled, cache / f"{name}.profiled.json.gz")
     cluster = presets.get("local")
     places = placements(profiled, cluster, args.random, args.seed, args.rl_steps)
     log(f"{name}: {len(places)} placements; measuring {args.rounds} rounds x {args.per_round} steps each")
@@ -327,18 +329,19 @@ def measurement_noise(result: dict) -> dict:
     """How well the measurements agree with themselves: the ceiling any simulator's Spearman can reach.
 
     ``split_half_spearman``: Spearman between the medians of the even and the
-    odd rounds (the same placements, measured twice); ``duplicate_spread``: the
+    odd rounds (the same placements, measured twice), ``split_half_spearman_p10``
+    the same of their 10th percentiles (the ceiling of ``spearman_p10``); ``duplicate_spread``: the
     largest relative gap between medians of placements that are the same
     assignment (e.g. ``single`` and ``single:0``), measured as different rows.
     """
     out: dict = {}
     rows, per = result["rows"], result.get("per_round", 3)
     if all("times" in r for r in rows):
-        halves = []
-        for parity in (0, 1):
-            halves.append([float(np.median([t for k, t in enumerate(r["times"]) if (k // per) % 2 == parity]))
-                           for r in rows])
-        out["split_half_spearman"] = spearman(*halves)
+        for key, statistic in (("split_half_spearman", np.median),
+                               ("split_half_spearman_p10", lambda ts: np.percentile(ts, 10))):
+            halves = [[float(statistic([t for k, t in enumerate(r["times"]) if (k // per) % 2 == parity]))
+                       for r in rows] for parity in (0, 1)]
+            out[key] = spearman(*halves)
     by_assignment: dict = {}
     for r in rows:
         by_assignment.setdefault(tuple(r["assignment"]), []).append(r["measured"])
@@ -395,15 +398,26 @@ def main() -> int:
     ap.add_argument("--resimulate", action="store_true",
                     help="only simulate the stored placements again (after a change to the simulator or the "
                          "local preset); the measurements are kept")
-    ap.add_argument("--out", default=str(RESULTS / "fidelity.json"))
+    ap.add_argument("--out", default=str(RESULTS / "fidelity.json"),
+                    help="results file; the plot goes beside it (.png) and the graphs and profiles to the folder "
+                         "of its name (default: bench/results/fidelity.json, .png, fidelity/)")
     args = ap.parse_args()
-    CACHE.mkdir(parents=True, exist_ok=True)
-    out_path = Path(args.out)
+    names = args.graphs.split(",")
+    unknown = [n for n in names if n not in GRAPHS]
+    if unknown:
+        raise PlacerError(f"--graphs: unknown {', '.join(map(repr, unknown))} (known: {', '.join(GRAPHS)})")
+    check_at_least(args, "rounds", "per_round", "profile_runs")
+    check_at_least(args, "random", "rl_steps", least=0)
+    out_path = output_file(args.out, "--out")
+    if out_path.suffix != ".json":  # its folder of graphs would be the file itself (or its plot, for X.png)
+        raise PlacerError(f"--out {args.out!r} must end in .json (the plot and graphs go beside it)")
+    cache = out_path.with_suffix("")  # bench/results/fidelity.json -> bench/results/fidelity/
+    cache.mkdir(exist_ok=True)
     results = json.loads(out_path.read_text()) if out_path.exists() else {}
     if args.resimulate:
-        for name in args.graphs.split(","):
+        for name in names:
             if name in results:
-                results[name] = simulate(results[name], load_graph(CACHE / f"{name}.profiled.json.gz"),
+                results[name] = simulate(results[name], load_graph(cache / f"{name}.profiled.json.gz"),
                                          presets.get("local"))
         write_atomic(out_path, json.dumps(results, indent=1).encode())
     elif "calibration" not in results or args.force:
@@ -417,23 +431,25 @@ def main() -> int:
              c["fitted_bandwidth"] < 1e13 else "no per-byte cost above the noise")
           + "; two independent chains on two devices run "
           f"{c['device_parallel_speedup']:.2f}x as fast as on one")
-    for name in args.graphs.split(","):
+    for name in names:
         if args.resimulate:
             break
         if name in results and not args.force:
             log(f"{name}: already in {out_path} (use --force to redo)")
             continue
-        results[name] = run_graph(name, args)
+        results[name] = run_graph(name, args, cache)
         write_atomic(out_path, json.dumps(results, indent=1).encode())
     plot(results, out_path.with_suffix(".png"))
     print(f"{'graph':8} {'ops':>5} {'placements':>10} {'spearman':>9} {'MAPE':>7}   (vs measured p10: "
-          "spearman, MAPE)   measured vs itself (split-half spearman); spread of sim / measured / duplicates")
+          "spearman, MAPE)   measured vs itself (split-half spearman of medians, of p10); "
+          "spread of sim / measured / duplicates")
     for name, r in results.items():
         if name == "calibration":
             continue
         print(f"{name:8} {r['ops']:5d} {r['placements']:10d} {r['spearman']:9.3f} {100 * r['mape']:6.1f}%"
               f"   ({r['spearman_p10']:.3f}, {100 * r['mape_p10']:.1f}%)   "
-              f"{r.get('split_half_spearman', float('nan')):.3f}; {100 * r.get('simulated_spread', float('nan')):.1f}% / "
+              f"{r.get('split_half_spearman', float('nan')):.3f}, {r.get('split_half_spearman_p10', float('nan')):.3f}; "
+              f"{100 * r.get('simulated_spread', float('nan')):.1f}% / "
               f"{100 * r.get('measured_spread', float('nan')):.1f}% / {100 * r.get('duplicate_spread', float('nan')):.1f}%")
     return 0
 

@@ -1,6 +1,9 @@
 """Benchmark: importing real TensorFlow graphs, FLOPs against published figures, grappler's per-op times.
 
-Prints measured figures and writes them to bench/results/import.json.
+Prints measured figures and writes them to bench/results/import.json (a
+partial run, ``--quick`` or ``--skip-grappler``, to import-quick.json,
+import-no-grappler.json or import-quick-no-grappler.json, so that it never
+replaces the full run's figures README quotes).
 
 1. The benchmark suite in graphs/: ops, TF nodes, FLOPs per step, forward
    multiply-adds per example, one-GPU peak memory on the 2gpu preset, and the
@@ -216,7 +219,12 @@ def bench_grappler(app: str = "resnet50", batch: int = 32) -> dict:
     return out
 
 
-def main() -> None:
+def results_file(quick: bool, skip_grappler: bool) -> Path:
+    """Where a run writes: import.json for the full run, a file of its own for a partial one."""
+    return RESULTS / ("import" + ("-quick" if quick else "") + ("-no-grappler" if skip_grappler else "") + ".json")
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="skip the Inception-V3 import timing")
     parser.add_argument("--skip-grappler", action="store_true")
@@ -233,9 +241,13 @@ def main() -> None:
         log("per-op time, our roofline vs grappler:")
         out["grappler"] = bench_grappler()
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "import.json").write_text(json.dumps(out, indent=1))
-    log(f"wrote {RESULTS / 'import.json'}")
+    path = results_file(args.quick, args.skip_grappler)
+    path.write_text(json.dumps(out, indent=1))
+    log(f"wrote {path}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    from placer.cli.common import run_script
+
+    run_script(main, "bench_import", "nothing is kept: run it again")

@@ -40,7 +40,12 @@ The issue's reference, per-graph RL with a 10-minute budget, is read from
 10-minute runs (`TEN_MINUTE_HEAVY_EDGE_RL_FOLDERS`) are shown beside it.
 
 Each stage's result is saved per graph in the JSON as it finishes, so an
-interrupted run resumes (``--redo STAGE`` recomputes one). Also times placing
+interrupted run resumes (``--redo STAGE`` recomputes one). A stage kept from
+a run on another ``--cluster``, or with another ``--rl-budget``,
+``--refine-seconds`` or ``--best-of`` (or a fine-tune stopped by another
+``--finetune-budget``/``--finetune-600-budget``) is refused, not reused: such
+a run needs another ``--out`` (or ``--redo``); ``--seed`` and ``--groups``
+are not recorded, so keep them with the file. ``--out``'s folder must exist. Also times placing
 a synthetic 10k-op graph, and prints the table.
 
     .venv/bin/python bench/bench_pretrain.py --stages heuristics rl          # no policy needed
@@ -65,7 +70,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from placer import presets  # noqa: E402
-from placer.cli.common import run_script  # noqa: E402
+from placer.cli.common import check_at_least, output_file, run_script  # noqa: E402
 from placer.errors import interrupted  # noqa: E402
 from placer.graph_io import load_graph, write_atomic  # noqa: E402
 from placer.placers import registry  # noqa: E402
@@ -398,6 +403,65 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
+STAGE_SETTINGS = {
+    "rl": (("budget_seconds", "rl_budget"),), "rl_heavy_edge": (("budget_seconds", "rl_budget"),),
+    "refine_rl": (("rl_budget_seconds", "rl_budget"), ("seconds", "refine_seconds")),
+    "rl_searched": (("budget_seconds", "rl_budget"), ("search_seconds", "refine_seconds")),
+    "refine": (("seconds", "refine_seconds"),),
+}
+"""Stage -> (key in its saved result, option) of the settings it records."""
+CAPPED_STAGES = {"finetune": "finetune_budget", "finetune_heuristic": "finetune_budget",
+                 "finetune_600": "finetune_600_budget"}
+"""Stage -> its budget option: a cap (the stage stops when it reaches its target), which matters only to a
+result stopped by it."""
+
+
+def check_args(args, labels: list[str]) -> None:
+    """A PlacerError for settings no run can have, before any work."""
+    from placer.errors import PlacerError
+
+    for option in ("rl_budget", "finetune_budget", "finetune_600_budget"):
+        if not getattr(args, option) > 0:
+            raise PlacerError(f"--{option.replace('_', '-')} must be positive, got {getattr(args, option):g}")
+    if not args.refine_seconds >= 0:
+        raise PlacerError(f"--refine-seconds must be 0 or more, got {args.refine_seconds:g}")
+    check_at_least(args, "groups", "best_of")
+    unknown = sorted(set(args.only or ()) - set(labels))
+    if unknown:
+        raise PlacerError(f"--only: no graph labelled {', '.join(unknown)} (the labels: {', '.join(labels)})")
+    output_file(args.out, "--out")
+    presets.get(args.cluster)
+
+
+def check_kept_results(results: dict, args) -> None:
+    """A PlacerError when the results file holds, for a stage this run would skip as done, a result made on
+    another cluster or with another budget: it would be reported as this run's."""
+    from placer.errors import PlacerError
+
+    for label, r in results["graphs"].items():
+        if args.only and label not in args.only:
+            continue
+        kept = [stage for stage in args.stages if stage in r and stage not in args.redo]
+        if kept and r.get("cluster") not in (None, args.cluster):
+            raise PlacerError(f"{args.out} holds {label}'s stages {', '.join(kept)} on {r['cluster']}, not "
+                              f"{args.cluster}: give this run another --out")
+        for stage in kept:
+            for key, option in STAGE_SETTINGS.get(stage, ()):
+                if key in r[stage] and r[stage][key] != getattr(args, option):
+                    raise PlacerError(f"{args.out} holds {label}'s stage {stage} made with --{option.replace('_', '-')} "
+                                      f"{r[stage][key]:g}, not {getattr(args, option):g}: give this run another "
+                                      f"--out, or --redo {stage}")
+            option, f = CAPPED_STAGES.get(stage), r[stage]
+            if (option and f["steps_to_match"] is None and f["budget_seconds"] != getattr(args, option)
+                    and not (f.get("max_steps") and f["steps_run"] >= f["max_steps"])):
+                raise PlacerError(f"{args.out} holds {label}'s stage {stage} stopped by --{option.replace('_', '-')} "
+                                  f"{f['budget_seconds']:g}, not {getattr(args, option):g}: give this run another "
+                                  f"--out, or --redo {stage}")
+        if "zero_shot" in kept and args.best_of is not None and f"best_of_{args.best_of}" not in r["zero_shot"]:
+            raise PlacerError(f"{args.out} holds {label}'s stage zero_shot made with another --best-of: give this "
+                              "run another --out, or --redo zero_shot")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--policy", default=None, help="policy folder (default: the shipped policy)")
@@ -421,9 +485,12 @@ def main() -> int:
     from placer.rl.zero_shot import DEFAULT_SAMPLES
 
     args.best_of = DEFAULT_SAMPLES if args.best_of is None else args.best_of
+    graphs = default_graphs()
+    check_args(args, [label for label, _, _ in graphs])
 
     out = Path(args.out)
     results = json.loads(out.read_text()) if out.exists() else {"graphs": {}}
+    check_kept_results(results, args)
     results["args"] = vars(args)
     cluster = presets.get(args.cluster)
     policy = (load_policy(args.policy) if {"zero_shot", "finetune", "finetune_heuristic", "finetune_600", "refine"}
@@ -435,7 +502,7 @@ def main() -> int:
                 r.get("heuristics", {}).pop("best_devices", None)
         write_atomic(out, (json.dumps(results, indent=1) + "\n").encode())
 
-    for label, path, which in default_graphs():
+    for label, path, which in graphs:
         if args.only and label not in args.only:
             continue
         graph = load_graph(path)

@@ -21,8 +21,11 @@ import time
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # Ray reports usage to ray.io unless told not to
 
+from placer.cli.common import check_at_least, run_script  # noqa: E402
 from placer.cluster import load_cluster  # noqa: E402
+from placer.errors import PlacerError  # noqa: E402
 from placer.graph_io import load_graph  # noqa: E402
 from placer.simulator import Simulator  # noqa: E402
 
@@ -43,15 +46,19 @@ def _placements(sim, k: int) -> np.ndarray:
     return rng.integers(0, len(sim.cluster), size=(k, len(key)))[:, units]
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--graph", default="graphs/resnet50.json.gz")
     ap.add_argument("--cluster", default="4gpu")
-    ap.add_argument("--samples", type=int, default=32)
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--samples", type=int, default=32, help="placements per batch")
+    ap.add_argument("--repeats", type=int, default=5, help="batches timed each way (after one warm-up batch)")
     ap.add_argument("--reward", choices=("simulated", "measured"), default="simulated")
     args = ap.parse_args()
-    import ray
+    check_at_least(args, "samples", "repeats")
+    try:
+        import ray
+    except ImportError:
+        raise PlacerError("needs the ray package, a dependency of placer: .venv/bin/pip install -e .") from None
 
     from placer.rl.distributed import RaySimulator
 
@@ -64,13 +71,16 @@ def main() -> None:
     print(f"{sim.graph.name} ({len(sim.graph)} ops) on {sim.cluster.name}, {args.samples} samples per batch, "
           f"{args.reward} step times")
     print(f"local (in-process): {rate(sim.run_batch, places, args.repeats):8.2f} samples/s")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    for workers in (1, 2):
-        remote = RaySimulator(sim, workers=workers)
-        print(f"Ray, {workers} local worker(s): {rate(remote.run_batch, places, args.repeats):8.2f} samples/s")
-        remote.shutdown()
-    ray.shutdown()
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)  # a new local instance
+    try:
+        for workers in (1, 2):
+            remote = RaySimulator(sim, workers=workers)
+            print(f"Ray, {workers} local worker(s): {rate(remote.run_batch, places, args.repeats):8.2f} samples/s")
+            remote.shutdown()
+    finally:
+        ray.shutdown()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main, "bench_ray", "nothing is kept: run it again")

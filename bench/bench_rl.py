@@ -8,7 +8,8 @@ lower bound, the wall time it took to come within 1% of its final result,
 and samples scored per second. Prints a table; saves JSON, a Markdown table
 and one curve per run under ``bench/results/``.
 
-    .venv/bin/python bench/bench_rl.py --budget-seconds 600            # the issue's figure
+    .venv/bin/python bench/bench_rl.py --budget-seconds 600 --groups 128 --clusters 4gpu \
+        --out bench/results/rl_grouped                                   # the issue's figure (README)
     .venv/bin/python bench/bench_rl.py --budget-seconds 60 --graphs graphs/rnnlm.json.gz
 
 ``--starts K`` races K heuristic warm starts by successive halving
@@ -23,7 +24,9 @@ fastest alone; ``--against`` names earlier results to set each row beside
 Each finished (graph, cluster) run is kept in ``OUT/rows/``; a rerun with the
 same budget skips those (so an interrupted benchmark resumes), and two
 processes given different ``--graphs`` can share one ``--out`` to use both
-cores. ``--report`` only rebuilds the table from the kept rows.
+cores. A kept row made with other settings (``--samples``, ``--groups``,
+``--seed``, ``--warm-start``, a grouping flag) is refused, not reused: such a
+run needs another ``--out``. ``--report`` only rebuilds the table from the kept rows.
 """
 
 from __future__ import annotations
@@ -43,8 +46,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from placer import presets  # noqa: E402
-from placer.cli.common import add_grouping_flags, run_script  # noqa: E402
-from placer.errors import interrupted  # noqa: E402
+from placer.cli.common import add_grouping_flags, check_at_least, check_budget, run_script  # noqa: E402
+from placer.errors import PlacerError, interrupted  # noqa: E402
 from placer.graph_io import load_graph  # noqa: E402
 from placer.placers import registry  # noqa: E402
 from placer.rl.trainer import TrainConfig  # noqa: E402
@@ -169,8 +172,45 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def check_args(args) -> None:
+    """A PlacerError for settings no run can have, before any work (an unknown cluster would otherwise stop the
+    benchmark after the runs before it)."""
+    check_budget(args.budget_seconds)
+    check_at_least(args, "samples", "groups", "starts")
+    for cname in args.clusters:
+        presets.get(cname)
+
+
+ROW_SETTINGS = (("samples_per_step", "samples"), ("max_groups", "groups"), ("seed", "seed"),
+                ("warm_start_mode", "warm_start"))
+"""(row key, option) of the settings a kept row was made with, beside its budget, starts and groupings."""
+
+
+def row_differs(row: dict, args) -> list[str]:
+    """The options `row` was made with that differ from this run's, as "--seed 0 (not 1)"; [] when it is this
+    run's (a row from before the grouping flags were recorded grouped by heavy edges alone)."""
+    out = []
+    for key, option in ROW_SETTINGS:
+        if key in row and row[key] != getattr(args, option):
+            out.append(f"--{option.replace('_', '-')} {row[key]} (not {getattr(args, option)})")
+    for flag in GROUPINGS:
+        if bool(row.get(flag, False)) != bool(getattr(args, flag)):
+            name = flag.replace("_", "-")
+            out.append(f"--{'' if row.get(flag) else 'no-'}{name} (not --{'' if getattr(args, flag) else 'no-'}{name})")
+    return out
+
+
+def check_kept_row(row: dict, path: Path, args) -> None:
+    """A PlacerError when a kept row was made with other settings than this run's: resumed, or set in one
+    table with this run's, it would be reported as this run's."""
+    differs = row_differs(row, args)
+    if differs:
+        raise PlacerError(f"{path} was made with {', '.join(differs)}: give this run another --out")
+
+
 def main() -> int:
     args = parse_args()
+    check_args(args)
     out = Path(args.out)
     (out / "rows").mkdir(parents=True, exist_ok=True)
     if not args.report:
@@ -187,6 +227,11 @@ def run_all(args, out):
 
     paths = args.graphs if args.graphs is not None else sorted(glob.glob(str(ROOT / "graphs" / "*.json*")))
     graphs = [load_graph(p) for p in paths] or [layered_graph(2000, seed=0), layered_graph(8000, seed=1)]
+    for graph in graphs:  # every kept row checked before any work
+        for cname in args.clusters:
+            row_path = _row_path(out, graph.name, cname, args.budget_seconds, args.starts)
+            if row_path.exists():
+                check_kept_row(json.loads(row_path.read_text()), row_path, args)
     for graph in graphs:
         for cname in args.clusters:
             row_path = _row_path(out, graph.name, cname, args.budget_seconds, args.starts)
@@ -229,8 +274,11 @@ def _rows_grouping(rows) -> str:
 
 def report(args, out) -> int:
     """Table, geometric mean and JSON from the kept rows of this budget."""
-    rows = [json.loads(p.read_text()) for p in sorted((out / "rows").glob("*.json"))]
-    rows = [r for r in rows if r.get("budget_seconds") == args.budget_seconds and r.get("starts", 1) == args.starts]
+    kept = [(p, json.loads(p.read_text())) for p in sorted((out / "rows").glob("*.json"))]
+    kept = [(p, r) for p, r in kept if r.get("budget_seconds") == args.budget_seconds and r.get("starts", 1) == args.starts]
+    for p, r in kept:  # the table's title says this run's settings
+        check_kept_row(r, p, args)
+    rows = [r for _, r in kept]
     against = _earlier_results(args.against)  # label -> {(graph, cluster): step time}
     rows.sort(key=lambda r: (r["graph"], r["cluster"]))
     ratios = [r["rl_vs_heuristic"] for r in rows if not r["rl_oom"]]

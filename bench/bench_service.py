@@ -159,6 +159,24 @@ async def load_run(url: str, place_graph_id: str, clients: int, seconds: float, 
             "all": summary(lat["placement"] + lat["upload"])}
 
 
+def check_args(args) -> None:
+    """A PlacerError for settings the run cannot use, before the server starts (an unknown method was a traceback
+    from the first request)."""
+    from placer import presets
+    from placer.cli.common import check_at_least
+    from placer.errors import PlacerError
+    from placer.placers import registry
+
+    check_at_least(args, "requests", "clients", "workers")
+    if not args.load_seconds > 0:
+        raise PlacerError(f"--load-seconds must be positive, got {args.load_seconds:g}")
+    known = registry.names(heuristic_only=True)
+    for method in args.methods.split(",") + [args.load_method]:
+        if method not in known:
+            raise PlacerError(f"unknown heuristic {method!r} (known: {', '.join(known)})")
+    presets.get(args.cluster)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--methods", default="metis,heft", help="heuristics to time (comma list)")
@@ -175,6 +193,7 @@ def main() -> int:
     args = p.parse_args()
     if args.quick:
         args.requests, args.clients, args.load_seconds = 5, 4, 10.0
+    check_args(args)
 
     import httpx2 as httpx
 
@@ -256,4 +275,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from placer.cli.common import run_script
+
+    run_script(main, "bench_service", "nothing is kept: run it again")

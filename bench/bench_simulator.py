@@ -1,6 +1,9 @@
 """Benchmark: simulator speed, and TensorFlow's grappler simulator side by side.
 
-Prints measured figures and writes them to bench/results/simulator.json.
+Prints measured figures and writes them to bench/results/simulator.json (a
+partial run, ``--quick`` or ``--skip-grappler``, to simulator-quick.json,
+simulator-no-grappler.json or simulator-quick-no-grappler.json, so that it
+never replaces the full run's figures).
 
 1. Median time of one `Simulator.run` on synthetic training-like graphs of
    1k, 10k and 100k ops (one core: the single-run path is serial), for a
@@ -140,7 +143,12 @@ def bench_grappler(repeats: int) -> dict:
             "speedup": t_grappler / t_ours, "ours_step_time": ours_step, "grappler_step_time": grappler_step}
 
 
-def main() -> None:
+def results_file(quick: bool, skip_grappler: bool) -> Path:
+    """Where a run writes: simulator.json for the full run, a file of its own for a partial one."""
+    return RESULTS / ("simulator" + ("-quick" if quick else "") + ("-no-grappler" if skip_grappler else "") + ".json")
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1k and 10k ops only, fewer repeats")
     parser.add_argument("--skip-grappler", action="store_true")
@@ -159,9 +167,14 @@ def main() -> None:
         log("grappler side by side:")
         out["grappler"] = bench_grappler(3 if args.quick else 5)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "simulator.json").write_text(json.dumps(out, indent=1))
+    path = results_file(args.quick, args.skip_grappler)
+    path.write_text(json.dumps(out, indent=1))
     print(json.dumps(out, indent=1))
+    log(f"wrote {path}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    from placer.cli.common import run_script
+
+    run_script(main, "bench_simulator", "nothing is kept: run it again")
