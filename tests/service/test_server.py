@@ -67,7 +67,12 @@ def server(tmp_path):
     srv = Server(tmp_path / "data", _free_port())
     yield srv
     if srv.proc is not None and srv.proc.poll() is None:
-        srv.stop(signal.SIGKILL)
+        # SIGTERM, as an operator stops it: the service stops its jobs' processes (they run in sessions of
+        # their own, so a SIGKILL here left a test's job training on, up to its budget, after the suite)
+        try:
+            srv.stop(signal.SIGTERM)
+        except subprocess.TimeoutExpired:
+            srv.stop(signal.SIGKILL)
 
 
 def test_restart_keeps_graphs_placements_and_jobs(server):
