@@ -34,9 +34,11 @@ _started: list[JobRunner] = []
 
 
 @pytest.fixture(autouse=True)
-def _stop_runners():
+def _stop_runners(storage):
     """Stop every runner a test left going, pass or fail: a monitor thread outliving its test keeps
-    polling a closed database and logging tracebacks into later tests."""
+    polling a closed database and logging tracebacks into later tests. It asks for `storage` so that it
+    is torn down first: the runners stop while their database is still open (a runner stopped after it
+    failed on the closed database, and the runners after it were never stopped)."""
     yield
     while _started:
         runner = _started.pop()
