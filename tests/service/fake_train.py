@@ -7,7 +7,9 @@ op on the cluster's first device. Standard library only, so it starts fast.
 
 Knobs (environment): ``FAKE_TRAIN_FAIL=1`` exits with an error after one step;
 ``FAKE_TRAIN_IGNORE_TERM=1`` ignores SIGTERM (to test the kill after a timeout);
-``FAKE_TRAIN_STEP_TIME=S`` reports step time S instead of ``1 / (step + 1)``.
+``FAKE_TRAIN_STEP_TIME=S`` reports step time S instead of ``1 / (step + 1)``;
+``FAKE_TRAIN_HOLD=PATH``: while that file exists the run does not end at its budget (or ``--steps``), so a
+test can stop, crash or cancel a run before it ends however slow the machine is (SIGTERM still stops it).
 With ``--refine-seconds`` a finished run also writes ``refined_placement.json`` at half the step time.
 """
 
@@ -68,6 +70,11 @@ def main():
     else:
         signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
     device = cluster["devices"][0]["name"]
+    hold = os.environ.get("FAKE_TRAIN_HOLD")
+
+    def held():
+        return bool(hold) and os.path.exists(hold)
+
     t0 = time.monotonic()
 
     def progress(state, error=None):
@@ -91,7 +98,8 @@ def main():
         if stop["now"]:
             progress("interrupted")
             return 0
-        if elapsed0 + time.monotonic() - t0 >= a.budget_seconds or (a.steps is not None and step >= a.steps):
+        spent = elapsed0 + time.monotonic() - t0 >= a.budget_seconds or (a.steps is not None and step >= a.steps)
+        if spent and not held():
             if a.refine_seconds:  # as `placer train --refine-seconds`: a second file, here twice as fast
                 write_atomic(os.path.join(a.out, "refined_placement.json"), {
                     "graph": graph["name"], "cluster": cluster["name"], "method": "rl",

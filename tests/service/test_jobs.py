@@ -46,6 +46,16 @@ def _stop_runners(storage):
             runner.stop()
 
 
+@pytest.fixture
+def hold(tmp_path, monkeypatch):
+    """A file that keeps the fake trainer's runs going past their budget while it exists (FAKE_TRAIN_HOLD):
+    a test stops or cancels a run before it ends however slow the machine, then unlinks it to let runs end."""
+    path = tmp_path / "hold"
+    path.touch()
+    monkeypatch.setenv("FAKE_TRAIN_HOLD", str(path))
+    return path
+
+
 def _runner(storage, settings, **overrides):
     runner = JobRunner(storage, settings.model_copy(update=overrides) if overrides else settings)
     runner.start()
@@ -115,15 +125,16 @@ class TestRunner:
         wait_for(lambda: _state(storage, rec.id) == "cancelled", timeout=10)
         runner.stop()
 
-    def test_stop_then_resume(self, storage, settings):
+    def test_stop_then_resume(self, storage, settings, hold):
         """A service stop interrupts running jobs; the next start resumes them with --resume."""
         runner = _runner(storage, settings)
-        rec = _submit(runner, budget=1.5)
+        rec = _submit(runner, budget=0.3)  # held past its budget until the stop
         wait_for(lambda: (JobRunner.progress(rec) or {}).get("step", 0) >= 2)
         runner.stop()
         stopped = storage.get_job(job_id=rec.id)
         assert stopped.state == "interrupted" and stopped.resume and "resumes" in stopped.error
         step_at_stop = JobRunner.progress(rec)["step"]
+        hold.unlink()  # the resumed run may end
         runner = _runner(storage, settings)
         wait_for(lambda: _state(storage, rec.id) == "done")
         assert _starts(rec)[:2] == ["start", "0"] and _starts(rec)[2] == "resume"
@@ -173,7 +184,7 @@ class TestRunner:
 class TestSharedDataDir:
     """Two service processes on one data dir (uvicorn workers): one owns the jobs, the other follows."""
 
-    def test_one_owner_and_takeover(self, storage, settings):
+    def test_one_owner_and_takeover(self, storage, settings, hold):
         owner = _runner(storage, settings)
         follower = _runner(open_storage(settings.database_url), settings)
         assert owner.owner and not follower.owner
@@ -183,22 +194,24 @@ class TestSharedDataDir:
         follower.cancel(rec.id)
         wait_for(lambda: _state(storage, rec.id) == "cancelled")
 
-        second = _submit(follower, budget=1.5)
+        second = _submit(follower, budget=0.3)  # held past its budget until the owner stops
         wait_for(lambda: (JobRunner.progress(second) or {}).get("step", 0) >= 1)
         owner.stop()  # the owner goes away: its job is interrupted, the follower takes over and resumes it
+        hold.unlink()  # the resumed run may end
         wait_for(lambda: follower.owner, timeout=10)
         wait_for(lambda: _state(storage, second.id) == "done")
         assert _starts(second)[2] == "resume"
         follower.stop()
         follower.storage.close()
 
-    def test_cancel_racing_the_end_of_the_job(self, storage, settings):
+    def test_cancel_racing_the_end_of_the_job(self, storage, settings, hold):
         """A DELETE that reads "running" just before the owner records the job done leaves it done, not
         "cancelling" forever (the owner has no process left to stop)."""
         owner = _runner(storage, settings)
         follower = _runner(_StaleReads(open_storage(settings.database_url)), settings)
         rec = _submit(follower, budget=0.3)
-        wait_for(lambda: _state(storage, rec.id) == "running")
+        wait_for(lambda: _state(storage, rec.id) == "running")  # held: it cannot end before this is seen
+        hold.unlink()
         follower.storage.hold_until = lambda: _state(storage, rec.id) == "done"  # the job ends meanwhile
         follower.cancel(rec.id)
         time.sleep(0.5)  # the owner's polls: nothing changes a job left "cancelling"
@@ -207,19 +220,21 @@ class TestSharedDataDir:
         follower.stop()
         follower.storage.close()
 
-    def test_cancel_racing_the_start_of_the_job(self, storage, settings):
+    def test_cancel_racing_the_start_of_the_job(self, storage, settings, hold):
         """A DELETE that reads "queued" just before the owner starts the job stops the process it started:
         the job never answers "cancelled" while its process runs on to "done"."""
         owner = _runner(storage, settings)
         follower = _runner(_StaleReads(open_storage(settings.database_url)), settings)
-        first, second = _submit(owner, budget=60), _submit(owner, budget=1.0)  # the second waits for a slot
+        # the second waits for a slot; held, it cannot run on to "done" before the cancel is recorded
+        first, second = _submit(owner, budget=60), _submit(owner, budget=0.3)
         wait_for(lambda: _state(storage, first.id) == "running")
         follower.storage.hold_until = lambda: _state(storage, second.id) == "running"  # it starts meanwhile
         cancel = threading.Thread(target=follower.cancel, args=(second.id,))
         cancel.start()
         owner.cancel(first.id)  # frees the slot: the owner starts the second job
         cancel.join()
-        wait_for(lambda: _state(storage, second.id) in ("done", "cancelled") and not owner._procs, timeout=10)
+        hold.unlink()  # from here a process the cancel missed runs on to "done"
+        wait_for(lambda: _state(storage, second.id) in ("done", "cancelled") and not owner._procs)
         assert _state(storage, second.id) == "cancelled"
         owner.stop()
         follower.stop()
