@@ -37,6 +37,19 @@ def settings(tmp_path: Path) -> Settings:
 
 
 @pytest.fixture
+def hold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A file that keeps the fake trainer's runs going past their budget while it exists (FAKE_TRAIN_HOLD, in
+    the environment of the job processes and servers the test starts): the test stops, crashes or cancels a
+    run before it ends however slow the machine, then unlinks it to let runs end. Unlinked at teardown too,
+    so a run a failed test left behind still ends at its budget."""
+    path = tmp_path / "hold"
+    path.touch()
+    monkeypatch.setenv("FAKE_TRAIN_HOLD", str(path))
+    yield path
+    path.unlink(missing_ok=True)
+
+
+@pytest.fixture
 def make_client(settings: Settings) -> Iterator[Callable[..., TestClient]]:
     """Factory of started in-process clients (settings overridable per test)."""
     opened: list[TestClient] = []

@@ -46,16 +46,6 @@ def _stop_runners(storage):
             runner.stop()
 
 
-@pytest.fixture
-def hold(tmp_path, monkeypatch):
-    """A file that keeps the fake trainer's runs going past their budget while it exists (FAKE_TRAIN_HOLD):
-    a test stops or cancels a run before it ends however slow the machine, then unlinks it to let runs end."""
-    path = tmp_path / "hold"
-    path.touch()
-    monkeypatch.setenv("FAKE_TRAIN_HOLD", str(path))
-    return path
-
-
 def _runner(storage, settings, **overrides):
     runner = JobRunner(storage, settings.model_copy(update=overrides) if overrides else settings)
     runner.start()
