@@ -75,17 +75,18 @@ def server(tmp_path):
             srv.stop(signal.SIGKILL)
 
 
-def test_restart_keeps_graphs_placements_and_jobs(server):
+def test_restart_keeps_graphs_placements_and_jobs(server, hold):
     """Nothing stored is lost across a graceful restart or a crash; jobs resume."""
     banner = server.start()
     assert f"http://127.0.0.1:{server.port}" in banner
     c = httpx.Client(base_url=server.url, timeout=30)
     graph_id = c.post("/v1/graphs", content=gz(tiny_graph())).json()["id"]
     placement = c.post("/v1/placements", json={"graph_id": graph_id, "cluster": "2gpu", "method": "best"}).json()
-    job = c.post("/v1/jobs", json={"graph_id": graph_id, "budget_seconds": 1.5}).json()
+    job = c.post("/v1/jobs", json={"graph_id": graph_id, "budget_seconds": 0.3}).json()  # held until the stop
     wait_for(lambda: (c.get(f"/v1/jobs/{job['id']}").json()["progress"] or {}).get("step", 0) >= 2)
 
     server.stop(signal.SIGTERM)  # graceful: the job checkpoints and is queued to resume
+    hold.unlink()  # the resumed run may end
     server.start()
     assert c.get(f"/v1/graphs/{graph_id}").json()["num_ops"] == 3
     assert c.get(f"/v1/placements/{placement['id']}").json()["devices"] == placement["devices"]
@@ -123,7 +124,7 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def test_workers_stop_when_the_server_is_killed(tmp_path):
+def test_workers_stop_when_the_server_is_killed(tmp_path, hold):
     """kill -9 of `placer serve --workers 2` stops its workers (they held the port, unsupervised) and their
     job checkpoints; the next start on the same port resumes it."""
     server = Server(tmp_path / "data", _free_port(), workers=2)
@@ -132,13 +133,14 @@ def test_workers_stop_when_the_server_is_killed(tmp_path):
     try:
         c = httpx.Client(base_url=server.url, timeout=30)
         graph_id = c.post("/v1/graphs", content=gz(tiny_graph())).json()["id"]
-        job = c.post("/v1/jobs", json={"graph_id": graph_id, "budget_seconds": 2.0}).json()
+        job = c.post("/v1/jobs", json={"graph_id": graph_id, "budget_seconds": 0.3}).json()  # held until stopped
         wait_for(lambda: (c.get(f"/v1/jobs/{job['id']}").json()["progress"] or {}).get("step", 0) >= 2)
         workers = [p for p in _children(server.proc.pid) if b"multiprocessing.spawn" in
                    open(f"/proc/{p}/cmdline", "rb").read()]
         assert len(workers) == 2
         server.stop(signal.SIGKILL)
         wait_for(lambda: all(_gone(p) for p in workers), timeout=30)
+        hold.unlink()  # the resumed run may end (a run the workers did not stop would end "done" now)
         server.start()  # the port is free again
         done = wait_for(lambda: (j := c.get(f"/v1/jobs/{job['id']}").json())["state"] == "done" and j)
         assert done["attempts"] == 2
