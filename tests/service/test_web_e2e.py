@@ -63,10 +63,12 @@ def _shot(driver, name):
 
 def test_upload_place_timeline_and_train(browser, server, tmp_path):
     """Every view works end to end, and errors read as sentences."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select, WebDriverWait
 
-    d, wait = browser, WebDriverWait(browser, 60)
+    # a row found just before the page redraws its table is stale: the wait looks again
+    d, wait = browser, WebDriverWait(browser, 60, ignored_exceptions=[StaleElementReferenceException])
     find = lambda css: d.find_element(By.CSS_SELECTOR, css)  # noqa: E731
     graph_file = tmp_path / "tiny.json"
     graph_file.write_text(json.dumps(tiny_graph("e2e")))
@@ -133,7 +135,8 @@ def test_upload_place_timeline_and_train(browser, server, tmp_path):
     wait.until(lambda _: find("#job-state").text == "done")
     assert d.find_elements(By.CSS_SELECTOR, "#curve path.curve-best")
     assert "best placement so far" in find("#job-result").text
-    assert find("#jobs-table tbody tr").text.split()[0].startswith("j_")
+    # the page redraws the jobs table once the job ends, maybe between finding a row and reading it
+    wait.until(lambda _: find("#jobs-table tbody tr").text.split()[0].startswith("j_"))
     (job,) = httpx.get(f"{server.url}/v1/jobs").json()["data"]
     assert job["options"] == {"starts": 2}
     _shot(d, "web-jobs.png")
