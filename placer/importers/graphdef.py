@@ -521,10 +521,14 @@ def _static_shape(tensor, node, k: int, allow_unknown: bool, unknown_ops: list[s
             return recorded
     if not allow_unknown and (tensor.dtype.is_floating or tensor.dtype.is_complex):
         shown = "unknown rank" if shape.rank is None else str([d if d is not None else "?" for d in shape.as_list()])
+        if node.op == "ReadVariableOp":  # a captured variable: its shape is only in the readers' _output_shapes
+            hint = ("the variable it reads has no shape in the GraphDef: write the GraphDef with "
+                    "as_graph_def(add_shapes=True)")
+        else:
+            hint = ("give the placeholders' shapes (--batch / --input-shape) or allow unknown shapes "
+                    "(--allow-unknown-shapes)")
         raise ModelImportError(
-            f"op {node.name!r} ({node.op}): output {k} has shape {shown} after shape inference; "
-            "give the placeholders' shapes (--batch / --input-shape) or allow unknown shapes "
-            "(--allow-unknown-shapes)")
+            f"op {node.name!r} ({node.op}): output {k} has shape {shown} after shape inference; {hint}")
     if node.name not in unknown_ops:
         unknown_ops.append(node.name)
     return [1 if d is None else int(d) for d in (shape.as_list() if shape.rank is not None else [])]

@@ -129,6 +129,14 @@ class TestShapes:
         g = from_graphdef(_placeholder_graph(None), "tiny", allow_unknown_shapes=True)
         assert "mm" in g.meta["unknown_shape_ops"]
 
+    def test_variables_without_recorded_shapes_name_add_shapes(self, conv_step):
+        """A GraphDef written by plain ``as_graph_def()`` (as users do) has no shapes for its captured variables:
+        the error says how to write it, not to give --batch, which cannot help."""
+        plain = conv_step.concrete_function().graph.as_graph_def()
+        with pytest.raises(ModelImportError, match=r"ReadVariableOp.*as_graph_def\(add_shapes=True\)") as e:
+            from_graphdef(plain, "plain", batch_size=BATCH)
+        assert "--batch" not in str(e.value)
+
     def test_shape_for_missing_node(self):
         with pytest.raises(ModelImportError, match="'nope'"):
             from_graphdef(_placeholder_graph([None, 3]), "tiny", input_shapes={"nope": [1]})
