@@ -202,7 +202,10 @@ class TestSharedDataDir:
         rec = _submit(follower, budget=0.3)
         wait_for(lambda: _state(storage, rec.id) == "running")  # held: it cannot end before this is seen
         hold.unlink()
-        follower.storage.hold_until = lambda: _state(storage, rec.id) == "done"  # the job ends meanwhile
+        # the cancel has read "running" (its queued -> cancelled change missed); the job ends before it
+        # writes running -> cancelling
+        follower.storage.hold_until = lambda: _state(storage, rec.id) == "done"
+        follower.storage.hold_if_state = ("running",)
         follower.cancel(rec.id)
         time.sleep(0.5)  # the owner's polls: nothing changes a job left "cancelling"
         assert _state(storage, rec.id) == "done"
@@ -233,11 +236,13 @@ class TestSharedDataDir:
 
 class _StaleReads:
     """Storage whose next job read or write is overtaken by another service process: a `get_job` returns
-    what it read once `hold_until()` holds, an `update_job` waits for it before it writes."""
+    what it read once `hold_until()` holds, an `update_job` waits for it before it writes (only one
+    conditional on `hold_if_state`, when that is set)."""
 
     def __init__(self, storage):
         self._storage = storage
         self.hold_until = None
+        self.hold_if_state = None
 
     def __getattr__(self, name):
         return getattr(self._storage, name)
@@ -253,5 +258,6 @@ class _StaleReads:
         return record
 
     def update_job(self, **kw):
-        self._hold()
+        if self.hold_if_state is None or kw.get("if_state") == self.hold_if_state:
+            self._hold()
         return self._storage.update_job(**kw)
