@@ -5,6 +5,11 @@ from __future__ import annotations
 from placer.cli.common import add_json_flag, add_placement_option, quiet_tensorflow
 
 
+# TensorFlow starts the whole inter-op pool with the session (about 0.1 MB a thread here): a million threads
+# took all memory until the kernel killed the process, with no word; more threads than cores gain nothing.
+MAX_INTER_OP_THREADS = 1024
+
+
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "measure", help="run a placed graph for real in TensorFlow and time its steps",
@@ -19,7 +24,7 @@ def add_parser(sub) -> None:
     p.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
     p.add_argument("--runs", type=int, default=10, help="timed steps (default 10)")
     p.add_argument("--inter-op-threads", type=int, default=0,
-                   help="TensorFlow's inter-op thread pool (default 0: TF's choice, the core count)")
+                   help="TensorFlow's inter-op thread pool (default 0: TF's choice, the core count; at most 1024)")
     p.add_argument("--grappler", action="store_true",
                    help="let grappler rewrite the graph (fusions, folding); off by default so the graph run "
                         "is exactly the graph placed")
@@ -73,8 +78,9 @@ def run(args) -> int:
         raise PlacerError(f"--devices must be a positive integer, got {args.devices}")
     if args.warmup < 0 or args.runs < 1:
         raise PlacerError(f"need --warmup >= 0 and --runs >= 1, got {args.warmup} and {args.runs}")
-    if args.inter_op_threads < 0:
-        raise PlacerError(f"--inter-op-threads must not be negative, got {args.inter_op_threads}")
+    if not 0 <= args.inter_op_threads <= MAX_INTER_OP_THREADS:
+        raise PlacerError(f"--inter-op-threads must be between 0 and {MAX_INTER_OP_THREADS}, "
+                          f"got {args.inter_op_threads}")
     placement = load_placement(args.placement)
     graph, graph_def = load_runnable(args.graph, args.graphdef)
     node_devices(graph, graph_def, placement)  # a placement that does not fit: its error alone, no progress first

@@ -84,6 +84,15 @@ def test_bad_placement_file(cli, files, tmp_path, content, message):
     assert message in r.err and len(r.err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("threads", ["-1", "1025"])
+def test_inter_op_threads_out_of_range(cli, files, threads):
+    """Over 1024 is refused: a million threads was no error, TensorFlow started them all and the process was
+    killed for memory (1025 here, so that the old code runs and this fails rather than being killed)."""
+    r = cli("measure", files / "graph.json.gz", "--placement", files / "p.json", "--inter-op-threads", threads)
+    assert r.code == 1 and len(r.err.strip().splitlines()) == 1
+    assert f"--inter-op-threads must be between 0 and 1024, got {threads}" in r.err
+
+
 def test_placement_on_missing_device(cli, files, tmp_path):
     p = json.loads((files / "p.json").read_text())
     p["devices"] = {k: "/device:GPU:1" for k in p["devices"]}
