@@ -65,6 +65,34 @@ class _Progress:
             self.note(f"{'warm-up' if phase == 'warmup' else 'timed'} step {done}/{total}")
 
 
+def _check_devices(wanted: set[str], num_cpus: int) -> None:
+    """A PlacementError for a device (canonical name) TensorFlow will not have, before the slow build starts
+    (`PlacedStep` checks the session's own list again): the CPUs are ``--devices``, the GPUs this machine's."""
+    from collections import Counter
+
+    from placer.cli.common import plural
+    from placer.errors import PlacementError
+
+    cpus = sorted(int(d.rpartition(":")[2]) for d in wanted if d.startswith("/device:CPU:"))
+    if cpus and cpus[-1] >= num_cpus:
+        raise PlacementError(f"placement uses device /device:CPU:{cpus[-1]}, which TensorFlow does not have here "
+                             f"(--devices {num_cpus} makes {plural(num_cpus, 'logical CPU device')}): "
+                             f"give --devices {cpus[-1] + 1}")
+    others = sorted(d for d in wanted if not d.startswith("/device:CPU:"))
+    if others:
+        import tensorflow as tf
+
+        counts = Counter(d.device_type for d in tf.config.list_physical_devices())  # starts no device
+        have = {f"/device:{kind}:{k}" for kind, n in counts.items() for k in range(n)}
+        lacking = [d for d in others if d not in have]
+        if lacking:
+            gpus = counts.get("GPU", 0)
+            raise PlacementError(
+                f"placement uses device {lacking[0]}, which TensorFlow does not have here "
+                f"({plural(num_cpus, 'logical CPU device')}, {plural(gpus, 'GPU') if gpus else 'no GPU'}): "
+                f"was it made for another cluster? To measure here, place the graph on cluster local:{num_cpus}")
+
+
 def run(args) -> int:
     quiet_tensorflow()
     from placer.cli.common import human_seconds, print_json, print_table
@@ -83,7 +111,8 @@ def run(args) -> int:
                           f"got {args.inter_op_threads}")
     placement = load_placement(args.placement)
     graph, graph_def = load_runnable(args.graph, args.graphdef)
-    node_devices(graph, graph_def, placement)  # a placement that does not fit: its error alone, no progress first
+    # a placement that does not fit: its error alone, no progress first
+    _check_devices(set(node_devices(graph, graph_def, placement).values()), args.devices)
     progress = _Progress(args.quiet, graph.name)
     progress.note(f"building the placed step in TensorFlow ({len(graph_def.node)} nodes)")
     with PlacedStep(graph, graph_def, placement, args.devices, inter_op_threads=args.inter_op_threads,

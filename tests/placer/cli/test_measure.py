@@ -99,6 +99,17 @@ def test_placement_on_missing_device(cli, files, tmp_path):
     (tmp_path / "gpu.json").write_text(json.dumps(p))
     r = cli("measure", files / "graph.json.gz", "--placement", tmp_path / "gpu.json")
     assert r.code == 1 and "GPU:1, which TensorFlow does not have" in r.err
+    assert "another cluster" in r.err and len(r.err.strip().splitlines()) == 1  # no progress line before it
+
+
+def test_placement_on_more_cpus_than_devices_says_which_devices(cli, files, tmp_path):
+    """A placement for local:4 measured with the default --devices 2: one line (no progress first) naming the fix."""
+    p = json.loads((files / "p.json").read_text())
+    p["devices"] = {k: f"CPU:{i % 4}" for i, k in enumerate(p["devices"])}
+    (tmp_path / "cpu4.json").write_text(json.dumps(p))
+    r = cli("measure", files / "graph.json.gz", "--placement", tmp_path / "cpu4.json")
+    assert r.code == 1 and len(r.err.strip().splitlines()) == 1
+    assert "/device:CPU:3, which TensorFlow does not have here" in r.err and "give --devices 4" in r.err
 
 
 def test_export(cli, files, tmp_path):
