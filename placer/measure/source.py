@@ -78,9 +78,10 @@ def graphdef_of(graph: OpGraph, path: str | os.PathLike | None = None):
         if not isinstance(blob, dict) or "data" not in blob:
             source = graph.meta.get("source", "unknown source")
             raise NoTensorFlowOrigin(
-                f"graph {graph.name!r} ({source}) carries no TensorFlow GraphDef, so it cannot be run: "
-                "give the GraphDef it was imported from (--graphdef model.pb), or import it with the "
-                "GraphDef embedded (placer.measure.attach_graphdef)")
+                f"graph {graph.name!r} (source: {source}) carries no TensorFlow GraphDef, which running or "
+                "pinning it needs (graph files written by placer import and import-keras hold none): give the "
+                "GraphDef it was imported from (--graphdef model.pb; import-keras writes it with "
+                "--save-graphdef), or embed it (placer.measure.attach_graphdef)")
         from tensorflow.core.framework import graph_pb2  # after the check: TF takes seconds to load
 
         try:

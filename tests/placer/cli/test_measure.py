@@ -71,6 +71,16 @@ def test_measure_graph_without_origin(cli, files):
     assert "carries no TensorFlow GraphDef" in r.err and len(r.err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("command", ["measure", "export"])
+def test_graph_without_origin_says_where_its_graphdef_comes_from(cli, files, tmp_path, command):
+    """README's `placer measure graph.json.gz` fails for every graph file the CLI writes: the one line says
+    which file to give (export runs nothing, so not "cannot be run")."""
+    out = ["-o", tmp_path / "placed.pb"] if command == "export" else []
+    r = cli(command, files / "plain.json", "--placement", files / "p.json", *out)
+    assert r.code == 1 and len(r.err.strip().splitlines()) == 1
+    assert "--graphdef model.pb" in r.err and "--save-graphdef" in r.err and "cannot be run" not in r.err
+
+
 @pytest.mark.parametrize("content, message", [
     ("{not json", "not valid JSON"),
     ('{"devices": {"ghost": "/device:CPU:0"}}', "'ghost'"),
