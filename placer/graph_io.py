@@ -151,8 +151,17 @@ def write_atomic(path: Path, data: bytes) -> None:
 
     When the system refuses (read-only folder, full disk) the temporary file is
     removed and the OSError names `path`, the file the caller asked for, not
-    the temporary name the user never gave.
+    the temporary name the user never gave. A `path` that is a device or a pipe
+    (``-o /dev/stdout``, a fifo) is written to as it is: a rename would put a
+    regular file in its place (as root, in /dev).
     """
+    if path.exists() and not path.is_file() and not path.is_dir():
+        try:
+            with open(path, "wb") as f:
+                f.write(data)
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, str(path)) from None
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:

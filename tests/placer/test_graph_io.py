@@ -3,6 +3,7 @@
 import gzip
 import json
 import math
+import os
 import re
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 from placer.errors import GraphError, PlacerError
 from placer.graph import OpGraph
-from placer.graph_io import load_graph, save_graph
+from placer.graph_io import load_graph, save_graph, write_atomic
 from placer.synthetic import layered_graph
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "placer" / "schemas" / "graph.schema.json").read_text())
@@ -176,3 +177,18 @@ def test_json_nested_thousands_deep_is_one_clear_error(tmp_path):
     path.write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(PlacerError, match="g.json.*JSON nested too deeply"):
         load_graph(path)
+
+
+def test_write_atomic_writes_into_a_pipe_and_leaves_it_one(tmp_path):
+    """`-o /dev/stdout` or a fifo is written to, not replaced by a regular file through the rename."""
+    import stat
+    import threading
+
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()), daemon=True)
+    reader.start()
+    write_atomic(fifo, b"placement")
+    reader.join(timeout=10)
+    assert got == [b"placement"] and stat.S_ISFIFO(os.stat(fifo).st_mode)
