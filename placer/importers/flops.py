@@ -16,7 +16,9 @@ training steps:
   and their gradients 4; ``AddN`` ``n-1`` per element; ``Softmax``/``LogSoftmax``
   5 per element, softmax cross-entropy 6;
 - reductions (``Sum``, ``Mean``, ``Max``, ``BiasAddGrad``...): 1 per input
-  element; pooling: window size per output element;
+  element; pooling: window size per output element (``MaxPoolV2`` and
+  ``MaxPoolGradV2`` take their window as a tensor: its value must be given
+  in `OpInfo.input_values`, else they fall back);
 - LSTM/GRU cell ops (``LSTMBlockCell``, ``BlockLSTM``, ``GRUBlockCell`` and
   gradients): their matmuls plus the gate arithmetic; optimizer apply ops
   (``ResourceApplyAdam``...): a fixed count per weight; in-place variable
@@ -42,12 +44,15 @@ Shape = list[int]
 
 @dataclass
 class OpInfo:
-    """What a FLOP rule may look at: type, attributes and static shapes."""
+    """What a FLOP rule may look at: type, attributes, static shapes and small constant inputs."""
 
     type: str
     attrs: dict[str, Any] = field(default_factory=dict)
     inputs: list[Shape] = field(default_factory=list)   # data inputs only, in order
     outputs: list[Shape] = field(default_factory=list)
+    input_values: list[Any] = field(default_factory=list)
+    """Value of each data input that is a small constant (nested lists, as ``ndarray.tolist()``),
+    None for the others; may be empty. Rules read windows given as tensors from it."""
 
 
 def _n(shape: Shape | None) -> int:
@@ -134,6 +139,28 @@ def _pool_grad(info: OpInfo) -> float:
     # MaxPoolGrad: orig_input, orig_output, grad; AvgPoolGrad: orig_input_shape, grad
     window = _n(info.attrs.get("ksize") or [1])
     return float(window * _n(info.inputs[-1]))
+
+
+def _const_window(info: OpInfo, k: int) -> int:
+    """Elements of a pooling window given as data input `k` (the V2 ops' ``ksize``).
+
+    Raises ValueError (so the op falls back, and is reported) when the input is
+    not a known constant: counting a window of 1 would hide the error.
+    """
+    ksize = info.input_values[k] if k < len(info.input_values) else None
+    if ksize is None:
+        raise ValueError(f"{info.type}: the window (input {k}) is not a known constant")
+    return _n(list(ksize))
+
+
+def _pool_v2(info: OpInfo) -> float:
+    # MaxPoolV2: input, ksize, strides
+    return float(_const_window(info, 1) * _n(info.outputs[0]))
+
+
+def _pool_grad_v2(info: OpInfo) -> float:
+    # MaxPoolGradV2: orig_input, orig_output, grad, ksize, strides
+    return float(_const_window(info, 3) * _n(info.inputs[2]))
 
 
 def _per_element(k: float, which: str = "out") -> Callable[[OpInfo], float]:
@@ -261,8 +288,8 @@ RULES: dict[str, Callable[[OpInfo], float]] = {
     "FusedBatchNormV3": _fused_batch_norm,
     "FusedBatchNormGrad": _per_element(10, "in"), "FusedBatchNormGradV2": _per_element(10, "in"),
     "FusedBatchNormGradV3": _per_element(10, "in"),
-    "MaxPool": _pool, "AvgPool": _pool, "MaxPoolV2": _pool, "MaxPool3D": _pool, "AvgPool3D": _pool,
-    "MaxPoolGrad": _pool_grad, "AvgPoolGrad": _pool_grad, "MaxPoolGradV2": _pool_grad,
+    "MaxPool": _pool, "AvgPool": _pool, "MaxPoolV2": _pool_v2, "MaxPool3D": _pool, "AvgPool3D": _pool,
+    "MaxPoolGrad": _pool_grad, "AvgPoolGrad": _pool_grad, "MaxPoolGradV2": _pool_grad_v2,
     "Softmax": _per_element(5), "LogSoftmax": _per_element(5),
     "SoftmaxCrossEntropyWithLogits": _per_element(6, "in"),
     "SparseSoftmaxCrossEntropyWithLogits": _per_element(6, "in"),

@@ -87,3 +87,32 @@ def test_gru_block_cell_and_its_gradient():
     grad_in = [x, h_prev, w_ru, w_c, b_ru, b_c, [b, h], [b, h], [b, h], [b, h]]
     got = flops("GRUBlockCellGrad", grad_in, [x, h_prev, [b, 2 * h], [b, h]])
     assert got == 2 * b * (i + h) * 3 * h + 16 * b * h
+
+
+# MaxPool's window is an attribute; MaxPoolV2 and MaxPoolGradV2 take it as a tensor (input 1, input 3)
+POOL_IN, POOL_OUT = [2, 9, 9, 4], [2, 4, 4, 4]  # 3x3 window, stride 2, VALID
+KSIZE, STRIDES = [1, 3, 3, 1], [1, 2, 2, 1]
+
+
+def test_max_pool_v2_reads_its_window_from_the_constant_input():
+    """MaxPoolV2 with a constant 3x3 window counts like MaxPool: 9 per output element."""
+    v1 = flops("MaxPool", [POOL_IN], [POOL_OUT], ksize=KSIZE)
+    v2 = op_flops(OpInfo("MaxPoolV2", {}, [POOL_IN, [4], [4]], [POOL_OUT], [None, KSIZE, STRIDES]))
+    assert v1 == 9 * 2 * 4 * 4 * 4
+    assert v2 == (v1, False)
+
+
+def test_max_pool_grad_v2_counts_the_gradient_input_not_the_strides():
+    """Inputs orig_input, orig_output, grad, ksize, strides: window x grad elements, as MaxPoolGrad."""
+    v1 = flops("MaxPoolGrad", [POOL_IN, POOL_OUT, POOL_OUT], [POOL_IN], ksize=KSIZE)
+    v2 = op_flops(OpInfo("MaxPoolGradV2", {}, [POOL_IN, POOL_OUT, POOL_OUT, [4], [4]], [POOL_IN],
+                         [None, None, None, KSIZE, STRIDES]))
+    assert v1 == 9 * 2 * 4 * 4 * 4
+    assert v2 == (v1, False)
+
+
+def test_pool_v2_without_a_constant_window_falls_back():
+    """A window that is no known constant is reported as a fallback, not counted as a window of 1."""
+    assert op_flops(OpInfo("MaxPoolV2", {}, [POOL_IN, [4], [4]], [POOL_OUT])) == (128.0, True)
+    info = OpInfo("MaxPoolGradV2", {}, [POOL_IN, POOL_OUT, POOL_OUT, [4], [4]], [POOL_IN], [None] * 5)
+    assert op_flops(info) == (2 * 9 * 9 * 4, True)
