@@ -118,7 +118,8 @@ def build_graph(name: str, cache: Path) -> OpGraph:
         raise PlacerError(f"unknown fidelity graph {name!r} (known: {', '.join(GRAPHS)})")
     step = keras_step(model, batch, **kwargs)
     graph = from_tf_function(step.concrete_function(), step.signature, name,
-                             variable_paths=step.variable_paths, meta=step.meta)
+                             variable_paths=step.variable_paths, meta=step.meta,
+                             prune=False)  # as the profiles in results/fidelity/ were made
     attach_graphdef(graph, step.graph_def())
     save_graph(graph, path)
     return graph

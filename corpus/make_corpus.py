@@ -38,6 +38,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 sys.path.insert(0, str(ROOT / "graphs"))  # the benchmark suite's model builders (make_graphs.py)
 
+import make_graphs  # noqa: E402  (the suite's builders and its PRUNE: the corpus is imported as the suite is)
 from make_graphs import VOCAB as SUITE_VOCAB  # noqa: E402  (the benchmark suite's vocabulary)
 
 MANIFEST = "manifest.json"
@@ -56,7 +57,7 @@ def _app(app: str, side: int, batch: int, classes: int = 100):
     def build():
         from placer.importers import keras_application
 
-        return keras_application(app, batch, (side, side, 3), classes=classes,
+        return keras_application(app, batch, (side, side, 3), classes=classes, prune=make_graphs.PRUNE,
                                  meta={"corpus_input": f"{side}x{side}x3, {classes} classes, batch {batch}"})
     return build
 
@@ -64,8 +65,6 @@ def _app(app: str, side: int, batch: int, classes: int = 100):
 def _lm(vocab: int, units: int, layers: int, steps: int, batch: int, cell: str = "lstm"):
     def build():
         import keras
-
-        import make_graphs
 
         if cell == "lstm":
             model = make_graphs.lstm_lm(vocab, units, layers, steps)
@@ -86,8 +85,6 @@ def _bilstm(vocab: int, units: int, layers: int, steps: int, batch: int):
     def build():
         import keras
 
-        import make_graphs
-
         tokens = keras.Input((steps,), dtype="int32", name="tokens")
         x = keras.layers.Embedding(vocab, units, name="embedding")(tokens)
         for k in range(layers):
@@ -104,8 +101,6 @@ def _nmt(vocab: int, units: int, layers: int, length: int, batch: int):
     def build():
         import keras
 
-        import make_graphs
-
         model = make_graphs.lstm_seq2seq(vocab, units, layers, length, length)
         meta = {"source_model": f"LSTM encoder-decoder with dot attention, {layers} layers, {units} units, "
                                 f"vocabulary {vocab}, {length} steps, batch {batch}"}
@@ -116,8 +111,6 @@ def _nmt(vocab: int, units: int, layers: int, length: int, batch: int):
 def _transformer(vocab: int, d_model: int, heads: int, d_ff: int, layers: int, length: int, batch: int):
     def build():
         import keras
-
-        import make_graphs
 
         model = make_graphs.transformer(vocab, d_model, heads, d_ff, layers, length, length)
         meta = {"source_model": f"Transformer {layers}+{layers} layers, d_model {d_model}, {heads} heads, "
@@ -202,7 +195,11 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=str(HERE / "graphs"), help="output folder (default corpus/graphs)")
     parser.add_argument("--force", action="store_true", help="rebuild graphs that already exist")
     parser.add_argument("--list", action="store_true", help="list the corpus and exit")
+    parser.add_argument("--prune", action="store_true",
+                        help="leave out the nodes TensorFlow would not run, as `placer import-keras` does (the "
+                             "committed corpus keeps them; see make_graphs.PRUNE)")
     args = parser.parse_args(argv)
+    make_graphs.PRUNE = make_graphs.PRUNE or args.prune
     unknown = [n for n in args.names if n not in ENTRIES]
     if unknown:
         parser.error(f"unknown graph(s) {unknown}; known: {', '.join(ENTRIES)}")

@@ -27,6 +27,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
 
+PRUNE = False
+"""The files here and in corpus/, and every figure measured on them, were imported before the importer left out the
+nodes TensorFlow does not run (`placer.importers.graphdef`, "Pruning"; 0.2-1.2% of these graphs' one-GPU
+time), so they are rebuilt with those nodes kept, as they were; `placer import-keras` prunes by default."""
 VOCAB = 32768  # "tens of thousands": a 32k word-piece vocabulary, as in GNMT and the Transformer papers
 
 
@@ -127,7 +131,8 @@ def _seq_step(model, batch: int, tgt_len: int, optimizer, name: str, meta: dict)
     from placer.importers import from_keras
 
     return from_keras(model, batch, optimizer=optimizer, loss=_sparse_ce,
-                      target_specs=[tf.TensorSpec((batch, tgt_len), tf.int32)], name=name, meta=meta)
+                      target_specs=[tf.TensorSpec((batch, tgt_len), tf.int32)], name=name, meta=meta,
+                      prune=PRUNE)
 
 
 def build(name: str):
@@ -142,7 +147,7 @@ def build(name: str):
         meta = {"source_model": f"keras.applications.{'InceptionV3' if side == 299 else 'ResNet50'} "
                                 f"(weights=None), {side}x{side}x3 images, 1000 classes",
                 "sequence_length": None, "optimizer_note": "SGD, momentum 0.9"}
-        g = from_keras(model, 32, loss="categorical_crossentropy", name=name, meta=meta)
+        g = from_keras(model, 32, loss="categorical_crossentropy", name=name, meta=meta, prune=PRUNE)
         return g, model
     if name == "rnnlm":
         steps = 20
@@ -178,7 +183,7 @@ def forward_macs_per_example(model) -> float:
     """Multiply-adds of one forward pass (matmuls, convolutions, einsums) per example, at batch 1."""
     from placer.importers import from_keras
 
-    g = from_keras(model, 1, training=False, name="forward")
+    g = from_keras(model, 1, training=False, name="forward", prune=PRUNE)
     return g.meta["contraction_flops"] / 2
 
 
@@ -201,7 +206,12 @@ def main(argv=None) -> int:
     parser.add_argument("names", nargs="*", help=f"graphs to build (default all: {', '.join(GRAPHS)})")
     parser.add_argument("--out", default=str(HERE), help="output folder (default: this folder)")
     parser.add_argument("--force", action="store_true", help="rebuild graphs that already exist")
+    parser.add_argument("--prune", action="store_true",
+                        help="leave out the nodes TensorFlow would not run, as `placer import-keras` does (the "
+                             "files here keep them; see PRUNE)")
     args = parser.parse_args(argv)
+    global PRUNE
+    PRUNE = PRUNE or args.prune
 
     import keras
 

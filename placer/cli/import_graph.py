@@ -26,6 +26,10 @@ def add_parser(sub) -> None:
     p.add_argument("--input-shape", action="append", default=[], metavar="NODE=D1,D2,...",
                    help="GraphDef: full shape of a placeholder (repeatable)")
     p.add_argument("--no-fold", action="store_true", help="GraphDef: keep Const and NoOp nodes as ops")
+    p.add_argument("--fetch", action="append", default=[], metavar="NODE",
+                   help="GraphDef: a node one step runs (a session's fetch or target, e.g. the train op; "
+                        "repeatable); nodes no fetch needs and that are not stateful are left out, as "
+                        "TensorFlow leaves them out (default: keep every node)")
     p.add_argument("--allow-unknown-shapes", action="store_true",
                    help="GraphDef: treat dimensions shape inference cannot fix as 1 instead of failing")
     p.add_argument("--cluster-out", metavar="FILE",
@@ -58,7 +62,7 @@ def summarise(graph, path) -> dict:
     m = graph.meta
     return {
         "name": graph.name, "output": str(path), "ops": len(graph), "edges": graph.num_edges,
-        "tf_node_count": m.get("tf_node_count"), "folded": m.get("folded"),
+        "tf_node_count": m.get("tf_node_count"), "folded": m.get("folded"), "pruned": m.get("pruned"),
         "total_flops": float(sum(op.flops for op in graph)),
         "variable_bytes": m.get("variable_bytes"),
         "flops_fallback": m.get("flops_fallback"), "colocation_groups": len(graph.colocation_groups()),
@@ -72,7 +76,9 @@ def print_summary(s: dict) -> None:
     fallback = sum((s["flops_fallback"] or {}).values())
     line = f"{s['name']}: {s['ops']} ops, {s['edges']} edges"
     if s["tf_node_count"] is not None:
-        line += f" ({s['tf_node_count']} TF nodes; folded {folded})"
+        pruned = sum((s.get("pruned") or {}).values())
+        line += (f" ({s['tf_node_count']} TF nodes; folded {folded}"
+                 + (f"; pruned {pruned} that TensorFlow would not run" if pruned else "") + ")")
     line += f", {s['total_flops'] / 1e9:.4g} GFLOP"
     if s["variable_bytes"] is not None:
         line += f", variables {human_bytes(s['variable_bytes'])}"
@@ -127,13 +133,15 @@ def run(args) -> int:
         options["fold"] = ()
     if args.allow_unknown_shapes:
         options["allow_unknown_shapes"] = True
+    if args.fetch:
+        options["fetches"] = args.fetch
 
     path = Path(args.model)
     if options:
         raw = read_model_bytes(path)
         fmt = args.fmt or detect_format(raw, str(path))
         if fmt not in ("graphdef", "pbtxt"):
-            raise ModelImportError(f"--batch, --input-shape, --no-fold and --allow-unknown-shapes apply to "
+            raise ModelImportError(f"--batch, --input-shape, --no-fold, --allow-unknown-shapes and --fetch apply to "
                                    f"GraphDef input; {str(path)!r} is {fmt}")
         from placer.importers.graphdef import from_graphdef_bytes, from_graphdef_text
 

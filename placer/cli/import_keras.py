@@ -19,6 +19,9 @@ def add_parser(sub) -> None:
     p.add_argument("--optimizer", default=None, help="Keras optimizer name (default SGD with momentum 0.9)")
     p.add_argument("--inference", action="store_true", help="import a forward pass only")
     p.add_argument("--save-graphdef", metavar="PB", help="also write the traced GraphDef (binary) here")
+    p.add_argument("--no-prune", action="store_true",
+                   help="keep the nodes TensorFlow leaves out of the step because nothing it returns or "
+                        "updates needs them (as the graphs in graphs/ were imported)")
     add_json_flag(p, "the summary")
     p.set_defaults(run=run)
 
@@ -53,7 +56,7 @@ def run(args) -> int:
     meta = dict(step.meta)
     meta["source"] = f"keras.applications {args.name} (weights=None)"
     graph = from_tf_function(step.concrete_function(), step.signature, args.name,
-                             variable_paths=step.variable_paths, meta=meta)
+                             variable_paths=step.variable_paths, meta=meta, prune=not args.no_prune)
     if args.save_graphdef:
         write_atomic(Path(args.save_graphdef), step.graph_def().SerializeToString())
     save_graph(graph, args.output)

@@ -25,7 +25,8 @@ from placer.importers.graphdef import DEFAULT_FOLD, from_graphdef
 
 
 def from_tf_function(fn, input_signature: Sequence, name: str, *, fold: Iterable[str] = DEFAULT_FOLD,
-                     variable_paths: dict[int, str] | None = None, meta: dict[str, Any] | None = None) -> OpGraph:
+                     variable_paths: dict[int, str] | None = None, meta: dict[str, Any] | None = None,
+                     prune: bool = True) -> OpGraph:
     """Import a `tf.function` (or plain Python function) traced on `input_signature`.
 
     Parameters
@@ -36,6 +37,8 @@ def from_tf_function(fn, input_signature: Sequence, name: str, *, fold: Iterable
     fold : op types folded into their consumers (see `from_graphdef`).
     variable_paths : ``{id(variable handle): readable path}`` to name captured variables in meta.
     meta : extra facts for the graph's meta.
+    prune : leave out the nodes neither the outputs nor the control outputs need, as TensorFlow
+        does when it runs the function (`from_graphdef`'s ``fetches``; ``meta["pruned"]`` counts them).
 
     Returns
     -------
@@ -59,7 +62,8 @@ def from_tf_function(fn, input_signature: Sequence, name: str, *, fold: Iterable
         "captures": captures,
     }
     info.update(meta or {})
-    return from_graphdef(graph_def, name, variable_shapes=variable_shapes, fold=fold, meta=info)
+    fetches = info["outputs"] + info["control_outputs"] if prune else None
+    return from_graphdef(graph_def, name, variable_shapes=variable_shapes, fold=fold, fetches=fetches, meta=info)
 
 
 def _captures(cf, variable_paths: dict[int, str]):
@@ -217,7 +221,8 @@ def keras_step(model, batch_size: int, optimizer=None, training: bool = True, *,
 
 def from_keras(model, batch_size: int, optimizer=None, training: bool = True, *, loss=None,
                target_specs: Sequence | None = None, name: str | None = None,
-               fold: Iterable[str] = DEFAULT_FOLD, meta: dict[str, Any] | None = None) -> OpGraph:
+               fold: Iterable[str] = DEFAULT_FOLD, meta: dict[str, Any] | None = None, prune: bool = True
+               ) -> OpGraph:
     """One training step (or one forward pass) of a Keras model as an `OpGraph`.
 
     Parameters
@@ -231,6 +236,7 @@ def from_keras(model, batch_size: int, optimizer=None, training: bool = True, *,
     name : the graph's name; default the model's name.
     fold : op types folded into their consumers (see `from_graphdef`).
     meta : extra facts for the graph's meta.
+    prune : leave out the nodes TensorFlow would not run (`from_tf_function`).
 
     Raises
     ------
@@ -250,7 +256,7 @@ def from_keras(model, batch_size: int, optimizer=None, training: bool = True, *,
     info = dict(step.meta)
     info.update(meta or {})
     return from_tf_function(step.concrete_function(), step.signature, name or model.name, fold=fold,
-                            variable_paths=step.variable_paths, meta=info)
+                            variable_paths=step.variable_paths, meta=info, prune=prune)
 
 
 def _application_table() -> dict[str, Any]:

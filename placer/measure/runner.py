@@ -79,6 +79,16 @@ def _sinks(graph_def) -> list[str]:
     return [n.name for n in graph_def.node if n.name not in used]
 
 
+def _targets(graph: OpGraph, graph_def) -> list[str]:
+    """What one measured step runs: every sink of the GraphDef, or, for a graph the importer pruned
+    (``meta["fetches"]``), its fetches and the sinks it kept, so the nodes it left out stay out."""
+    sinks = _sinks(graph_def)
+    fetches = graph.meta.get("fetches")
+    if not fetches:
+        return sinks
+    return list(dict.fromkeys([*fetches, *(s for s in sinks if s in graph.index)]))
+
+
 def _random_value(name: str, shape, dtype, seed: int) -> np.ndarray:
     """Seeded by (seed, name), so the same graph gets the same values in every process."""
     rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
@@ -198,7 +208,7 @@ class PlacedStep:
                 tf.graph_util.import_graph_def(placed, input_map=input_map, name="")
             except (ValueError, TypeError, KeyError, tf.errors.OpError) as e:
                 raise PlacerError(f"TensorFlow cannot import the placed graph: {_first_line(e)}") from None
-        self.targets = _sinks(graph_def)
+        self.targets = _targets(graph, graph_def)
         self._run(lambda: self.session.run(init_ops))
         self._step = self._run(lambda: self.session.make_callable(self.targets))
 

@@ -55,6 +55,26 @@ def test_gzipped_graphdef(cli, tiny_pb, tmp_path):
     assert r.code == 0, r.err
 
 
+def test_fetches_prune_what_no_fetch_needs(cli, tmp_path):
+    """--fetch names what a session step runs; nodes none of them needs are left out, as TF leaves them out."""
+    import tensorflow as tf
+
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, 3], name="x")
+        out = tf.nn.relu(tf.matmul(x, tf.constant([[1.0, 2.0]] * 3), name="mm"), name="out")
+        tf.identity(tf.square(out, name="unused_square"), name="unused_copy")
+    tf.io.write_graph(g.as_graph_def(), str(tmp_path), "m.pb", as_text=False)
+    r = cli("import", tmp_path / "m.pb", "-o", tmp_path / "m.json", "--batch", "8", "--fetch", "out")
+    assert r.code == 0, r.err
+    assert "3 ops" in r.out and "(6 TF nodes; folded 1 Const; pruned 2 that TensorFlow would not run)" in r.out
+    assert set(load_graph(tmp_path / "m.json").index) == {"x", "mm", "out"}
+    r = cli("import", tmp_path / "m.pb", "-o", tmp_path / "m.json", "--batch", "8")
+    assert r.code == 0 and "5 ops" in r.out and "pruned" not in r.out
+    r = cli("import", tmp_path / "m.pb", "-o", tmp_path / "m.json", "--batch", "8", "--fetch", "ouT")
+    assert r.code == 1 and r.err.count("\n") == 1 and "fetch 'ouT' names no node of the graph" in r.err
+
+
 def test_empty_name_is_refused(cli, tiny_pb, tmp_path):
     r = cli("import", tiny_pb / "tiny.pb", "-o", tmp_path / "t.json", "--batch", "8", "--name", " ")
     assert r.code == 1 and "--name must not be empty" in r.err
@@ -73,8 +93,9 @@ def test_json_graph_passes_through(cli, tmp_path):
     save_graph(layered_graph(30), tmp_path / "g.json.gz")
     r = cli("import", tmp_path / "g.json.gz", "-o", tmp_path / "h.json")
     assert r.code == 0 and len(load_graph(tmp_path / "h.json")) == 30
-    r = cli("import", tmp_path / "g.json.gz", "-o", tmp_path / "h.json", "--batch", "2")
-    assert r.code == 1 and "apply to GraphDef input" in r.err
+    for flags in (["--batch", "2"], ["--fetch", "a"]):
+        r = cli("import", tmp_path / "g.json.gz", "-o", tmp_path / "h.json", *flags)
+        assert r.code == 1 and "apply to GraphDef input" in r.err
 
 
 @pytest.mark.parametrize("content,message", [
@@ -115,8 +136,22 @@ def test_import_keras_application(cli, tmp_path):
     assert s["ops"] == len(g) and g.meta["batch_size"] == 2 and g.meta["training"] is True
     assert s["graphdef_output"] == str(pb) and pb.stat().st_size > 0
     assert any(op.op == "Conv2DBackpropFilter" for op in g)
-    r = cli("import", pb, "-o", tmp_path / "again.json", "--json")
+    # pruned by default: TF does not compute the gradient with respect to the images, nor is it kept here
+    assert s["pruned"]["Conv2DBackpropInput"] == 1
+    dead_ops = sum(n for t, n in s["pruned"].items() if t not in ("Const", "NoOp"))
+    r = cli("import", pb, "-o", tmp_path / "again.json", "--json")  # a bare GraphDef: no fetches, nothing pruned
+    assert r.code == 0 and json.loads(r.out)["ops"] == len(g) + dead_ops
+    fetches = [a for f in g.meta["fetches"] for a in ("--fetch", f)]
+    r = cli("import", pb, "-o", tmp_path / "again.json", "--json", *fetches)
     assert r.code == 0 and json.loads(r.out)["ops"] == len(g)
+    r = cli("import-keras", "mobilenet", "--batch", "2", "--input-shape", "32,32,3", "--classes", "10",
+            "-o", tmp_path / "kept.json", "--no-prune", "--json")
+    assert r.code == 0 and json.loads(r.out)["ops"] == len(g) + dead_ops and not json.loads(r.out)["pruned"]
+    from collections import Counter
+
+    kept_types = Counter(op.op for op in load_graph(tmp_path / "kept.json"))
+    dead_types = {t: n for t, n in s["pruned"].items() if t not in ("Const", "NoOp")}
+    assert kept_types - Counter(op.op for op in g) == dead_types
 
 
 def test_import_keras_unknown_name(cli, tmp_path):

@@ -20,23 +20,39 @@ def conv_step(conv_model):
 
 @pytest.fixture(scope="module")
 def conv_step_graph(conv_step):
-    """The OpGraph of exactly the traced function whose GraphDef the tests write."""
+    """The OpGraph of exactly the traced function whose GraphDef the tests write (pruned, the default)."""
     return from_tf_function(conv_step.concrete_function(), conv_step.signature, "step",
                             variable_paths=conv_step.variable_paths)
 
 
+@pytest.fixture(scope="module")
+def conv_step_graph_unpruned(conv_step):
+    """The same, every node kept: what a GraphDef file imports to when no fetches are given."""
+    return from_tf_function(conv_step.concrete_function(), conv_step.signature, "step",
+                            variable_paths=conv_step.variable_paths, prune=False)
+
+
 class TestRoundTrip:
     @pytest.mark.parametrize("as_text,suffix", [(False, "pb"), (True, "pbtxt")])
-    def test_written_by_tf_and_reread_is_the_same_graph(self, tmp_path, conv_step, conv_step_graph, as_text, suffix):
+    def test_written_by_tf_and_reread_is_the_same_graph(self, tmp_path, conv_step, conv_step_graph_unpruned,
+                                                        as_text, suffix):
         import tensorflow as tf
 
         tf.io.write_graph(conv_step.graph_def(), str(tmp_path), f"step.{suffix}", as_text=as_text)
         g = import_file(tmp_path / f"step.{suffix}")
         assert g.name == "step"
-        assert _graph_dict(g) == _graph_dict(conv_step_graph)
+        assert _graph_dict(g) == _graph_dict(conv_step_graph_unpruned)
         for key in ("tf_node_count", "op_count", "folded", "total_flops", "variable_bytes", "colocation_groups",
                     "inputs", "control_edges", "folded_const_bytes"):
-            assert g.meta[key] == conv_step_graph.meta[key], key
+            assert g.meta[key] == conv_step_graph_unpruned.meta[key], key
+
+    def test_reread_with_the_fetches_is_the_same_pruned_graph(self, conv_step, conv_step_graph):
+        from placer.importers.graphdef import from_graphdef_bytes
+
+        g = from_graphdef_bytes(conv_step.graph_def().SerializeToString(), "step",
+                                fetches=conv_step_graph.meta["fetches"])
+        assert _graph_dict(g) == _graph_dict(conv_step_graph)
+        assert g.meta["pruned"] == conv_step_graph.meta["pruned"]
 
     def test_format_detected_by_content_not_name(self, tmp_path, conv_step):
         (tmp_path / "model.json").write_bytes(conv_step.graph_def().SerializeToString())
@@ -54,6 +70,69 @@ class TestRoundTrip:
         consts = {n.name for n in gd.node if n.op == "Const"}
         assert consts and not consts & set(conv_step_graph.index)
         assert conv_step_graph.meta["folded_const_bytes"] > 0
+
+
+class TestPruning:
+    """Nodes TensorFlow would not run for the step's fetches are left out, as its function runtime does."""
+
+    def test_dead_gradient_nodes_are_left_out_and_counted(self, conv_step, conv_step_graph, conv_step_graph_unpruned):
+        g, full = conv_step_graph, conv_step_graph_unpruned
+        dead = set(full.index) - set(g.index)
+        assert not set(g.index) - set(full.index)
+        # the gradient with respect to the input images: TF's Conv2D gradient makes it, nothing reads it
+        assert any(full[n].op == "Conv2DBackpropInput" for n in dead)
+        assert not any(op.op == "Conv2DBackpropInput" for op in g)
+        assert "pruned" not in full.meta and sum(g.meta["pruned"].values()) >= len(dead)
+        m = g.meta
+        assert m["tf_node_count"] == full.meta["tf_node_count"] == len(conv_step.graph_def().node)
+        assert m["tf_node_count"] - sum(m["folded"].values()) - sum(m["pruned"].values()) == len(g)
+        assert m["fetches"] == m["outputs"] + m["control_outputs"]
+        assert m["total_flops"] < full.meta["total_flops"]
+
+    def test_every_kept_op_is_needed_by_a_fetch_or_stateful(self, conv_step_graph):
+        g = conv_step_graph
+        needed = set(g.meta["fetches"]) | {op.name for op in g if _stateful(op.op)}
+        stack = list(needed & set(g.index))
+        while stack:
+            for src in g[stack.pop()].inputs:
+                if src not in needed:
+                    needed.add(src)
+                    stack.append(src)
+        # control inputs on ops with outputs are not edges of the OpGraph, so allow ops read only that way
+        unexplained = [op.name for op in g if op.name not in needed and op.output_bytes == 0 and not _stateful(op.op)]
+        assert unexplained == []
+
+    def test_stateful_ops_stay_even_when_nothing_reads_them(self):
+        import tensorflow as tf
+
+        v = tf.Variable(tf.ones([3, 3]))
+
+        @tf.function
+        def f(x):
+            tf.raw_ops.ReadVariableOp(resource=v.handle, dtype=tf.float32, name="unused_read")
+            _ = tf.identity(tf.square(x), name="unused_square")
+            return tf.matmul(x, v, name="mm")
+
+        sig = [tf.TensorSpec([2, 3])]
+        g = from_tf_function(f, sig, "f")
+        assert "mm" in g.index and "unused_read" in g.index
+        assert "unused_square" not in g.index and g.meta["pruned"] == {"Identity": 1, "Square": 1}
+        assert "unused_square" in from_tf_function(f, sig, "f", prune=False).index
+
+    def test_without_fetches_nothing_is_pruned(self, conv_step):
+        g = from_graphdef(conv_step.graph_def(), "step")
+        assert "pruned" not in g.meta and "fetches" not in g.meta
+
+    def test_a_fetch_that_names_no_node_is_one_clear_error(self, conv_step):
+        with pytest.raises(ModelImportError, match=r"fetch 'nope' names no node of the graph \(and 1 more\)"):
+            from_graphdef(conv_step.graph_def(), "step", fetches=["Identity", "nope", "nope2"])
+
+
+def _stateful(op_type: str) -> bool:
+    from tensorflow.python.framework import op_def_registry
+
+    op_def = op_def_registry.get(op_type)
+    return op_def is not None and op_def.is_stateful and op_type != "Placeholder"
 
 
 def _placeholder_graph(shape):

@@ -41,6 +41,24 @@ class TestPlacedStep:
         placed_ops = {n for n in graph.names if graph[n].op not in ("Placeholder",)}
         assert placed_ops <= ran[CPU0] | ran[CPU1]  # every op of the step ran
 
+    def test_nodes_the_importer_pruned_do_not_run(self, tiny, split):
+        """The step runs what the graph holds: the nodes TF would not run for the step's fetches (here the
+        gradient with respect to the input batch) stay out of the measurement as they are out of the graph;
+        a graph imported without fetches keeps them, and they run."""
+        from placer.importers import from_graphdef
+
+        _, _, graph, graph_def = tiny
+        pruned = {n.name for n in graph_def.node if n.name not in graph.index and n.op not in ("Const", "NoOp")}
+        assert pruned and graph.meta["pruned"]
+
+        def ran(g):
+            one = Placement(g.name, "local", "single", {op.name: CPU0 for op in g})
+            with PlacedStep(g, graph_def, one, 1) as step:
+                return set().union(*step.nodes_by_device().values())
+
+        assert not ran(graph) & pruned
+        assert pruned <= ran(from_graphdef(graph_def, "mlp", batch_size=4))
+
     def test_one_device_runs_everything_there(self, tiny):
         _, _, graph, graph_def = tiny
         one = Placement(graph.name, "local", "single", {op.name: "/cpu:0" for op in graph})
