@@ -20,9 +20,12 @@ Either way the op is listed in ``meta["unknown_shape_ops"]``.
 
 Calls of nested `tf.function`s (``StatefulPartitionedCall``) are inlined
 first, as TensorFlow's runtime does, so their ops are counted and placed;
-``meta["inlined_function_calls"]`` says how many. Functional loops and
-conditionals (``While``, ``If``) stay single ops (FLOPs by the fallback,
-counted in ``meta["function_call_ops"]``): build RNNs unrolled.
+``meta["inlined_function_calls"]`` says how many. Functions compiled with
+XLA (``tf.function(jit_compile=True)``; Keras 3 wraps grouped convolutions
+so) are inlined too: TensorFlow would run each as one XLA cluster, but its
+ops are the step's FLOPs. Functional loops and conditionals (``While``,
+``If``) stay single ops (FLOPs by the fallback, counted in
+``meta["function_call_ops"]``): build RNNs unrolled.
 
 Folding (default ``Const`` and ``NoOp``): a folded node is removed; its bytes
 become weight bytes (`param_bytes`) of each consumer (a constant lives where
@@ -70,6 +73,8 @@ from placer.importers.flops import CONTRACTIONS, OpInfo, op_flops
 DEFAULT_FOLD = ("Const", "NoOp")
 FLOP_UNIT = "FLOP (one multiply-add counts 2)"
 _VARIABLE_TYPES = {"VarHandleOp", "VariableV2", "Variable"}
+_SMALL_CONST = 16  # elements: the largest constant input whose value FLOP rules may read
+_XLA_MUST_COMPILE = "_XlaMustCompile"
 _RULE_ATTRS = ("transpose_a", "transpose_b", "adj_x", "adj_y", "equation", "ksize", "data_format",
                "is_training")
 
@@ -254,6 +259,7 @@ def from_graphdef(
             attrs=_rule_attrs(node),
             inputs=[shapes[src][k] if k < len(shapes[src]) else [] for src, k in data],
             outputs=shapes[node.name],
+            input_values=[_small_const_value(node_by_name[src], shapes[src]) for src, _ in data],
         )
         flops, fell_back = op_flops(info)
         if fell_back:
@@ -386,6 +392,7 @@ def _inline_function_calls(graph_def):
     from tensorflow.core.protobuf import config_pb2, meta_graph_pb2, rewriter_config_pb2
     from tensorflow.python.grappler import tf_optimizer
 
+    graph_def = _without_xla_marks(graph_def)
     consumed = {i.lstrip("^").partition(":")[0] for n in graph_def.node for i in n.input}
     metagraph = meta_graph_pb2.MetaGraphDef(graph_def=graph_def)
     metagraph.collection_def["train_op"].node_list.value.extend(
@@ -438,6 +445,37 @@ def _prune(graph_def, fetches: list[str]):
     del kept.node[:]
     kept.node.extend(n for n in graph_def.node if n.name in live)
     return kept, dead
+
+
+def _without_xla_marks(graph_def):
+    """`graph_def`, or a copy whose calls and functions marked for XLA compilation are unmarked.
+
+    ``tf.function(jit_compile=True)`` marks the function ``_XlaMustCompile`` and
+    ``_noinline``, and each call of it ``_XlaMustCompile``; grappler inlines no
+    such call (it leaves them to XLA), so their FLOPs would fall back to one per
+    output element. Other ``_noinline`` functions keep their mark.
+    """
+    def marked(attrs) -> bool:
+        return _XLA_MUST_COMPILE in attrs and attrs[_XLA_MUST_COMPILE].b
+
+    library = graph_def.library.function
+    if not (any(marked(n.attr) for n in graph_def.node) or any(marked(f.attr) for f in library)
+            or any(marked(n.attr) for f in library for n in f.node_def)):
+        return graph_def
+    unmarked = type(graph_def)()
+    unmarked.CopyFrom(graph_def)
+    for f in unmarked.library.function:
+        if marked(f.attr):
+            del f.attr[_XLA_MUST_COMPILE]
+            if "_noinline" in f.attr:
+                del f.attr["_noinline"]
+        for n in f.node_def:
+            if marked(n.attr):
+                del n.attr[_XLA_MUST_COMPILE]
+    for n in unmarked.node:
+        if marked(n.attr):
+            del n.attr[_XLA_MUST_COMPILE]
+    return unmarked
 
 
 def _variable_shapes(nodes, given) -> dict[str, tuple[list[int], Any]]:
@@ -607,6 +645,19 @@ def _variable_bytes(node, var_shapes, out_shapes, tf) -> float:
     # VariableV2 / Variable: the output is the variable itself
     dt = tf.dtypes.as_dtype(node.attr["dtype"].type)
     return float(_n(out_shapes[0]) * _dtype_size(dt)) if out_shapes else 0.0
+
+
+def _small_const_value(node, out_shapes: list[list[int]]) -> Any:
+    """The value of an integer ``Const`` node of at most `_SMALL_CONST` elements (a pooling window),
+    as nested lists; None for any other node. FLOP rules read windows from these, never weights."""
+    from tensorflow.core.framework import types_pb2
+
+    if (node.op != "Const" or node.attr["dtype"].type not in (types_pb2.DT_INT32, types_pb2.DT_INT64)
+            or not out_shapes or _n(out_shapes[0]) > _SMALL_CONST):
+        return None
+    from tensorflow.python.framework import tensor_util
+
+    return tensor_util.MakeNdarray(node.attr["value"].tensor).tolist()
 
 
 def _rule_attrs(node) -> dict[str, Any]:
