@@ -30,7 +30,7 @@ def run(args) -> int:
 
     output_file(args.output, "-o")
     placement = load_placement(args.placement)
-    graph, graph_def = load_runnable(args.graph, args.graphdef, need_input_shapes=False)
+    graph, graph_def = load_runnable(args.graph, args.graphdef, need_input_shapes=False, placed=placement.devices)
     placed = write_placed_graphdef(graph, graph_def, placement, args.output)
     per_device = dict(sorted(Counter(n.device for n in placed.node).items()))
     if args.json:

@@ -110,7 +110,7 @@ def run(args) -> int:
         raise PlacerError(f"--inter-op-threads must be between 0 and {MAX_INTER_OP_THREADS}, "
                           f"got {args.inter_op_threads}")
     placement = load_placement(args.placement)
-    graph, graph_def = load_runnable(args.graph, args.graphdef)
+    graph, graph_def = load_runnable(args.graph, args.graphdef, placed=placement.devices)
     # a placement that does not fit: its error alone, no progress first
     _check_devices(set(node_devices(graph, graph_def, placement).values()), args.devices)
     progress = _Progress(args.quiet, graph.name)

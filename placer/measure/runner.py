@@ -86,7 +86,8 @@ def _targets(graph: OpGraph, graph_def) -> list[str]:
     fetches = graph.meta.get("fetches")
     if not fetches:
         return sinks
-    return list(dict.fromkeys([*fetches, *(s for s in sinks if s in graph.index)]))
+    fed = {n.name for n in graph_def.node if n.op in ("Placeholder", "PlaceholderV2")}  # run as their stand-ins
+    return [n for n in dict.fromkeys([*fetches, *(s for s in sinks if s in graph.index)]) if n not in fed]
 
 
 def _random_value(name: str, shape, dtype, seed: int) -> np.ndarray:

@@ -22,7 +22,7 @@ import hashlib
 import os
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Collection
 
 from placer.errors import ModelImportError, PlacerError
 from placer.graph import OpGraph
@@ -140,7 +140,7 @@ def variable_specs(graph: OpGraph, graph_def) -> dict[str, tuple[list[int], Any]
 
 
 def load_runnable(path: str | os.PathLike, graphdef_path: str | os.PathLike | None = None, *,
-                  need_input_shapes: bool = True):
+                  need_input_shapes: bool = True, placed: Collection[str] | None = None):
     """``(OpGraph, GraphDef)`` from a graph file, or from a GraphDef file imported on the spot.
 
     Parameters
@@ -151,6 +151,10 @@ def load_runnable(path: str | os.PathLike, graphdef_path: str | os.PathLike | No
     need_input_shapes : a measurement feeds each placeholder an input of its shape, so a
         GraphDef given as `path` must fix them; an export only pins nodes, so one with
         an open batch dimension (as most saved models have) will do.
+    placed : the ops a placement places. A GraphDef given as `path` says nothing of what its
+        step fetches, so it imports with every node; when the placement places fewer (it was made
+        for the step as `import-keras` imports it, without the nodes TensorFlow would not run),
+        the GraphDef is imported as that step, if the left-out ops are exactly those.
 
     Raises
     ------
@@ -176,6 +180,13 @@ def load_runnable(path: str | os.PathLike, graphdef_path: str | os.PathLike | No
         graph = from_graphdef(graph_def, default_name(path), allow_unknown_shapes=True)
     except PlacerError as e:
         raise type(e)(f"{str(path)!r}: {e}") from None
+    if placed is not None and set(placed) < set(graph.index):
+        try:
+            step = from_graphdef(graph_def, graph.name, allow_unknown_shapes=True, fetches=list(placed))
+        except PlacerError:
+            step = None  # ops the GraphDef lacks: pinning will name them
+        if step is not None and set(step.index) == set(placed):
+            graph = step
     return graph, (graph_def if graphdef_path is None else graphdef_of(graph, graphdef_path))
 
 

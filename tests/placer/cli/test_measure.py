@@ -133,6 +133,26 @@ def test_export(cli, files, tmp_path):
     assert json.loads(r.out)["nodes"] == len(placed.node)
 
 
+def test_a_placement_of_the_pruned_step_fits_its_bare_graphdef(cli, files, tmp_path):
+    """p.json places the step as import-keras imports it, without the nodes TF would not run; model.pb, a bare
+    GraphDef, holds them too. Both commands take model.pb as that step (nothing placed is left unpinned or
+    unrun); a placement that leaves out an op the step needs is still refused, naming it."""
+    from placer.graph_io import load_graph
+
+    pruned = load_graph(files / "plain.json").meta["pruned"]
+    assert sum(n for t, n in pruned.items() if t not in ("Const", "NoOp")) > 0
+    r = cli("measure", files / "model.pb", "--placement", files / "p.json", "--devices", "2",
+            "--warmup", "0", "--runs", "1", "--json", "--quiet")
+    assert r.code == 0, r.err
+    p = json.loads((files / "p.json").read_text())
+    needed = next(name for name in p["devices"] if name.endswith("MatMul"))
+    del p["devices"][needed]
+    (tmp_path / "short.json").write_text(json.dumps(p))
+    for argv in (["measure"], ["export", "-o", tmp_path / "x.pb"]):
+        r = cli(*argv, files / "model.pb", "--placement", tmp_path / "short.json")
+        assert r.code == 1 and f"placement has no device for op {needed!r}" in r.err, r.err
+
+
 @pytest.fixture(scope="module")
 def open_batch(tmp_path_factory):
     """A forward pass saved with its batch dimension open (x: [?, 4]), as most GraphDefs are, and a placement."""
