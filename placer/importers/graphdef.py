@@ -415,7 +415,8 @@ def _prune(graph_def, fetches: list[str]):
     """`graph_def` without the nodes one step that fetches `fetches` does not run, and their count by type.
 
     A node runs if a fetch needs it (through data or control inputs) or it is stateful, the seeds
-    TensorFlow's function runtime keeps (`PruneFunctionBody`); placeholders are not seeds.
+    TensorFlow's function runtime keeps (`PruneFunctionBody`). (`tf.compat.v1.graph_util.extract_sub_graph`
+    would also keep every node a kept one is colocated with, which the runtime does not run.)
     """
     from tensorflow.python.framework import op_def_registry
 
@@ -427,7 +428,7 @@ def _prune(graph_def, fetches: list[str]):
 
     def stateful(node) -> bool:
         op_def = op_def_registry.get(node.op)
-        return op_def is not None and op_def.is_stateful and node.op != "Placeholder"
+        return op_def is not None and op_def.is_stateful
 
     live = set(fetches) | {n.name for n in graph_def.node if stateful(n)}
     stack = list(live)
