@@ -16,9 +16,13 @@ training steps:
   and their gradients 4; ``AddN`` ``n-1`` per element; ``Softmax``/``LogSoftmax``
   5 per element, softmax cross-entropy 6;
 - reductions (``Sum``, ``Mean``, ``Max``, ``BiasAddGrad``...): 1 per input
-  element; pooling: window size per output element (``MaxPoolV2`` and
-  ``MaxPoolGradV2`` take their window as a tensor: its value must be given
-  in `OpInfo.input_values`, else they fall back);
+  element; pooling (2-D and 3-D, max and average, their gradients and the max
+  pools' second gradients): window size per pooled element (``MaxPoolV2``,
+  ``MaxPoolGradV2`` and ``MaxPoolGradGradV2`` take their window as a tensor:
+  its value must be given in `OpInfo.input_values`, else they fall back); the
+  argmax variants' gradients read the argmax instead of searching the window:
+  1 per pooled element (``MaxPoolGradWithArgmax``), 0 for the gather that is
+  ``MaxPoolGradGradWithArgmax``;
 - LSTM/GRU cell ops (``LSTMBlockCell``, ``BlockLSTM``, ``GRUBlockCell`` and
   gradients): their matmuls plus the gate arithmetic; optimizer apply ops
   (``ResourceApplyAdam``...): a fixed count per weight; in-place variable
@@ -131,14 +135,28 @@ def _fused_batch_norm(info: OpInfo) -> float:
 
 
 def _pool(info: OpInfo) -> float:
+    """Window x pooled output elements: each output compares (max) or adds (average) its window.
+
+    Also MaxPoolWithArgmax (its second output, the argmax, is no extra pass), and
+    MaxPoolGradGrad and MaxPool3DGradGrad, whose output has the pooled shape: for each
+    element they search its window of orig_input for the max again and copy grad there.
+    """
     window = _n(info.attrs.get("ksize") or [1])
     return float(window * _n(info.outputs[0]))
 
 
 def _pool_grad(info: OpInfo) -> float:
-    # MaxPoolGrad: orig_input, orig_output, grad; AvgPoolGrad: orig_input_shape, grad
+    # MaxPoolGrad, MaxPool3DGrad: orig_input, orig_output, grad; AvgPoolGrad, AvgPool3DGrad:
+    # orig_input_shape, grad. Per element of grad (pooled shape) the max ones search its window
+    # for the max and add grad there; the average ones add grad / window to each window element.
     window = _n(info.attrs.get("ksize") or [1])
     return float(window * _n(info.inputs[-1]))
+
+
+def _pool_grad_with_argmax(info: OpInfo) -> float:
+    # MaxPoolGradWithArgmax: input, grad, argmax. The argmax replaces the window search: the kernel
+    # zeroes the output and adds each grad element (pooled shape) at its argmax, 1 per element.
+    return float(_n(info.inputs[1]))
 
 
 def _const_window(info: OpInfo, k: int) -> int:
@@ -161,6 +179,12 @@ def _pool_v2(info: OpInfo) -> float:
 def _pool_grad_v2(info: OpInfo) -> float:
     # MaxPoolGradV2: orig_input, orig_output, grad, ksize, strides
     return float(_const_window(info, 3) * _n(info.inputs[2]))
+
+
+def _pool_grad_grad_v2(info: OpInfo) -> float:
+    # MaxPoolGradGradV2: orig_input, orig_output, grad, ksize, strides; as MaxPoolGradGrad, a window
+    # search per element of the output (pooled shape)
+    return float(_const_window(info, 3) * _n(info.outputs[0]))
 
 
 def _per_element(k: float, which: str = "out") -> Callable[[OpInfo], float]:
@@ -289,7 +313,13 @@ RULES: dict[str, Callable[[OpInfo], float]] = {
     "FusedBatchNormGrad": _per_element(10, "in"), "FusedBatchNormGradV2": _per_element(10, "in"),
     "FusedBatchNormGradV3": _per_element(10, "in"),
     "MaxPool": _pool, "AvgPool": _pool, "MaxPoolV2": _pool_v2, "MaxPool3D": _pool, "AvgPool3D": _pool,
+    "MaxPoolWithArgmax": _pool,
     "MaxPoolGrad": _pool_grad, "AvgPoolGrad": _pool_grad, "MaxPoolGradV2": _pool_grad_v2,
+    "MaxPool3DGrad": _pool_grad, "AvgPool3DGrad": _pool_grad,
+    "MaxPoolGradWithArgmax": _pool_grad_with_argmax,
+    "MaxPoolGradGrad": _pool, "MaxPool3DGradGrad": _pool, "MaxPoolGradGradV2": _pool_grad_grad_v2,
+    # output[i] = grad[argmax[i]]: a gather, no arithmetic (as Gather)
+    "MaxPoolGradGradWithArgmax": lambda info: 0.0,
     "Softmax": _per_element(5), "LogSoftmax": _per_element(5),
     "SoftmaxCrossEntropyWithLogits": _per_element(6, "in"),
     "SparseSoftmaxCrossEntropyWithLogits": _per_element(6, "in"),

@@ -116,3 +116,51 @@ def test_pool_v2_without_a_constant_window_falls_back():
     assert op_flops(OpInfo("MaxPoolV2", {}, [POOL_IN, [4], [4]], [POOL_OUT])) == (128.0, True)
     info = OpInfo("MaxPoolGradV2", {}, [POOL_IN, POOL_OUT, POOL_OUT, [4], [4]], [POOL_IN], [None] * 5)
     assert op_flops(info) == (2 * 9 * 9 * 4, True)
+
+
+def test_max_pool_grad_grad_searches_the_window_per_pooled_element():
+    """Inputs orig_input, orig_output, grad (orig_input's shape); the output has the pooled shape and
+    each element searches its window for the max again: window x pooled elements, as MaxPool."""
+    assert flops("MaxPoolGradGrad", [POOL_IN, POOL_OUT, POOL_IN], [POOL_OUT], ksize=KSIZE) == 9 * 2 * 4 * 4 * 4
+
+
+def test_max_pool_grad_grad_v2_reads_its_window_from_the_constant_input():
+    """MaxPoolGradGradV2 (window and strides as inputs 3 and 4) counts like MaxPoolGradGrad, and falls
+    back, reported, when the window is no known constant."""
+    inputs = [POOL_IN, POOL_OUT, POOL_IN, [4], [4]]
+    v2 = op_flops(OpInfo("MaxPoolGradGradV2", {}, inputs, [POOL_OUT], [None, None, None, KSIZE, STRIDES]))
+    assert v2 == (9 * 2 * 4 * 4 * 4, False)
+    assert op_flops(OpInfo("MaxPoolGradGradV2", {}, inputs, [POOL_OUT], [None] * 5)) == (2 * 4 * 4 * 4, True)
+
+
+# 3-D pools: a 3x3x3 window, stride 2, VALID
+POOL3_IN, POOL3_OUT, KSIZE3 = [2, 5, 9, 9, 4], [2, 2, 4, 4, 4], [1, 3, 3, 3, 1]
+POOL3_FLOPS = 27 * 2 * 2 * 4 * 4 * 4
+
+
+def test_3d_pool_gradients_count_the_window_per_gradient_element():
+    """MaxPool3DGrad (orig_input, orig_output, grad) and AvgPool3DGrad (orig_input_shape, grad): window x
+    grad elements, as their 2-D versions and as the forward pools."""
+    assert flops("MaxPool3D", [POOL3_IN], [POOL3_OUT], ksize=KSIZE3) == POOL3_FLOPS
+    assert flops("MaxPool3DGrad", [POOL3_IN, POOL3_OUT, POOL3_OUT], [POOL3_IN], ksize=KSIZE3) == POOL3_FLOPS
+    assert flops("AvgPool3DGrad", [[5], POOL3_OUT], [POOL3_IN], ksize=KSIZE3) == POOL3_FLOPS
+
+
+def test_max_pool_3d_grad_grad_searches_the_window_per_pooled_element():
+    """Inputs orig_input, orig_output, grad (orig_input's shape); output pooled: window x its elements."""
+    assert flops("MaxPool3DGradGrad", [POOL3_IN, POOL3_OUT, POOL3_IN], [POOL3_OUT], ksize=KSIZE3) == POOL3_FLOPS
+
+
+def test_max_pool_with_argmax_counts_like_max_pool():
+    """Window x pooled elements; the second output (the argmax) is found in the same search."""
+    assert flops("MaxPoolWithArgmax", [POOL_IN], [POOL_OUT, POOL_OUT], ksize=KSIZE) == 9 * 2 * 4 * 4 * 4
+
+
+def test_max_pool_grad_with_argmax_adds_each_gradient_element_once():
+    """Inputs input, grad, argmax (both pooled): no window search, one add per grad element."""
+    assert flops("MaxPoolGradWithArgmax", [POOL_IN, POOL_OUT, POOL_OUT], [POOL_IN], ksize=KSIZE) == 2 * 4 * 4 * 4
+
+
+def test_max_pool_grad_grad_with_argmax_is_a_gather():
+    """Inputs input, grad (input's shape), argmax (pooled): output[i] = grad[argmax[i]], 0 FLOPs as Gather."""
+    assert flops("MaxPoolGradGradWithArgmax", [POOL_IN, POOL_IN, POOL_OUT], [POOL_OUT], ksize=KSIZE) == 0

@@ -83,3 +83,78 @@ class TestXlaCompiledCalls:
         convs = [(op.op, op.flops) for op in g if op.op.startswith("Conv2D")]
         assert {"Conv2D", "Conv2DBackpropFilter"} <= {t for t, _ in convs}
         assert all(f == GROUPED_CONV_FLOPS for _, f in convs)
+
+
+X3_SHAPE = [2, 5, 9, 9, 4]  # pooled by a 3x3x3 window, stride 2, VALID: [2, 2, 4, 4, 4]
+POOL_FLOPS = 9 * 2 * 4 * 4 * 4
+POOL3_FLOPS = 27 * 2 * 2 * 4 * 4 * 4
+
+
+def _second_gradient_step(pool_type: str):
+    """GraphDef of the gradient of sum(dx**2), where dx is the gradient of sum(pool(x)**2): a pool, its
+    gradient, and the gradient of that (MaxPoolGradGrad(V2), MaxPool3DGradGrad, or AvgPool3D again)."""
+    import tensorflow as tf
+
+    pools = {
+        "MaxPool": lambda x: tf.raw_ops.MaxPool(input=x, ksize=[1, 3, 3, 1], strides=[1, 2, 2, 1],
+                                                padding="VALID"),
+        "MaxPoolV2": lambda x: tf.raw_ops.MaxPoolV2(input=x, ksize=tf.constant([1, 3, 3, 1]),
+                                                    strides=tf.constant([1, 2, 2, 1]), padding="VALID"),
+        "MaxPool3D": lambda x: tf.raw_ops.MaxPool3D(input=x, ksize=[1, 3, 3, 3, 1], strides=[1, 2, 2, 2, 1],
+                                                    padding="VALID"),
+        "AvgPool3D": lambda x: tf.raw_ops.AvgPool3D(input=x, ksize=[1, 3, 3, 3, 1], strides=[1, 2, 2, 2, 1],
+                                                    padding="VALID"),
+    }
+    pool = pools[pool_type]
+
+    @tf.function
+    def step(x):
+        with tf.GradientTape() as outer:
+            outer.watch(x)
+            with tf.GradientTape() as inner:
+                inner.watch(x)
+                y = pool(x)
+                total = tf.reduce_sum(y * y)
+            dx = inner.gradient(total, x)
+            penalty = tf.reduce_sum(dx * dx)
+        return outer.gradient(penalty, x)
+
+    shape = X3_SHAPE if pool_type.endswith("3D") else X_SHAPE
+    return step.get_concrete_function(tf.TensorSpec(shape, tf.float32)).graph.as_graph_def(add_shapes=True)
+
+
+class TestSecondGradientsOfPools:
+    @pytest.mark.parametrize("pool_type, expected", [
+        ("MaxPool", {"MaxPool": POOL_FLOPS, "MaxPoolGrad": POOL_FLOPS, "MaxPoolGradGrad": POOL_FLOPS}),
+        ("MaxPoolV2", {"MaxPoolV2": POOL_FLOPS, "MaxPoolGradV2": POOL_FLOPS, "MaxPoolGradGradV2": POOL_FLOPS}),
+        ("MaxPool3D", {"MaxPool3D": POOL3_FLOPS, "MaxPool3DGrad": POOL3_FLOPS, "MaxPool3DGradGrad": POOL3_FLOPS}),
+        ("AvgPool3D", {"AvgPool3D": POOL3_FLOPS, "AvgPool3DGrad": POOL3_FLOPS}),
+    ])
+    def test_every_pool_op_counts_its_window_per_pooled_element(self, pool_type, expected):
+        """Each pool, gradient and second gradient is window x pooled elements, and nothing falls back."""
+        g = from_graphdef(_second_gradient_step(pool_type), pool_type)
+        assert g.meta["flops_fallback"] == {}
+        counted = {(op.op, op.flops) for op in g if op.op in expected}
+        assert counted == set(expected.items())
+
+    def test_argmax_pool_its_gradient_and_second_gradient(self):
+        """MaxPoolWithArgmax searches the window; its gradient adds each gradient element once at its
+        argmax; MaxPoolGradGradWithArgmax (no Python gradient reaches it: built as a raw op) gathers."""
+        import tensorflow as tf
+
+        @tf.function
+        def step(x):
+            kw = dict(ksize=[1, 3, 3, 1], strides=[1, 2, 2, 1], padding="VALID")
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y, argmax = tf.raw_ops.MaxPoolWithArgmax(input=x, **kw)
+                total = tf.reduce_sum(y * y)
+            dx = tape.gradient(total, x)
+            return dx, tf.raw_ops.MaxPoolGradGradWithArgmax(input=x, grad=dx, argmax=argmax, **kw)
+
+        cf = step.get_concrete_function(tf.TensorSpec(X_SHAPE, tf.float32))
+        g = from_graphdef(cf.graph.as_graph_def(add_shapes=True), "argmax")
+        assert g.meta["flops_fallback"] == {}
+        counted = {op.op: op.flops for op in g if "Argmax" in op.op}
+        assert counted == {"MaxPoolWithArgmax": POOL_FLOPS, "MaxPoolGradWithArgmax": 2 * 4 * 4 * 4,
+                           "MaxPoolGradGradWithArgmax": 0}
