@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -34,6 +35,9 @@ _PARSE_SLOTS = threading.BoundedSemaphore(2)
 """Uploads parsed at once; the others wait. Parsing takes many times the body's size in memory (JSON up to
 ~27x, a GraphDef a process with TensorFlow loaded): 40 requests at once (the thread pool) could take it
 all, and with one interpreter lock more at once would not parse faster."""
+_FETCH = re.compile(r"^\^?[A-Za-z0-9.][A-Za-z0-9_.\\/>-]*(?::\d+)?$")
+"""A node name as TensorFlow's Python API allows one (``_VALID_OP_NAME_REGEX`` in
+`tensorflow.python.framework.ops`), alone, as a tensor (``loss:0``) or as a control input (``^train``)."""
 _REFUSED = 3
 """Exit code of the import process when the GraphDef is bad input (its message on stdout)."""
 
@@ -78,7 +82,7 @@ def check_op_count(data: Any, max_ops: int, where: str = "graph") -> None:
 
 
 def graph_from_upload(body: bytes, *, fmt: UploadFormat, name: str | None, content_type: str,
-                      max_inflated: int, max_ops: int) -> tuple[OpGraph, str]:
+                      max_inflated: int, max_ops: int, fetches: list[str] | None = None) -> tuple[OpGraph, str]:
     """Parse and validate an uploaded graph.
 
     Parameters
@@ -89,6 +93,8 @@ def graph_from_upload(body: bytes, *, fmt: UploadFormat, name: str | None, conte
     name : the graph's name; overrides the JSON's and names a GraphDef.
     content_type : the request's Content-Type header.
     max_inflated, max_ops : limits (see `service.core.config.Settings`).
+    fetches : GraphDef only: the nodes one step runs; the nodes none of them needs (and that are not
+        stateful) are left out, as TensorFlow leaves them out of a step (`placer.importers.graphdef`).
 
     Returns
     -------
@@ -101,6 +107,10 @@ def graph_from_upload(body: bytes, *, fmt: UploadFormat, name: str | None, conte
     """
     if not body:
         raise PlacerError("upload: the request body is empty; send a graph (JSON or GraphDef)")
+    bad = [f for f in fetches or [] if not _FETCH.match(f)]
+    if bad:
+        raise PlacerError(f"upload: fetch {bad[0][:200]!r} is not a TensorFlow node or tensor name "
+                          "(e.g. train_op, loss:0)")
     gzipped = body[:2] == _GZIP_MAGIC
     if _says_gzip(content_type) and not gzipped:
         # else it would reach the GraphDef parser (TensorFlow: seconds) and be called a corrupt GraphDef
@@ -112,8 +122,11 @@ def graph_from_upload(body: bytes, *, fmt: UploadFormat, name: str | None, conte
             is_json = "json" in content_type.lower() or raw.lstrip()[:1] == b"{"
             fmt = "json" if is_json else "graphdef"
         if fmt == "json":
+            if fetches:
+                raise PlacerError("upload: fetch applies to a GraphDef upload; a JSON graph is stored as sent "
+                                  "(import the GraphDef with 'placer import --fetch' to prune it)")
             return _graph_from_json(raw, name, max_ops), "json+gzip" if gzipped else "json"
-        return _graph_from_graphdef(raw, name or "graph", max_ops)
+        return _graph_from_graphdef(raw, name or "graph", max_ops, fetches)
 
 
 def _says_gzip(content_type: str) -> bool:
@@ -131,13 +144,15 @@ def _graph_from_json(raw: bytes, name: str | None, max_ops: int) -> OpGraph:
     return OpGraph.from_dict(data)
 
 
-def _graph_from_graphdef(raw: bytes, name: str, max_ops: int) -> tuple[OpGraph, str]:
+def _graph_from_graphdef(raw: bytes, name: str, max_ops: int,
+                         fetches: list[str] | None = None) -> tuple[OpGraph, str]:
     """A binary or text GraphDef through the importer, run in a child process (`_import_graphdef_child`).
 
     The upload reaches TensorFlow's C++ code (protobuf parser, grappler's function inliner, shape
     inference), which aborts or segfaults on some malformed graphs: in the service's own process a
     50-byte GraphDef whose function calls itself took the whole service down (SIGSEGV). In a child, a
     crash or a hang fails that upload alone (a 422), and a slow one is killed after `GRAPHDEF_SECONDS`.
+    `fetches` reach it as arguments (no shell).
 
     Raises
     ------
@@ -150,8 +165,8 @@ def _graph_from_graphdef(raw: bytes, name: str, max_ops: int) -> tuple[OpGraph, 
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
            "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
     try:
-        proc = subprocess.run([sys.executable, "-m", "service.uploads"], input=raw, capture_output=True,
-                              timeout=GRAPHDEF_SECONDS, env=env)
+        proc = subprocess.run([sys.executable, "-m", "service.uploads", *(fetches or [])], input=raw,
+                              capture_output=True, timeout=GRAPHDEF_SECONDS, env=env)
     except subprocess.TimeoutExpired:
         raise PlacerError(f"upload: importing the GraphDef took over {GRAPHDEF_SECONDS:g} s; "
                           "import it with 'placer import' and upload the JSON graph") from None
@@ -174,20 +189,25 @@ def _tail(stderr: bytes, chars: int = 2000) -> str:
     return stderr.decode(errors="replace")[-chars:].strip()
 
 
-def _import_graphdef_child() -> int:
-    """``python -m service.uploads``: a GraphDef on stdin, ``{"graph", "source"}`` JSON on stdout.
+def _import_graphdef_child(fetches: list[str]) -> int:
+    """``python -m service.uploads [FETCH...]``: a GraphDef on stdin, ``{"graph", "source"}`` JSON on stdout;
+    pruned to what the fetches need when any are given.
 
     Bad input exits with `_REFUSED` and its one-line message on stdout. Anything TensorFlow itself
     prints goes to stderr: stdout is kept for the answer.
     """
     from placer import importers
+    from placer.importers.graphdef import from_graphdef_bytes, from_graphdef_text
 
     answer = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     raw = sys.stdin.buffer.read()
     try:
         text = importers.FORMATS["pbtxt"].sniff(raw, None)
-        graph = importers.import_bytes(raw, "graph", "pbtxt" if text else "graphdef")
+        if fetches:
+            graph = (from_graphdef_text if text else from_graphdef_bytes)(raw, "graph", fetches=fetches)
+        else:
+            graph = importers.import_bytes(raw, "graph", "pbtxt" if text else "graphdef")
     except PlacerError as e:
         answer.write(str(e))
         answer.close()
@@ -198,4 +218,4 @@ def _import_graphdef_child() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_import_graphdef_child())
+    sys.exit(_import_graphdef_child(sys.argv[1:]))

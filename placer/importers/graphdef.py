@@ -150,6 +150,7 @@ def from_graphdef(
         (listed in ``meta["unknown_shape_ops"]``) instead of raising.
     fetches : names of the nodes one step runs (a `tf.function`'s outputs and control outputs, a
         session's fetches and targets); nodes none of them needs are pruned (see the module docstring).
+        A tensor name (``loss:0``) or a control input (``^train``) stands for its node.
         Default: nothing is pruned.
     meta : extra facts for the graph's ``meta`` (source model...).
 
@@ -173,7 +174,7 @@ def from_graphdef(
     _check_op_types(graph_def, tf)
     pruned: Counter[str] = Counter()
     if fetches is not None:  # before inlining: fetches name the caller's nodes, calls among them
-        fetches = list(dict.fromkeys(fetches))
+        fetches = list(dict.fromkeys(f.lstrip("^").partition(":")[0] for f in fetches))
         graph_def, pruned = _prune(graph_def, fetches)
     graph_def, inlined = _inline_function_calls(graph_def)
     tf_node_count = len(graph_def.node) + sum(pruned.values())

@@ -18,6 +18,8 @@ from service.storage import GraphRecord
 from service.uploads import UploadFormat, check_op_count, graph_from_upload
 
 router = APIRouter(prefix="/graphs", tags=["graphs"])
+MAX_FETCHES = 1000
+"""Most ``fetch`` parameters one upload takes (each becomes an argument of the import process)."""
 
 _BINARY = {"schema": {"type": "string", "format": "binary"}}
 UPLOAD_BODY = {
@@ -76,13 +78,19 @@ async def upload_graph(
     graphs: GraphsDep,
     name: Annotated[str | None, Query(min_length=1, max_length=200, description="Name for the graph.")] = None,
     format: Annotated[UploadFormat, Query(description="Body format; auto tells JSON from GraphDef.")] = "auto",
+    fetch: Annotated[list[str] | None, Query(
+        max_length=MAX_FETCHES,
+        description="GraphDef only, repeatable: a node one training step runs (a session's fetch or "
+                    "target, e.g. the train op or the loss). Nodes no fetch needs and that are not "
+                    "stateful are left out, as TensorFlow leaves them out of the step. Without it, every "
+                    "node is kept: a bare GraphDef does not say what a step runs.")] = None,
 ) -> GraphPublic:
     """Upload a graph; answers its id, name and size."""
     body = await request.body()
     graph, source = await run_in_threadpool(
         graph_from_upload, body, fmt=format, name=name,
         content_type=request.headers.get("content-type", ""),
-        max_inflated=settings.max_inflated_bytes, max_ops=settings.max_ops,
+        max_inflated=settings.max_inflated_bytes, max_ops=settings.max_ops, fetches=fetch,
     )
     record = await run_in_threadpool(graphs.add, graph, source=source)
     return to_public(record)

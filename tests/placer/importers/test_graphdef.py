@@ -110,6 +110,13 @@ class TestPruning:
         g = from_graphdef(conv_step.graph_def(), "step")
         assert "pruned" not in g.meta and "fetches" not in g.meta
 
+    def test_a_tensor_name_or_control_input_fetches_its_node(self, conv_step, conv_step_graph):
+        """A session is given ``loss:0`` and ``^train`` as often as node names; both stand for the node."""
+        fetches = conv_step_graph.meta["fetches"]
+        spelled = [f"{fetches[0]}:0", *(f"^{f}" for f in fetches[1:])]
+        g = from_graphdef(conv_step.graph_def(), "step", fetches=spelled)
+        assert _graph_dict(g) == _graph_dict(conv_step_graph) and g.meta["fetches"] == fetches
+
     def test_a_fetch_that_names_no_node_is_one_clear_error(self, conv_step):
         with pytest.raises(ModelImportError, match=r"fetch 'nope' names no node of the graph \(and 1 more\)"):
             from_graphdef(conv_step.graph_def(), "step", fetches=["Identity", "nope", "nope2"])

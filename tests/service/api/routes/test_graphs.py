@@ -170,6 +170,36 @@ class TestGraphDef:
         assert r.status_code == 201, r.text
         assert r.json()["source"] == "graphdef-text"
 
+    def test_fetch_prunes_what_the_step_does_not_run(self, client):
+        """?fetch= names what one step runs; nodes it does not need are left out of the stored graph, as
+        `placer import --fetch` leaves them out (a tensor name stands for its node)."""
+        import tensorflow as tf
+
+        @tf.function
+        def step(x):
+            tf.square(x, name="unused")
+            return tf.nn.relu(tf.matmul(x, tf.ones([4, 4])), name="out")
+
+        body = step.get_concrete_function(tf.TensorSpec([2, 4], tf.float32)).graph.as_graph_def().SerializeToString()
+        headers = {"content-type": "application/octet-stream"}
+        kept = client.post("/v1/graphs", content=body, headers=headers).json()
+        pruned = client.post("/v1/graphs?fetch=out:0", content=body, headers=headers)
+        assert pruned.status_code == 201, pruned.text
+        names = {n["name"] for n in client.get(f"/v1/graphs/{pruned.json()['id']}?include_graph=true")
+                 .json()["graph"]["nodes"]}
+        assert "out" in names and "unused" not in names
+        assert "unused" in {n["name"] for n in client.get(f"/v1/graphs/{kept['id']}?include_graph=true")
+                            .json()["graph"]["nodes"]}
+        r = client.post("/v1/graphs?fetch=nope", content=body, headers=headers)
+        assert r.status_code == 422 and "fetch 'nope' names no node" in r.json()["detail"]
+        r = client.post("/v1/graphs?fetch=out%00x", content=body, headers=headers)  # was a 500 (an argv NUL)
+        assert r.status_code == 422 and "is not a TensorFlow node or tensor name" in r.json()["detail"]
+
+    def test_fetch_on_a_json_graph_is_refused(self, client):
+        """A JSON graph is stored as sent: ?fetch= there would silently do nothing, so it is a 422."""
+        r = client.post("/v1/graphs?fetch=out", json=tiny_graph())
+        assert r.status_code == 422 and "fetch applies to a GraphDef upload" in r.json()["detail"]
+
     def test_graphdef_that_crashes_tensorflow(self, client):
         """A GraphDef whose function calls itself (TensorFlow's inliner segfaults on it) is a 422, and the
         service lives on: TensorFlow imports uploads in a child process."""
