@@ -138,18 +138,26 @@ class Placement:
         return out
 
 
-_DEVICE_NAME = re.compile(r"^(?:/job:[^/]+)?(?:/replica:\d+)?(?:/task:\d+)?"
+_DEVICE_NAME = re.compile(r"^(?:/job:(?P<job>[^/]+))?(?:/replica:(?P<replica>\d+))?(?:/task:(?P<task>\d+))?"
                           r"(?P<slash>/)?(?:device:)?(?P<type>[A-Za-z_]+)(?::(?P<index>\d+))?$")
 
 
 def canonical_device_name(name: str) -> str | None:
-    """``"/device:GPU:1"`` for any TensorFlow spelling of it (``"GPU:1"``, ``"/gpu:1"``, the fully qualified
-    ``"/job:localhost/replica:0/task:0/device:GPU:1"``; ``"/gpu"`` is index 0, as TensorFlow reads it);
-    None for a name that is not one. No TensorFlow needed."""
+    """``"/device:GPU:1"`` for any TensorFlow spelling of a local device (``"GPU:1"``, ``"/gpu:1"``, the fully
+    qualified ``"/job:localhost/replica:0/task:0/device:GPU:1"``; ``"/gpu"`` is index 0, as TensorFlow reads
+    it); a device of another job or task keeps them, filled in (``"/job:worker/task:1/gpu:0"`` ->
+    ``"/job:worker/replica:0/task:1/device:GPU:0"``), so the GPU 0 of two machines stay two devices. None for
+    a name that is not one. No TensorFlow needed."""
     m = _DEVICE_NAME.match(name.strip())
     if m is None or (m["index"] is None and m["slash"] is None):  # a bare word ("dev") is no TF device name
         return None
-    return f"/device:{m['type'].upper()}:{int(m['index'] or 0)}"
+    device = f"/device:{m['type'].upper()}:{int(m['index'] or 0)}"
+    job, replica, task = m["job"], int(m["replica"] or 0), int(m["task"] or 0)
+    if job in (None, "localhost") and replica == 0 and task == 0:
+        return device
+    if job is None:  # a task with no job: only what was given
+        return "".join(f"/{k}:{int(m[k])}" for k in ("replica", "task") if m[k] is not None) + device
+    return f"/job:{job}/replica:{replica}/task:{task}{device}"
 
 
 def _device_aliases(cluster: Cluster) -> dict[str, int]:

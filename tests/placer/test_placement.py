@@ -21,6 +21,21 @@ def test_tensorflow_spellings_of_a_device_name_are_that_device():
     assert (other.assignment(graph, cluster) == exact).all()
 
 
+def test_the_same_gpu_of_two_machines_is_two_devices():
+    """With devices named by task, another spelling of task 1's GPU 0 is task 1's, never task 0's."""
+    graph = layered_graph(20, seed=1)
+    spec = presets.get("2gpu").to_dict()
+    names = ["/job:worker/replica:0/task:0/device:CPU:0", "/job:worker/replica:0/task:0/device:GPU:0",
+             "/job:worker/replica:0/task:1/device:GPU:0"]
+    spec["devices"] = [{**d, "name": n} for d, n in zip(spec["devices"], names)]
+    spec["links"] = []
+    cluster = Cluster.from_dict(spec)
+    assert set(_placed(graph, ["/job:worker/task:1/gpu:0"]).assignment(graph, cluster).tolist()) == {2}
+    assert set(_placed(graph, ["/job:worker/task:0/GPU:0"]).assignment(graph, cluster).tolist()) == {1}
+    with pytest.raises(PlacementError, match="which cluster"):
+        _placed(graph, ["/device:GPU:0"]).assignment(graph, cluster)
+
+
 def test_a_device_the_cluster_lacks_is_still_refused():
     graph, cluster = layered_graph(20, seed=1), presets.get("4gpu")
     with pytest.raises(PlacementError, match="placed on 'GPU:9', which cluster '4gpu' does not have"):

@@ -26,6 +26,19 @@ def test_placed_graphdef_pins_every_node(tiny, split):
     assert not any(n.device for n in graph_def.node if n.name == graph.ops[5].name)  # input left alone
 
 
+def test_devices_of_two_machines_stay_apart(tiny, split):
+    """A cluster of two machines names its devices by task: GPU 0 of task 1 is not GPU 0 of task 0 (both were
+    written as /device:GPU:0, so the exported step ran on one machine)."""
+    _, _, graph, graph_def = tiny
+    task = {"/device:CPU:0": "/job:worker/task:0/gpu:0", "/device:CPU:1": "/job:worker/task:1/gpu:0"}
+    two_machines = Placement(graph=graph.name, cluster="2x1gpu", method="split",
+                             devices={op: task[dev] for op, dev in split.devices.items()})
+    placed = {n.name: n.device for n in placed_graphdef(graph, graph_def, two_machines).node}
+    for op, dev in split.devices.items():
+        want = "/job:worker/replica:0/task:" + ("0" if dev == "/device:CPU:0" else "1") + "/device:GPU:0"
+        assert placed[op] == want
+
+
 @pytest.mark.parametrize("suffix", [".pb", ".pbtxt"])
 def test_written_graphdef_reads_back(tmp_path, tiny, split, suffix):
     _, _, graph, graph_def = tiny

@@ -12,6 +12,9 @@ from tests.placer.measure.conftest import CPU0, CPU1
 @pytest.mark.parametrize("name, expected", [
     ("/device:CPU:1", CPU1), ("/cpu:1", CPU1), ("CPU:1", CPU1),
     ("/job:localhost/replica:0/task:0/device:CPU:1", CPU1), ("/device:GPU:0", "/device:GPU:0"),
+    ("/job:worker/task:1/gpu:0", "/job:worker/replica:0/task:1/device:GPU:0"),
+    ("/job:worker/replica:0/task:0/device:GPU:0", "/job:worker/replica:0/task:0/device:GPU:0"),
+    ("/job:localhost/task:2/cpu:0", "/job:localhost/replica:0/task:2/device:CPU:0"),
 ])
 def test_canonical_device(name, expected):
     assert canonical_device(name) == expected
