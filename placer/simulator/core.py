@@ -138,8 +138,11 @@ class Simulator:
         # a shared thread pool (logical CPUs of one process) lets a device run several ops at once,
         # but never more than the pool's threads in the whole cluster
         threads = cluster.shared_threads
-        self.slots = np.full(len(cluster), threads or 1, dtype=np.int64)
-        self.pool = int(threads or 0)
+        # more threads than ops change nothing; the kernel sizes its event heap by them (2**40 threads
+        # asked for terabytes, 10**30 overflowed int64)
+        slots = min(threads, len(graph)) if threads else 1
+        self.slots = np.full(len(cluster), slots, dtype=np.int64)
+        self.pool = slots if threads else 0
         fastest = self.times.min(axis=1)
         self.lower_bound = max(
             kernel.critical_path(graph.topo_order, self.p_off, self.p_idx, fastest),

@@ -92,3 +92,16 @@ class TestClusterField:
         d["shared_threads"] = bad
         with pytest.raises(ClusterError, match="shared_threads"):
             Cluster.from_dict(d)
+
+
+class TestHugePool:
+    @pytest.mark.parametrize("threads", [2**40, 10**30])
+    def test_more_threads_than_ops_is_as_many_as_ops(self, threads):
+        """A pool larger than the graph runs every ready op at once; the kernel's heaps stay graph-sized
+        (2**40 threads raised MemoryError, 10**30 OverflowError)."""
+        g = graph(op("a", cost=1.0), op("b", cost=2.0), op("c", ["a", "b"], cost=0.5))
+        a = np.array([0, 0, 0])
+        expected = Simulator(g, shared(two_device_cluster(), 3)).run(a)
+        res = Simulator(g, shared(two_device_cluster(), threads)).run(a)
+        assert res.step_time == expected.step_time == 2.5
+        assert Simulator(g, shared(two_device_cluster(), threads)).lower_bound == expected.lower_bound
