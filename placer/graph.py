@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import sys
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Iterator
@@ -106,6 +107,7 @@ class OpGraph:
                     raise GraphError(f"op {op.name!r}: input {src!r} names no op in the graph")
                 if src == op.name:
                     raise GraphError(f"op {op.name!r}: reads its own output (a cycle)")
+        _check_totals(self)
         self.topo_order  # raises on a cycle
 
     # -- size and access -------------------------------------------------
@@ -379,6 +381,27 @@ def _op_from_dict(node: Any, k: int) -> Op:
         colocation=colocation,
         transfer_time=None if tt is None else _number(tt, "'transfer_time'", where),
     )
+
+
+def _check_totals(graph: OpGraph) -> None:
+    """Refuse sizes and costs whose sums over the graph overflow a float.
+
+    Each is finite alone, but the simulator adds them up (a device's memory, its busy time), and an
+    infinite sum came out as a step time or peak memory of ``Infinity``: ``null`` in the service's
+    answers, and a placement file no JSON reader (nor ``placer simulate``) accepts.
+    """
+    totals: dict[str, float] = {
+        "'output_bytes' + 'param_bytes'": sum(op.output_bytes + op.param_bytes for op in graph.ops),
+        "'flops'": sum(op.flops for op in graph.ops),
+        "'transfer_time'": sum(op.transfer_time or 0.0 for op in graph.ops),
+    }
+    for op in graph.ops:
+        for kind, v in op.cost.items():
+            totals[f"cost[{kind!r}]"] = totals.get(f"cost[{kind!r}]", 0.0) + v
+    for what, total in totals.items():
+        if not math.isfinite(total):
+            raise GraphError(f"graph {graph.name!r}: the ops' {what} add up to more than a float holds "
+                             f"(about {sys.float_info.max:.3g}); the sizes or costs are far too large")
 
 
 def _check_op(op: Op) -> None:

@@ -14,7 +14,7 @@ import numpy as np
 
 from placer.cluster import Cluster
 from placer.cost_model import op_time_matrix
-from placer.errors import PlacementError
+from placer.errors import PlacementError, PlacerError
 from placer.graph import OpGraph
 from placer.placement import Placement
 from placer.simulator import kernel
@@ -143,11 +143,32 @@ class Simulator:
         slots = min(threads, len(graph)) if threads else 1
         self.slots = np.full(len(cluster), slots, dtype=np.int64)
         self.pool = slots if threads else 0
+        self._check_finite()
         fastest = self.times.min(axis=1)
         self.lower_bound = max(
             kernel.critical_path(graph.topo_order, self.p_off, self.p_idx, fastest),
             float(fastest.sum()) / (threads or len(cluster)),
         )
+
+    def _check_finite(self) -> None:
+        """Refuse a graph and cluster whose step could take longer than a float holds.
+
+        Every op on its slowest device, one after another, and every output sent to every other device
+        over the slowest link bound any step; if that bound overflows (op costs near the float's limit,
+        a link of 1e-300 bytes/s), the simulated step time could be ``Infinity``, which the service
+        answered as ``null`` and a placement file cannot hold as JSON.
+        """
+        D = self.num_devices
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            worst = self.times.max(axis=1).sum()
+            if D > 1:
+                off = ~np.eye(D, dtype=bool)
+                sends = np.where(self.xfer_time >= 0, self.xfer_time,
+                                 self.out_bytes / self.bandwidth[off].min() + self.latency[off].max())
+                worst += (D - 1) * sends.sum()
+        if not np.isfinite(worst):
+            raise PlacerError(f"graph {self.graph.name!r} on cluster {self.cluster.name!r}: a step could take "
+                              "longer than a float holds (op costs, sizes or link speeds too extreme to simulate)")
 
     @property
     def num_devices(self) -> int:

@@ -36,6 +36,16 @@ class TestValidation:
         with pytest.raises(GraphError, match="op 'a': 'flops' must be finite, got an integer too large"):
             make(node("a", flops=10**400))
 
+    @pytest.mark.parametrize("field, value", [
+        ("flops", 1.7e308), ("output_bytes", 1.7e308), ("param_bytes", 1.7e308), ("transfer_time", 1.7e308),
+        ("cost", {"gpu": 1.7e308}),
+    ])
+    def test_totals_that_overflow_a_float(self, field, value):
+        """Each finite, but two add up to infinity: the simulator's step time or memory came out Infinity."""
+        what = "cost\\['gpu'\\]" if field == "cost" else f"'{field}'"
+        with pytest.raises(GraphError, match=f"graph 'g': the ops' .*{what}.* more than a float holds"):
+            make(node("a", **{field: value}), node("b", ["a"], **{field: value}))
+
     def test_self_loop(self):
         with pytest.raises(GraphError, match="op 'a'.*cycle"):
             make(node("a", ["a"]))

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from placer.errors import PlacementError
+from placer.errors import PlacementError, PlacerError
 from placer.placement import Placement
 from placer.simulator import Simulator
 from tests.placer.helpers import graph, op, two_device_cluster
@@ -188,6 +188,19 @@ class TestPlacements:
             Simulator(g, two_device_cluster()).run(np.array([2]))
         with pytest.raises(PlacementError):
             Simulator(g, two_device_cluster()).run(np.array([0, 0]))
+
+
+class TestOverflow:
+    @pytest.mark.parametrize("bandwidth, latency", [(1e-300, 0.0), (1e9, 1e308)])
+    def test_a_step_no_float_holds_is_an_error(self, bandwidth, latency):
+        """A step that could overflow to Infinity is refused, not answered as step time inf (JSON null)."""
+        g = graph(op("a", out=1e9), op("b", ["a"], out=1e9), op("c", ["a", "b"]))
+        with pytest.raises(PlacerError, match="graph 'g' on cluster 'pair': a step could take longer than a float"):
+            Simulator(g, two_device_cluster(bandwidth=bandwidth, latency=latency))
+
+    def test_extreme_but_finite_is_simulated(self):
+        g = graph(op("a", cost=1e300, out=8), op("b", ["a"], cost=1e300))
+        assert Simulator(g, two_device_cluster()).run(np.array([0, 1])).step_time == pytest.approx(2e300)
 
 
 class TestOpTimes:
