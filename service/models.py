@@ -27,16 +27,17 @@ class ErrorPublic(BaseModel):
 class OpSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    # numbers are strict, as in a graph file (an upload): no booleans, no strings
     name: str
     op: str
     inputs: list[str] = Field(default_factory=list)
-    output_shapes: list[list[int]] = Field(default_factory=list)
-    output_bytes: float = 0.0
-    flops: float = 0.0
-    param_bytes: float = 0.0
-    cost: dict[str, float] = Field(default_factory=dict)
+    output_shapes: list[list[StrictInt]] = Field(default_factory=list)
+    output_bytes: StrictFloat = 0.0
+    flops: StrictFloat = 0.0
+    param_bytes: StrictFloat = 0.0
+    cost: dict[str, StrictFloat] = Field(default_factory=dict)
     colocation: str | None = None
-    transfer_time: float | None = None
+    transfer_time: StrictFloat | None = None
 
 
 # An inline graph in a placement or job request (the graph file format).

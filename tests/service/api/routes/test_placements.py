@@ -175,6 +175,20 @@ class TestErrors:
         r = client.post("/v1/placements", json={"graph": g})
         assert r.status_code == 422 and "cycle" in r.json()["detail"]
 
+    @pytest.mark.parametrize("field, value", [
+        ("output_bytes", "1280"), ("flops", True), ("param_bytes", False), ("cost", {"gpu": "1e-3"}),
+        ("transfer_time", True), ("output_shapes", [[32.0, 10]]), ("output_shapes", [[True, 10]]),
+    ])
+    def test_inline_wrong_types_as_an_upload(self, client, field, value):
+        """An inline graph's numbers are as strict as an uploaded file's: pydantic turned "1280" into 1280.0 and
+        true into 1.0, so a graph the upload refuses was placed."""
+        g = tiny_graph()
+        g["nodes"][1][field] = value
+        assert client.post("/v1/graphs", json=g).status_code == 422
+        r = client.post("/v1/placements", json={"graph": g, "method": "single"})
+        assert r.status_code == 422 and field in json.dumps(r.json()["detail"])
+        assert client.post("/v1/jobs", json={"graph": g, "budget_seconds": 0.2}).status_code == 422
+
     def test_inline_unknown_field(self, client):
         g = tiny_graph()
         g["nodes"][0]["colour"] = "red"
