@@ -101,7 +101,8 @@ _FIXED = {
     "8gpu-nvlink": lambda: _nvlink(8),
     "local": lambda: _local(2),
 }
-_LOCAL_N = re.compile(r"^local:(\d+)$")
+_LOCAL_N = re.compile(r"local:([0-9]+)")
+"""Matched whole (`re.fullmatch`): ``$`` let ``local:2\\n`` through, and ``\\d`` any script's digits (``local:٣``)."""
 
 
 def names() -> list[str]:
@@ -110,7 +111,7 @@ def names() -> list[str]:
 
 
 def is_preset(name: str) -> bool:
-    return name in _FIXED or bool(_LOCAL_N.match(name))
+    return name in _FIXED or bool(_LOCAL_N.fullmatch(name))
 
 
 def get(name: str) -> Cluster:
@@ -123,7 +124,7 @@ def get(name: str) -> Cluster:
     """
     if name in _FIXED:
         return _FIXED[name]()
-    m = _LOCAL_N.match(name)
+    m = _LOCAL_N.fullmatch(name)
     if m:
         n = int(m.group(1))
         if not 1 <= n <= 64:

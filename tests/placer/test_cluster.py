@@ -78,6 +78,13 @@ class TestPresets:
         with pytest.raises(ClusterError, match="1 to 64"):
             presets.get("local:0")
 
+    @pytest.mark.parametrize("name", ["local:\u0663", "local:\u0968", "local:2\n", "local:\uff12"])
+    def test_local_n_is_ascii_digits_alone(self, name):
+        """Another script's digits or a trailing newline named local:N (as cluster 'local' or 'local:3')."""
+        assert not presets.is_preset(name)
+        with pytest.raises(ClusterError, match="unknown cluster preset"):
+            presets.get(name)
+
 
 class TestLoad:
     def test_preset_or_file(self, tmp_path):
