@@ -134,10 +134,13 @@ def candidates(objective: str, names: list[str] | None = None) -> list[str]:
     Raises
     ------
     PlacerError
-        If a name is not a registered heuristic (``rl`` trains: it is a job, not a candidate), or no
-        heuristic is registered.
+        If a name is not a registered heuristic (``rl`` trains: it is a job, not a candidate), `names` is
+        empty, or no heuristic is registered.
     """
     if names is not None:
+        if not names:  # else best answered "no heuristic produced a placement: {}", baselines {}
+            raise PlacerError("candidates is empty: name at least one heuristic, or leave it out for every one; "
+                              f"heuristics: {', '.join(registry.names(heuristic_only=True))}")
         learned = [n for n in dict.fromkeys(names) if not registry.get(n).heuristic]
         if learned:
             raise PlacerError(f"candidates must be heuristics; {', '.join(map(repr, learned))} is learned "

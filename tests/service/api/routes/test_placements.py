@@ -375,6 +375,12 @@ class TestCandidates:
             r = client.post("/v1/placements", json={"graph_id": graph_id, **body})
             assert r.status_code == 422 and "'rl' is learned" in r.json()["detail"], r.text
 
+    @pytest.mark.parametrize("body", [{"method": "best"}, {"method": "metis", "baselines": True}])
+    def test_no_candidates_is_an_error(self, client, graph_id, body):
+        """An empty list names none: best said "no heuristic produced a placement: {}", baselines were {}."""
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "candidates": [], **body})
+        assert r.status_code == 422 and r.json()["detail"].startswith("candidates is empty")
+
     def test_default_candidates_fit_the_objective(self, client, graph_id):
         """By default best runs the heuristics that optimise the objective asked for."""
         r = client.post("/v1/placements", json={"graph_id": graph_id, "method": "best"})
