@@ -173,7 +173,9 @@ def from_graphdef(
         raise ModelImportError("GraphDef has no nodes")
     _check_op_types(graph_def, tf)
     pruned: Counter[str] = Counter()
+    tensor_fetches: list[str] = []
     if fetches is not None:  # before inlining: fetches name the caller's nodes, calls among them
+        tensor_fetches = [f for f in fetches if ":" in f]
         fetches = list(dict.fromkeys(f.lstrip("^").partition(":")[0] for f in fetches))
         graph_def, pruned = _prune(graph_def, fetches)
     graph_def, inlined = _inline_function_calls(graph_def)
@@ -201,6 +203,11 @@ def from_graphdef(
             outs.append(_static_shape(t, node_by_name[tf_op.name], k, allow_unknown_shapes, unknown_ops))
         shapes[tf_op.name] = outs
         dtypes[tf_op.name] = [t.dtype for t in tf_op.outputs]
+    for f in tensor_fetches:  # a session refuses a tensor its node does not have (loss:1, train:0 of a NoOp)
+        node_name, _, index = f.lstrip("^").partition(":")
+        if node_name in shapes and (not index.isdigit() or int(index) >= len(shapes[node_name])):
+            raise ModelImportError(f"fetch {f!r}: node {node_name!r} has {len(shapes[node_name])} output(s), "
+                                   f"so no tensor {node_name}:{index}")
 
     def out_bytes(node_name: str) -> float:
         return float(sum(_n(s) * _dtype_size(dt) for s, dt in zip(shapes[node_name], dtypes[node_name])))

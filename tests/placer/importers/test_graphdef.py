@@ -117,6 +117,14 @@ class TestPruning:
         g = from_graphdef(conv_step.graph_def(), "step", fetches=spelled)
         assert _graph_dict(g) == _graph_dict(conv_step_graph) and g.meta["fetches"] == fetches
 
+    @pytest.mark.parametrize("index", ["1", "99"])
+    def test_a_tensor_its_node_does_not_have_is_one_clear_error(self, conv_step, conv_step_graph, index):
+        """TensorFlow refuses to fetch Identity:1 of a one-output Identity; it was pruned for as Identity."""
+        fetches = conv_step_graph.meta["fetches"]
+        with pytest.raises(ModelImportError, match=f"fetch '{fetches[0]}:{index}': node '{fetches[0]}' has 1 "
+                                                   f"output\\(s\\), so no tensor {fetches[0]}:{index}"):
+            from_graphdef(conv_step.graph_def(), "step", fetches=[f"{fetches[0]}:{index}", *fetches[1:]])
+
     def test_a_fetch_that_names_no_node_is_one_clear_error(self, conv_step):
         with pytest.raises(ModelImportError, match=r"fetch 'nope' names no node of the graph \(and 1 more\)"):
             from_graphdef(conv_step.graph_def(), "step", fetches=["Identity", "nope", "nope2"])
