@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from placer.cli.common import add_json_flag, output_file, quiet_tensorflow
 
+MAX_DIM = 2**31 - 1
+"""Largest batch or image dimension: Keras layers compute shapes in int32 (Dropout's mask at --batch 10**11
+failed inside TensorFlow with a page-long error)."""
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
@@ -35,16 +39,17 @@ def run(args) -> int:
 
     output_file(args.output, "-o")
     output_file(args.save_graphdef, "--save-graphdef")
-    if args.batch < 1:
-        raise ModelImportError(f"--batch must be a positive integer, got {args.batch}")
+    if not 1 <= args.batch <= MAX_DIM:
+        raise ModelImportError(f"--batch must be a positive integer up to {MAX_DIM}, got {args.batch}")
     shape = None
     if args.input_shape:
         try:
             shape = [int(d) for d in args.input_shape.split(",")]
-            if len(shape) != 3 or min(shape) < 1:
+            if len(shape) != 3 or min(shape) < 1 or max(shape) > MAX_DIM:
                 raise ValueError
         except ValueError:
-            raise ModelImportError(f"--input-shape {args.input_shape!r}: expected H,W,C positive integers") from None
+            raise ModelImportError(f"--input-shape {args.input_shape!r}: expected H,W,C positive integers "
+                                   f"up to {MAX_DIM}") from None
 
     from pathlib import Path
 

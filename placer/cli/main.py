@@ -95,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
             return 130
         if os.environ.get("PLACER_DEBUG"):
             raise
-        print(f"placer {args.command}: internal error: {type(e).__name__}: {e} "
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]  # TF's errors span pages
+        message = (lines[0] + (" ..." if len(lines) > 1 else "")) if lines else ""
+        print(f"placer {args.command}: internal error: {type(e).__name__}: {message} "
               "(set PLACER_DEBUG=1 for the traceback)", file=sys.stderr)
         return 1
     return int(code or 0)

@@ -52,6 +52,19 @@ def test_a_refused_write_is_a_one_line_error(cli, tmp_path, monkeypatch):
     assert r.err == f"placer import: error: {str(tmp_path / 'out.json')!r}: No space left on device\n"
 
 
+def test_an_internal_error_is_one_line(cli, monkeypatch):
+    """A bug whose message spans lines (TensorFlow's do: a page of user code and arguments) still prints one."""
+    def fail(args):
+        raise ValueError("in user code:\n\n    File \"x.py\", line 1\n\n    ValueError: shapes differ\n")
+
+    monkeypatch.setattr("placer.cli.validate.run", fail)
+    monkeypatch.delenv("PLACER_DEBUG", raising=False)
+    r = cli("validate", "g.json")
+    assert r.code == 1
+    assert r.err == ("placer validate: internal error: ValueError: in user code: ... "
+                     "(set PLACER_DEBUG=1 for the traceback)\n")
+
+
 SIGTERMED = """
 import os, signal, sys, time
 from placer.cli.main import main
