@@ -25,6 +25,15 @@ class ModelImportError(PlacerError):
     """A model file could not be imported (corrupt protobuf, unknown format...)."""
 
 
+class InputShapeError(ModelImportError):
+    """A placeholder's shape is not known and was not given; `problem` says which and what is missing,
+    the message adds how to give it (a caller with other means of giving it words its own)."""
+
+    def __init__(self, problem: str, hint: str):
+        super().__init__(f"{problem}; {hint}")
+        self.problem = problem
+
+
 def interrupted(error: BaseException) -> bool:
     """Whether `error` is a Ctrl-C (KeyboardInterrupt) or was caused by one.
 

@@ -22,7 +22,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Literal
 
-from placer.errors import PlacerError
+from placer.errors import InputShapeError, PlacerError
 from placer.graph import OpGraph
 
 log = logging.getLogger("placer.service")
@@ -208,6 +208,11 @@ def _import_graphdef_child(fetches: list[str]) -> int:
             graph = (from_graphdef_text if text else from_graphdef_bytes)(raw, "graph", fetches=fetches)
         else:
             graph = importers.import_bytes(raw, "graph", "pbtxt" if text else "graphdef")
+    except InputShapeError as e:  # its hint names the library's and the CLI's options, which an upload lacks
+        answer.write(f"upload: {e.problem}; an upload is imported with the shapes it holds: import it with "
+                     "'placer import --batch B' (or --input-shape NODE=D1,D2,...) and upload the JSON graph")
+        answer.close()
+        return _REFUSED
     except PlacerError as e:
         answer.write(str(e))
         answer.close()

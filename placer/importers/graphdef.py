@@ -65,7 +65,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Iterable, Mapping
 
-from placer.errors import ModelImportError
+from placer.errors import InputShapeError, ModelImportError
 from placer.graph import Op, OpGraph
 from placer.importers.colocation import colocation_keys
 from placer.importers.flops import CONTRACTIONS, OpInfo, op_flops
@@ -550,8 +550,8 @@ def _inference_copy(graph_def, batch_size, input_shapes, var_shapes, allow_unkno
             shape = input_shapes[node.name]
         elif proto.unknown_rank:
             if not allow_unknown:
-                raise ModelImportError(
-                    f"placeholder {node.name!r} has unknown rank; give its shape (input_shapes / --input-shape)")
+                raise InputShapeError(f"placeholder {node.name!r} has unknown rank",
+                                      "give its shape (input_shapes / --input-shape)")
             shape = None
         else:
             shape = [int(d.size) for d in proto.dim]
@@ -562,7 +562,7 @@ def _inference_copy(graph_def, batch_size, input_shapes, var_shapes, allow_unkno
                     shown = "[" + ", ".join("?" if d < 0 else str(d) for d in shape) + "]"
                     hint = "give its shape (input_shapes / --input-shape)" if batch_size or (
                         shape and shape[0] >= 0) else "give batch_size (--batch) or its shape"
-                    raise ModelImportError(f"placeholder {node.name!r} has unknown shape {shown}; {hint}")
+                    raise InputShapeError(f"placeholder {node.name!r} has unknown shape {shown}", hint)
                 shape = [1 if d < 0 else d for d in shape]
         if shape is not None:
             node.attr["shape"].shape.CopyFrom(_shape_proto(shape, tensor_shape_pb2))

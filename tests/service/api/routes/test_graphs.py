@@ -195,6 +195,23 @@ class TestGraphDef:
         r = client.post("/v1/graphs?fetch=out%00x", content=body, headers=headers)  # was a 500 (an argv NUL)
         assert r.status_code == 422 and "is not a TensorFlow node or tensor name" in r.json()["detail"]
 
+    def test_unknown_input_shape_says_how_to_upload_it(self, client):
+        """A step traced with a free batch dimension cannot be imported as it is; the message told the user to
+        give --batch or input_shapes, which an upload has no way to give."""
+        import tensorflow as tf
+
+        @tf.function
+        def step(x):
+            return tf.nn.relu(x)
+
+        gd = step.get_concrete_function(tf.TensorSpec([None, 4], tf.float32)).graph.as_graph_def()
+        r = client.post("/v1/graphs", content=gd.SerializeToString(),
+                        headers={"content-type": "application/octet-stream"})
+        assert r.status_code == 422
+        assert r.json()["detail"] == ("upload: placeholder 'x' has unknown shape [?, 4]; an upload is imported with "
+                                      "the shapes it holds: import it with 'placer import --batch B' (or "
+                                      "--input-shape NODE=D1,D2,...) and upload the JSON graph")
+
     def test_fetch_on_a_json_graph_is_refused(self, client):
         """A JSON graph is stored as sent: ?fetch= there would silently do nothing, so it is a 422."""
         r = client.post("/v1/graphs?fetch=out", json=tiny_graph())
