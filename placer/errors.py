@@ -26,11 +26,11 @@ class ModelImportError(PlacerError):
 
 
 class InputShapeError(ModelImportError):
-    """A placeholder's shape is not known and was not given; `problem` says which and what is missing,
-    the message adds how to give it (a caller with other means of giving it words its own)."""
+    """A placeholder's shape is not known and was not given. The message says how to give it; `problem`,
+    when set, says the rest (which placeholder, what is missing), for a caller that words its own hint."""
 
-    def __init__(self, problem: str, hint: str):
-        super().__init__(f"{problem}; {hint}")
+    def __init__(self, message: str, problem: str | None = None):
+        super().__init__(message)
         self.problem = problem
 
 

@@ -209,7 +209,7 @@ def _import_graphdef_child(fetches: list[str]) -> int:
         else:
             graph = importers.import_bytes(raw, "graph", "pbtxt" if text else "graphdef")
     except InputShapeError as e:  # its hint names the library's and the CLI's options, which an upload lacks
-        answer.write(f"upload: {e.problem}; an upload is imported with the shapes it holds: import it with "
+        answer.write(f"upload: {e.problem or e}; an upload is imported with the shapes it holds: import it with "
                      "'placer import --batch B' (or --input-shape NODE=D1,D2,...) and upload the JSON graph")
         answer.close()
         return _REFUSED

@@ -550,8 +550,8 @@ def _inference_copy(graph_def, batch_size, input_shapes, var_shapes, allow_unkno
             shape = input_shapes[node.name]
         elif proto.unknown_rank:
             if not allow_unknown:
-                raise InputShapeError(f"placeholder {node.name!r} has unknown rank",
-                                      "give its shape (input_shapes / --input-shape)")
+                problem = f"placeholder {node.name!r} has unknown rank"
+                raise InputShapeError(f"{problem}; give its shape (input_shapes / --input-shape)", problem)
             shape = None
         else:
             shape = [int(d.size) for d in proto.dim]
@@ -562,7 +562,8 @@ def _inference_copy(graph_def, batch_size, input_shapes, var_shapes, allow_unkno
                     shown = "[" + ", ".join("?" if d < 0 else str(d) for d in shape) + "]"
                     hint = "give its shape (input_shapes / --input-shape)" if batch_size or (
                         shape and shape[0] >= 0) else "give batch_size (--batch) or its shape"
-                    raise InputShapeError(f"placeholder {node.name!r} has unknown shape {shown}", hint)
+                    problem = f"placeholder {node.name!r} has unknown shape {shown}"
+                    raise InputShapeError(f"{problem}; {hint}", problem)
                 shape = [1 if d < 0 else d for d in shape]
         if shape is not None:
             node.attr["shape"].shape.CopyFrom(_shape_proto(shape, tensor_shape_pb2))
