@@ -93,8 +93,8 @@ def graph_from_upload(body: bytes, *, fmt: UploadFormat, name: str | None, conte
     name : the graph's name; overrides the JSON's and names a GraphDef.
     content_type : the request's Content-Type header.
     max_inflated, max_ops : limits (see `service.core.config.Settings`).
-    fetches : GraphDef only: the nodes one step runs; the nodes none of them needs (and that are not
-        stateful) are left out, as TensorFlow leaves them out of a step (`placer.importers.graphdef`).
+    fetches : GraphDef only: the nodes one step runs; the nodes none of them needs (variable initializers
+        too) are left out, as a session leaves them out of a step (`placer.importers.graphdef`).
 
     Returns
     -------
@@ -205,7 +205,8 @@ def _import_graphdef_child(fetches: list[str]) -> int:
     try:
         text = importers.FORMATS["pbtxt"].sniff(raw, None)
         if fetches:
-            graph = (from_graphdef_text if text else from_graphdef_bytes)(raw, "graph", fetches=fetches)
+            load = from_graphdef_text if text else from_graphdef_bytes
+            graph = load(raw, "graph", fetches=fetches, session=True)  # a bare GraphDef: a session's fetches
         else:
             graph = importers.import_bytes(raw, "graph", "pbtxt" if text else "graphdef")
     except InputShapeError as e:  # its hint names the library's and the CLI's options, which an upload lacks

@@ -27,9 +27,9 @@ def add_parser(sub) -> None:
                    help="GraphDef: full shape of a placeholder (repeatable)")
     p.add_argument("--no-fold", action="store_true", help="GraphDef: keep Const and NoOp nodes as ops")
     p.add_argument("--fetch", action="append", default=[], metavar="NODE",
-                   help="GraphDef: a node one step runs (a session's fetch or target, e.g. the train op; "
-                        "repeatable); nodes no fetch needs and that are not stateful are left out, as "
-                        "TensorFlow leaves them out (default: keep every node)")
+                   help="GraphDef: a node or tensor one step runs (a session's fetch or target, e.g. the "
+                        "train op or loss:0; repeatable); nodes no fetch needs, such as variable "
+                        "initializers, are left out, as a session leaves them out (default: keep every node)")
     p.add_argument("--allow-unknown-shapes", action="store_true",
                    help="GraphDef: treat dimensions shape inference cannot fix as 1 instead of failing")
     p.add_argument("--cluster-out", metavar="FILE",
@@ -135,6 +135,7 @@ def run(args) -> int:
         options["allow_unknown_shapes"] = True
     if args.fetch:
         options["fetches"] = args.fetch
+        options["session"] = True  # a bare GraphDef's fetches are a session's: only what they need runs
 
     path = Path(args.model)
     if options:

@@ -38,7 +38,9 @@ Pruning (when the step's ``fetches`` are known: `from_tf_function` gives its
 outputs and control outputs): a node that no fetch needs, through data or
 control inputs, and that is not stateful is removed before anything else, as
 TensorFlow's function runtime and grappler remove it before running a step
-(a call of a nested function is kept or removed whole).
+(a call of a nested function is kept or removed whole). With ``session=True``
+(a TF1 session's fetches: `placer import --fetch`) stateful nodes no fetch
+needs go too, as a session does not run them (variable initializers).
 Keras 3 training steps hold such nodes: the gradient of the first layer with
 respect to the input images (a 7.5 GFLOP convolution in ResNet-50 at batch
 32), the optimizer's unused ``Identity`` copies of every gradient, and in
@@ -133,6 +135,7 @@ def from_graphdef(
     fold: Iterable[str] = DEFAULT_FOLD,
     allow_unknown_shapes: bool = False,
     fetches: Iterable[str] | None = None,
+    session: bool = False,
     meta: Mapping[str, Any] | None = None,
 ) -> OpGraph:
     """Turn a TensorFlow `GraphDef` into an `OpGraph`, keeping TF's node names.
@@ -152,6 +155,9 @@ def from_graphdef(
         session's fetches and targets); nodes none of them needs are pruned (see the module docstring).
         A tensor name (``loss:0``) or a control input (``^train``) stands for its node.
         Default: nothing is pruned.
+    session : the fetches are a TF1 session's: a step runs what they need and nothing else, so a
+        stateful node none of them needs (a variable's initializer) is pruned too. By default they are a
+        function's, which also runs every stateful node.
     meta : extra facts for the graph's ``meta`` (source model...).
 
     Returns
@@ -177,7 +183,7 @@ def from_graphdef(
     if fetches is not None:  # before inlining: fetches name the caller's nodes, calls among them
         tensor_fetches = [f for f in fetches if ":" in f]
         fetches = list(dict.fromkeys(f.lstrip("^").partition(":")[0] for f in fetches))
-        graph_def, pruned = _prune(graph_def, fetches)
+        graph_def, pruned = _prune(graph_def, fetches, keep_stateful=not session)
     graph_def, inlined = _inline_function_calls(graph_def)
     tf_node_count = len(graph_def.node) + sum(pruned.values())
     nodes = list(graph_def.node)
@@ -288,7 +294,8 @@ def from_graphdef(
         "tf_node_count": tf_node_count,
         "op_count": len(ops),
         "folded": dict(sorted(Counter(node_by_name[n].op for n in folded).items())),
-        **({"fetches": list(fetches), "pruned": dict(sorted(pruned.items()))} if fetches is not None else {}),
+        **({"fetches": list(fetches), "pruned": dict(sorted(pruned.items())),
+            "prune_rule": "session" if session else "function"} if fetches is not None else {}),
         "folded_const_bytes": folded_bytes,
         "control_edges": control_edges,
         "control_edges_dropped": dropped_control,
@@ -419,12 +426,13 @@ def _inline_function_calls(graph_def):
     return inlined, len(calls) - left
 
 
-def _prune(graph_def, fetches: list[str]):
+def _prune(graph_def, fetches: list[str], keep_stateful: bool = True):
     """`graph_def` without the nodes one step that fetches `fetches` does not run, and their count by type.
 
-    A node runs if a fetch needs it (through data or control inputs) or it is stateful, the seeds
-    TensorFlow's function runtime keeps (`PruneFunctionBody`). (`tf.compat.v1.graph_util.extract_sub_graph`
-    would also keep every node a kept one is colocated with, which the runtime does not run.)
+    A node runs if a fetch needs it (through data or control inputs), or, with `keep_stateful` (a
+    function's rule), if it is stateful: the seeds TensorFlow's function runtime keeps
+    (`PruneFunctionBody`). A session runs only what its fetches need. (`tf.compat.v1.graph_util
+    .extract_sub_graph` would also keep every node a kept one is colocated with, which neither runs.)
     """
     from tensorflow.python.framework import op_def_registry
 
@@ -438,7 +446,7 @@ def _prune(graph_def, fetches: list[str]):
         op_def = op_def_registry.get(node.op)
         return op_def is not None and op_def.is_stateful
 
-    live = set(fetches) | {n.name for n in graph_def.node if stateful(n)}
+    live = set(fetches) | ({n.name for n in graph_def.node if stateful(n)} if keep_stateful else set())
     stack = list(live)
     while stack:
         for src in by_name[stack.pop()].input:

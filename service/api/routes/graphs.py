@@ -81,8 +81,8 @@ async def upload_graph(
     fetch: Annotated[list[str] | None, Query(
         max_length=MAX_FETCHES,
         description="GraphDef only, repeatable: a node one training step runs (a session's fetch or "
-                    "target, e.g. the train op or the loss). Nodes no fetch needs and that are not "
-                    "stateful are left out, as TensorFlow leaves them out of the step. Without it, every "
+                    "target, e.g. the train op or loss:0). Nodes no fetch needs, such as variable "
+                    "initializers, are left out, as a session leaves them out of the step. Without it, every "
                     "node is kept: a bare GraphDef does not say what a step runs.")] = None,
 ) -> GraphPublic:
     """Upload a graph; answers its id, name and size."""

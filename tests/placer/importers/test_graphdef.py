@@ -125,6 +125,34 @@ class TestPruning:
                                                    f"output\\(s\\), so no tensor {fetches[0]}:{index}"):
             from_graphdef(conv_step.graph_def(), "step", fetches=[f"{fetches[0]}:{index}", *fetches[1:]])
 
+    def test_a_session_runs_only_what_its_fetches_need(self):
+        """A TF1 graph holds each variable's initializer; a session fetching the train op does not run it
+        (they were kept as stateful, so every step was simulated initializing every weight)."""
+        import tensorflow as tf
+
+        g = tf.Graph()
+        with g.as_default():
+            x = tf.compat.v1.placeholder(tf.float32, [4, 3], name="x")
+            v = tf.compat.v1.get_variable("v", [3, 2], use_resource=True)
+            loss = tf.reduce_sum(tf.matmul(x, v, name="mm"), name="loss")
+            tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss, name="train")
+            tf.compat.v1.global_variables_initializer()
+        gd = g.as_graph_def()
+        session = from_graphdef(gd, "tf1", fetches=["train", "loss:0"], session=True)
+        function = from_graphdef(gd, "tf1", fetches=["train", "loss:0"])
+        inits = {"v/Initializer/random_uniform", "v/Assign", "init"}
+        assert not inits & set(session.index) and inits & set(function.index)
+        assert {"mm", "loss"} <= set(session.index) and session.meta["prune_rule"] == "session"  # train: a NoOp, folded
+        assert any(op.op == "ResourceApplyGradientDescent" for op in session)
+        assert set(session.index) < set(function.index) and function.meta["prune_rule"] == "function"
+
+    def test_a_function_step_is_the_same_under_the_session_rule(self, conv_step, conv_step_graph):
+        """tf.function's outputs wait on every stateful op, so its outputs' needs hold the updates: the
+        session rule drops nothing a Keras step runs (a GraphDef of one, fetched by its outputs, is right)."""
+        outputs = conv_step_graph.meta["outputs"]
+        g = from_graphdef(conv_step.graph_def(), "step", fetches=outputs, session=True)
+        assert _graph_dict(g) == _graph_dict(conv_step_graph)
+
     def test_a_fetch_that_names_no_node_is_one_clear_error(self, conv_step):
         with pytest.raises(ModelImportError, match=r"fetch 'nope' names no node of the graph \(and 1 more\)"):
             from_graphdef(conv_step.graph_def(), "step", fetches=["Identity", "nope", "nope2"])
