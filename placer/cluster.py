@@ -176,6 +176,7 @@ class Cluster:
             raise ClusterError(f"cluster {name!r}: 'devices' must be a non-empty list")
         devices = [_device_from_dict(d, k, name) for k, d in enumerate(devs)]
         links: dict[frozenset, Link] = {}
+        listed: dict[frozenset, int] = {}
         raw_links = data.get("links", [])
         if not isinstance(raw_links, list):
             raise ClusterError(f"cluster {name!r}: 'links' must be a list")
@@ -188,8 +189,16 @@ class Cluster:
                 raise ClusterError(f"{where}: 'between' must be a list of two device names")
             if between[0] == between[1]:
                 raise ClusterError(f"{where}: joins device {between[0]!r} to itself")
-            links[frozenset(between)] = _link_from_dict(l, where)
+            pair = frozenset(between)
+            if pair in listed:  # the later one silently won
+                raise ClusterError(f"{where}: devices {between[0]!r} and {between[1]!r} are already joined by link "
+                                   f"#{listed[pair]}; give each pair one link")
+            listed[pair] = k
+            links[pair] = _link_from_dict(l, where)
         default = data.get("default_link")
+        if isinstance(default, dict) and "between" in default:
+            raise ClusterError(f"cluster {name!r}: default_link is for every pair 'links' does not list; it takes no "
+                               "'between' (list a link between two devices in 'links')")
         default_link = None if default is None else _link_from_dict(default, f"cluster {name!r}: default_link")
         meta = data.get("meta", {})
         return cls(name, devices, links, default_link, meta if isinstance(meta, dict) else {},

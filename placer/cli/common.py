@@ -204,8 +204,8 @@ def check_refine(seconds: float | None, sweeps: int | None, objective: str) -> N
     """A PlacerError unless ``--refine-seconds``/``--refine-sweeps`` make sense together and for `objective`."""
     from placer.errors import PlacerError
 
-    if seconds is not None and not seconds > 0:
-        raise PlacerError(f"--refine-seconds must be positive, got {seconds!r}")
+    if seconds is not None and not 0 < seconds < float("inf"):  # the search keeps no state to resume from
+        raise PlacerError(f"--refine-seconds must be a positive, finite number of seconds, got {seconds!r}")
     if seconds is not None and objective == "throughput":
         raise PlacerError(f"--refine-seconds refines step time, not {objective!r}")
     if sweeps is not None and seconds is None:

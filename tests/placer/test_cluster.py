@@ -45,6 +45,9 @@ def test_link_matrices():
     (lambda s: s["links"].append({"between": ["g0"], "bandwidth": 1}), "two device names"),
     (lambda s: s.pop("default_link"), "no link between 'c' and 'g0'"),
     (lambda s: s["default_link"].update(latency=-1), "default_link: 'latency'"),
+    (lambda s: s["links"].append({"between": ["g1", "g0"], "bandwidth": 1}),
+     r"link #1: devices 'g1' and 'g0' are already joined by link #0"),
+    (lambda s: s["default_link"].update(between=["c", "g0"]), "default_link .* takes no 'between'"),
 ])
 def test_errors_name_the_problem(change, message):
     spec = json.loads(json.dumps(SPEC))

@@ -230,7 +230,7 @@ def test_refine_seconds_refines_every_method_alike(graph_files, tmp_path, capsys
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--refine-seconds", "-1"], "--refine-seconds must be positive"),
+    (["--refine-seconds", "-1"], "--refine-seconds must be a positive, finite number"),
     (["--refine-seconds", "1", "--objective", "throughput"], "--refine-seconds refines step time"),
     (["--refine-sweeps", "2"], "--refine-sweeps needs --refine-seconds"),
 ])

@@ -85,8 +85,9 @@ def test_refine_sweeps_repeats_the_same_placement(graph_file, tmp_path):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--refine-seconds", "0"], "--refine-seconds must be positive"),
-    (["--refine-seconds", "nan"], "--refine-seconds must be positive"),
+    (["--refine-seconds", "0"], "--refine-seconds must be a positive, finite number"),
+    (["--refine-seconds", "nan"], "--refine-seconds must be a positive, finite number"),
+    (["--refine-seconds", "inf"], "--refine-seconds must be a positive, finite number"),
     (["--refine-seconds", "1", "--objective", "throughput"], "--refine-seconds refines step time"),
     (["--refine-sweeps", "3"], "--refine-sweeps needs --refine-seconds"),
     (["--refine-seconds", "1", "--refine-sweeps", "0"], "--refine-sweeps must be at least 1"),

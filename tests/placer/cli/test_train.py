@@ -69,7 +69,7 @@ def test_refine_seconds_writes_a_refined_placement_never_slower(cli, graph_file,
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--refine-seconds", "0"], "--refine-seconds must be positive"),
+    (["--refine-seconds", "0"], "--refine-seconds must be a positive, finite number"),
     (["--refine-seconds", "1", "--objective", "throughput"], "--refine-seconds refines step time"),
     (["--refine-seconds", "1", "--refine-sweeps", "0"], "--refine-sweeps must be at least 1"),
     (["--warm-start-search", "-1"], "--warm-start-search must be 0 or more seconds"),
