@@ -149,6 +149,14 @@ ENTRIES: dict[str, tuple[str, Callable[[], Any]]] = {
     "nmt_4x768_t16_b128": ("nmt", _nmt(SUITE_VOCAB, 768, 4, 16, 128)),
     "transformer_4l_d1024_t64_b32": ("transformer", _transformer(SUITE_VOCAB, 1024, 16, 4096, 4, 64, 32)),
     "transformer_4l_d768_t96_b32": ("transformer", _transformer(SUITE_VOCAB, 768, 12, 3072, 4, 96, 32)),
+    # convolutional families at the suite's scale (its 1000 classes, 160-256 px; never its own 224/299 px at
+    # batch 32 for resnet50/inception_v3): the convolutional member of the shipped pool trains on these alone
+    "resnet50_192_b32": ("resnet", _app("resnet50", 192, 32, 1000)),
+    "resnet101_160_b16": ("resnet", _app("resnet101", 160, 16, 1000)),
+    "inception_v3_224_b32": ("inception", _app("inception_v3", 224, 32, 1000)),
+    "resnet50v2_224_b16": ("resnet", _app("resnet50v2", 224, 16, 1000)),
+    "inception_v3_256_b16": ("inception", _app("inception_v3", 256, 16, 1000)),
+    "mobilenetv2_224_b64": ("mobilenet", _app("mobilenetv2", 224, 64, 1000)),
     # -- validation (families never trained on; choose the exported checkpoint) -------
     "convnexttiny_64_b16": ("convnext", _app("convnexttiny", 64, 16)),
     "nasnetmobile_96_b16": ("nasnet", _app("nasnetmobile", 96, 16)),

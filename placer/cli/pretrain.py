@@ -55,6 +55,9 @@ def add_parser(sub) -> None:
                    help="what DIR/policy holds: 'validation' (default), the checkpoint fastest on the validation "
                         "graphs, or 'last', the latest")
     p.add_argument("--max-graphs", type=int, default=None, metavar="N", help="use only the first N training graphs")
+    p.add_argument("--graphs", nargs="+", default=None, metavar="NAME",
+                   help="train on these of the corpus's training graphs only (names from its manifest; "
+                        "a specialist, e.g. the convolutional ones at the suite's scale)")
     p.add_argument("--name", default=None,
                    help="the policy's name in its card (default placer-pretrained, or the resumed run's)")
     p.add_argument("--version", default=None, help="the policy's version in its card (default 1, or the resumed run's)")
@@ -105,7 +108,7 @@ def run(args) -> int:
     version = args.version or card.get("version", "1")
     clusters = [load_cluster(c) for c in dict.fromkeys(args.cluster)]
     folder, manifest = pretrain.read_manifest(args.corpus)
-    entries = pretrain.training_entries(manifest)[: args.max_graphs]
+    entries = pretrain.chosen_entries(pretrain.training_entries(manifest), args.graphs)[: args.max_graphs]
     validation = pretrain.validation_entries(manifest)
     graphs = [load_graph(folder / e["path"]) for e in entries]
     val_graphs = [load_graph(folder / e["path"]) for e in validation]

@@ -239,6 +239,26 @@ def training_entries(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     return train
 
 
+def chosen_entries(entries: list[dict[str, Any]], names: list[str] | None) -> list[dict[str, Any]]:
+    """The training `entries` that `names` name, in the manifest's order (all of them when `names` is None).
+
+    Raises
+    ------
+    PlacerError
+        If a name is not one of the training graphs (unknown, or of the validation or held-out split).
+    """
+    if names is None:
+        return entries
+    known = {e["name"] for e in entries}
+    missing = [n for n in dict.fromkeys(names) if n not in known]
+    if missing:
+        raise PlacerError(f"--graphs: {missing[0]!r} is not a training graph of the corpus"
+                          + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+                          + "; validation and held-out graphs are never trained on")
+    chosen = set(names)
+    return [e for e in entries if e["name"] in chosen]
+
+
 def validation_entries(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     """The manifest's validation graphs (split "validation"); they choose the exported checkpoint.
 

@@ -39,9 +39,9 @@ from placer.simulator import Simulator
 
 MAX_SAMPLES = 1024
 DEFAULT_SAMPLES = 256
-"""K of the service's instant answer and of a fine-tune's start, shared among a pool's members: 0.73 s for a
-10k-op graph with the shipped pool of four (four groupings, decoding and simulating 260 placements;
-`bench/bench_pretrain.py`), 0.98 s for the largest benchmark graph (12,779 ops), within the second allowed."""
+"""K of the service's instant answer and of a fine-tune's start, shared among a pool's members: about 0.75 s
+for a 10k-op graph with the shipped pool of six (four groupings, decoding and simulating 262 placements;
+`bench/bench_pretrain.py`), about 1 s for the largest benchmark graphs (12,591 and 12,779 ops)."""
 
 
 def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, samples: int = 0, seed: int = 0,
@@ -81,7 +81,14 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
     t0 = time.perf_counter()
     sim = Simulator(graph, cluster)
     shares = pool_shares(policy, samples, seed)
-    options = [(grouped(graph, cluster, sim, member, groups), member, k, s) for member, k, s in shares]
+    made: dict[tuple, tuple] = {}  # members that group alike (the critical-path members) share one grouping
+    options = []
+    for member, k, s in shares:
+        key = (groups or member.groups, member.kind_groups, member.balanced_groups, member.critical_groups,
+               member.load_aware)
+        if key not in made:
+            made[key] = grouped(graph, cluster, sim, member, groups)
+        options.append((made[key], member, k, s))
     t1 = time.perf_counter()
     answers = []  # per member: (grouping, candidates, step times, oom)
     for (grouping, feats, devs, context), member, k, member_seed in options:

@@ -68,6 +68,19 @@ def test_a_validation_graph_of_a_trained_family_is_refused(tmp_path):
         pretrain.validation_entries(m)
 
 
+def test_graphs_choose_training_graphs_only():
+    """--graphs trains a specialist on some training graphs; a validation or held-out graph is never one."""
+    _, manifest = pretrain.read_manifest(CORPUS)
+    train = pretrain.training_entries(manifest)
+    chosen = pretrain.chosen_entries(train, ["resnet50_192_b32", "inception_v3_224_b32"])
+    assert [e["name"] for e in chosen] == [e["name"] for e in train
+                                           if e["name"] in ("resnet50_192_b32", "inception_v3_224_b32")]
+    assert pretrain.chosen_entries(train, None) == train
+    for name in ("densenet121_64_b16", "convnexttiny_64_b16", "nope"):
+        with pytest.raises(PlacerError, match=f"--graphs: '{name}' is not a training graph of the corpus"):
+            pretrain.chosen_entries(train, ["resnet50_192_b32", name])
+
+
 def test_missing_manifest_is_one_clear_error(tmp_path):
     with pytest.raises(PlacerError, match="no corpus manifest"):
         pretrain.read_manifest(tmp_path)
