@@ -82,7 +82,8 @@ def check_op_count(data: Any, max_ops: int, where: str = "graph") -> None:
 
 
 def graph_from_upload(body: bytes, *, fmt: UploadFormat, name: str | None, content_type: str,
-                      max_inflated: int, max_ops: int, fetches: list[str] | None = None) -> tuple[OpGraph, str]:
+                      max_inflated: int, max_ops: int, fetches: list[str] | None = None,
+                      batch: int | None = None) -> tuple[OpGraph, str]:
     """Parse and validate an uploaded graph.
 
     Parameters
@@ -95,6 +96,7 @@ def graph_from_upload(body: bytes, *, fmt: UploadFormat, name: str | None, conte
     max_inflated, max_ops : limits (see `service.core.config.Settings`).
     fetches : GraphDef only: the nodes one step runs; the nodes none of them needs (variable initializers
         too) are left out, as a session leaves them out of a step (`placer.importers.graphdef`).
+    batch : GraphDef only: fills the unknown first dimension of every placeholder (``placer import --batch``).
 
     Returns
     -------
@@ -122,11 +124,13 @@ def graph_from_upload(body: bytes, *, fmt: UploadFormat, name: str | None, conte
             is_json = "json" in content_type.lower() or raw.lstrip()[:1] == b"{"
             fmt = "json" if is_json else "graphdef"
         if fmt == "json":
-            if fetches:
-                raise PlacerError("upload: fetch applies to a GraphDef upload; a JSON graph is stored as sent "
-                                  "(import the GraphDef with 'placer import --fetch' to prune it)")
+            given = [n for n, v in (("fetch", fetches), ("batch", batch)) if v]
+            if given:
+                raise PlacerError(f"upload: {' and '.join(given)} apply to a GraphDef upload; a JSON graph is "
+                                  "stored as sent")
             return _graph_from_json(raw, name, max_ops), "json+gzip" if gzipped else "json"
-        return _graph_from_graphdef(raw, name or "graph", max_ops, fetches)
+        options = {k: v for k, v in (("fetches", fetches), ("batch_size", batch)) if v}
+        return _graph_from_graphdef(raw, name or "graph", max_ops, options)
 
 
 def _says_gzip(content_type: str) -> bool:
@@ -145,14 +149,14 @@ def _graph_from_json(raw: bytes, name: str | None, max_ops: int) -> OpGraph:
 
 
 def _graph_from_graphdef(raw: bytes, name: str, max_ops: int,
-                         fetches: list[str] | None = None) -> tuple[OpGraph, str]:
+                         options: dict[str, Any] | None = None) -> tuple[OpGraph, str]:
     """A binary or text GraphDef through the importer, run in a child process (`_import_graphdef_child`).
 
     The upload reaches TensorFlow's C++ code (protobuf parser, grappler's function inliner, shape
     inference), which aborts or segfaults on some malformed graphs: in the service's own process a
     50-byte GraphDef whose function calls itself took the whole service down (SIGSEGV). In a child, a
     crash or a hang fails that upload alone (a 422), and a slow one is killed after `GRAPHDEF_SECONDS`.
-    `fetches` reach it as arguments (no shell).
+    `options` (``fetches``, ``batch_size``) reach it as one JSON argument (no shell).
 
     Raises
     ------
@@ -165,7 +169,7 @@ def _graph_from_graphdef(raw: bytes, name: str, max_ops: int,
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
            "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
     try:
-        proc = subprocess.run([sys.executable, "-m", "service.uploads", *(fetches or [])], input=raw,
+        proc = subprocess.run([sys.executable, "-m", "service.uploads", json.dumps(options or {})], input=raw,
                               capture_output=True, timeout=GRAPHDEF_SECONDS, env=env)
     except subprocess.TimeoutExpired:
         raise PlacerError(f"upload: importing the GraphDef took over {GRAPHDEF_SECONDS:g} s; "
@@ -189,9 +193,11 @@ def _tail(stderr: bytes, chars: int = 2000) -> str:
     return stderr.decode(errors="replace")[-chars:].strip()
 
 
-def _import_graphdef_child(fetches: list[str]) -> int:
-    """``python -m service.uploads [FETCH...]``: a GraphDef on stdin, ``{"graph", "source"}`` JSON on stdout;
-    pruned to what the fetches need when any are given.
+def _import_graphdef_child(options: dict[str, Any]) -> int:
+    """``python -m service.uploads OPTIONS``: a GraphDef on stdin, ``{"graph", "source"}`` JSON on stdout.
+
+    OPTIONS is a JSON object: ``fetches`` prunes the graph to what they need (a session's rule),
+    ``batch_size`` fills unknown batch dimensions.
 
     Bad input exits with `_REFUSED` and its one-line message on stdout. Anything TensorFlow itself
     prints goes to stderr: stdout is kept for the answer.
@@ -204,14 +210,17 @@ def _import_graphdef_child(fetches: list[str]) -> int:
     raw = sys.stdin.buffer.read()
     try:
         text = importers.FORMATS["pbtxt"].sniff(raw, None)
-        if fetches:
+        if options:
             load = from_graphdef_text if text else from_graphdef_bytes
-            graph = load(raw, "graph", fetches=fetches, session=True)  # a bare GraphDef: a session's fetches
+            # a bare GraphDef's fetches are a session's
+            graph = load(raw, "graph", **options, **({"session": True} if "fetches" in options else {}))
         else:
             graph = importers.import_bytes(raw, "graph", "pbtxt" if text else "graphdef")
     except InputShapeError as e:  # its hint names the library's and the CLI's options, which an upload lacks
-        answer.write(f"upload: {e.problem or e}; an upload is imported with the shapes it holds: import it with "
-                     "'placer import --batch B' (or --input-shape NODE=D1,D2,...) and upload the JSON graph")
+        hint = ("give the batch size (?batch=B), or import it with 'placer import --input-shape NODE=D1,D2,...' "
+                "and upload the JSON graph" if "batch_size" not in options else
+                "import it with 'placer import --input-shape NODE=D1,D2,...' and upload the JSON graph")
+        answer.write(f"upload: {e.problem or e}; {hint}")
         answer.close()
         return _REFUSED
     except PlacerError as e:
@@ -224,4 +233,4 @@ def _import_graphdef_child(fetches: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_import_graphdef_child(sys.argv[1:]))
+    sys.exit(_import_graphdef_child(json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}))

@@ -84,6 +84,10 @@ async def upload_graph(
                     "target, e.g. the train op or loss:0). Nodes no fetch needs, such as variable "
                     "initializers, are left out, as a session leaves them out of the step. Without it, every "
                     "node is kept: a bare GraphDef does not say what a step runs.")] = None,
+    batch: Annotated[int | None, Query(
+        ge=1, le=2**31 - 1,
+        description="GraphDef only: the batch size, for placeholders whose first dimension is unknown "
+                    "(as 'placer import --batch').")] = None,
 ) -> GraphPublic:
     """Upload a graph; answers its id, name and size."""
     body = await request.body()
@@ -91,6 +95,7 @@ async def upload_graph(
         graph_from_upload, body, fmt=format, name=name,
         content_type=request.headers.get("content-type", ""),
         max_inflated=settings.max_inflated_bytes, max_ops=settings.max_ops, fetches=fetch,
+        batch=batch,
     )
     record = await run_in_threadpool(graphs.add, graph, source=source)
     return to_public(record)

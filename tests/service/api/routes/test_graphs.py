@@ -5,6 +5,8 @@ from __future__ import annotations
 import gzip
 import json
 
+import pytest
+
 from placer.synthetic import layered_graph
 from tests.service.conftest import gz, tiny_graph
 
@@ -195,27 +197,34 @@ class TestGraphDef:
         r = client.post("/v1/graphs?fetch=out%00x", content=body, headers=headers)  # was a 500 (an argv NUL)
         assert r.status_code == 422 and "is not a TensorFlow node or tensor name" in r.json()["detail"]
 
-    def test_unknown_input_shape_says_how_to_upload_it(self, client):
-        """A step traced with a free batch dimension cannot be imported as it is; the message told the user to
-        give --batch or input_shapes, which an upload has no way to give."""
+    def test_unknown_batch_is_given_by_the_batch_parameter(self, client):
+        """A step traced with a free batch dimension cannot be imported as it is: the message says to give
+        ?batch=B (it told the user to give --batch or input_shapes, which an upload had no way to give), and
+        ?batch=B imports it, as 'placer import --batch'."""
         import tensorflow as tf
 
         @tf.function
         def step(x):
             return tf.nn.relu(x)
 
-        gd = step.get_concrete_function(tf.TensorSpec([None, 4], tf.float32)).graph.as_graph_def()
-        r = client.post("/v1/graphs", content=gd.SerializeToString(),
-                        headers={"content-type": "application/octet-stream"})
+        body = step.get_concrete_function(tf.TensorSpec([None, 4], tf.float32)).graph.as_graph_def().SerializeToString()
+        headers = {"content-type": "application/octet-stream"}
+        r = client.post("/v1/graphs", content=body, headers=headers)
         assert r.status_code == 422
-        assert r.json()["detail"] == ("upload: placeholder 'x' has unknown shape [?, 4]; an upload is imported with "
-                                      "the shapes it holds: import it with 'placer import --batch B' (or "
-                                      "--input-shape NODE=D1,D2,...) and upload the JSON graph")
+        assert r.json()["detail"] == ("upload: placeholder 'x' has unknown shape [?, 4]; give the batch size "
+                                      "(?batch=B), or import it with 'placer import --input-shape NODE=D1,D2,...' "
+                                      "and upload the JSON graph")
+        r = client.post("/v1/graphs?batch=8", content=body, headers=headers)
+        assert r.status_code == 201, r.text
+        graph = client.get(f"/v1/graphs/{r.json()['id']}?include_graph=true").json()["graph"]
+        assert next(n for n in graph["nodes"] if n["name"] == "x")["output_shapes"] == [[8, 4]]
+        assert client.post("/v1/graphs?batch=0", content=body, headers=headers).status_code == 422
 
-    def test_fetch_on_a_json_graph_is_refused(self, client):
-        """A JSON graph is stored as sent: ?fetch= there would silently do nothing, so it is a 422."""
-        r = client.post("/v1/graphs?fetch=out", json=tiny_graph())
-        assert r.status_code == 422 and "fetch applies to a GraphDef upload" in r.json()["detail"]
+    @pytest.mark.parametrize("param", ["fetch=out", "batch=8"])
+    def test_graphdef_options_on_a_json_graph_are_refused(self, client, param):
+        """A JSON graph is stored as sent: ?fetch= or ?batch= there would silently do nothing, so it is a 422."""
+        r = client.post(f"/v1/graphs?{param}", json=tiny_graph())
+        assert r.status_code == 422 and "apply to a GraphDef upload" in r.json()["detail"]
 
     def test_graphdef_that_crashes_tensorflow(self, client):
         """A GraphDef whose function calls itself (TensorFlow's inliner segfaults on it) is a 422, and the
