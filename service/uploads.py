@@ -156,7 +156,8 @@ def _graph_from_graphdef(raw: bytes, name: str, max_ops: int,
     inference), which aborts or segfaults on some malformed graphs: in the service's own process a
     50-byte GraphDef whose function calls itself took the whole service down (SIGSEGV). In a child, a
     crash or a hang fails that upload alone (a 422), and a slow one is killed after `GRAPHDEF_SECONDS`.
-    `options` (``fetches``, ``batch_size``) reach it as one JSON argument (no shell).
+    `options` (``fetches``, ``batch_size``) reach it as a JSON line before the GraphDef on its stdin, not as
+    arguments (one holds at most 128 KiB).
 
     Raises
     ------
@@ -169,7 +170,8 @@ def _graph_from_graphdef(raw: bytes, name: str, max_ops: int,
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
            "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
     try:
-        proc = subprocess.run([sys.executable, "-m", "service.uploads", json.dumps(options or {})], input=raw,
+        proc = subprocess.run([sys.executable, "-m", "service.uploads"],
+                              input=json.dumps(options or {}).encode() + b"\n" + raw,
                               capture_output=True, timeout=GRAPHDEF_SECONDS, env=env)
     except subprocess.TimeoutExpired:
         raise PlacerError(f"upload: importing the GraphDef took over {GRAPHDEF_SECONDS:g} s; "
@@ -193,10 +195,11 @@ def _tail(stderr: bytes, chars: int = 2000) -> str:
     return stderr.decode(errors="replace")[-chars:].strip()
 
 
-def _import_graphdef_child(options: dict[str, Any]) -> int:
-    """``python -m service.uploads OPTIONS``: a GraphDef on stdin, ``{"graph", "source"}`` JSON on stdout.
+def _import_graphdef_child() -> int:
+    """``python -m service.uploads``: on stdin a line of options, then a GraphDef; ``{"graph", "source"}``
+    JSON on stdout.
 
-    OPTIONS is a JSON object: ``fetches`` prunes the graph to what they need (a session's rule),
+    The options are a JSON object: ``fetches`` prunes the graph to what they need (a session's rule),
     ``batch_size`` fills unknown batch dimensions.
 
     Bad input exits with `_REFUSED` and its one-line message on stdout. Anything TensorFlow itself
@@ -207,7 +210,8 @@ def _import_graphdef_child(options: dict[str, Any]) -> int:
 
     answer = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
-    raw = sys.stdin.buffer.read()
+    header, _, raw = sys.stdin.buffer.read().partition(b"\n")
+    options = json.loads(header)
     try:
         text = importers.FORMATS["pbtxt"].sniff(raw, None)
         if options:
@@ -233,4 +237,4 @@ def _import_graphdef_child(options: dict[str, Any]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_import_graphdef_child(json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}))
+    sys.exit(_import_graphdef_child())
