@@ -367,9 +367,16 @@ class _Session:
 
     def _finish(self, reason: str) -> None:
         from placer.cli.common import plural, print_json, race_line
+        from placer.errors import interrupted
 
         self._save()
-        refined = self._refine() if reason == "done" else None
+        try:
+            refined = self._refine() if reason == "done" else None
+        except BaseException as e:  # outside the signal handler's block: Ctrl-C lands here at once
+            stopped = interrupted(e)
+            self._write_progress("interrupted" if stopped else "failed",
+                                 error=None if stopped else f"{type(e).__name__}: {e}")
+            raise
         self._write_progress("done" if reason == "done" else "interrupted")
         _plot(self.out / "history.csv", self.out / "curve.png", self.trainer)
         if self.args.json:

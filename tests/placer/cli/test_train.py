@@ -283,3 +283,27 @@ def test_resume_with_init_must_name_the_policy_the_run_fine_tunes(cli, graph_fil
     assert json.loads((scratch / "progress.json").read_text())["step"] == 1  # refused before the run is touched
     r = cli("train", graph_file, "--cluster", "2gpu", "--out", tuned, "--steps", "2", "--resume")
     assert r.code == 0, r.err
+
+
+def test_an_interrupt_during_the_final_refine_marks_the_run_interrupted(cli, graph_file, tmp_path, monkeypatch):
+    """Ctrl-C in --refine-seconds' search left progress.json "running" for good (the service read a failure)."""
+    from placer.placers import refine
+
+    search = refine.refine
+
+    def interrupted_search(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(refine, "refine", interrupted_search)
+    out = tmp_path / "run"
+    r = cli("train", graph_file, "--cluster", "2gpu", "--out", out, "--steps", "2", *FAST, "--refine-seconds", "5")
+    assert r.code == 130
+    progress = json.loads((out / "progress.json").read_text())
+    assert progress["state"] == "interrupted" and progress["step"] == 2
+    assert not (out / "refined_placement.json").exists()
+    monkeypatch.setattr(refine, "refine", search)
+    r = cli("train", graph_file, "--cluster", "2gpu", "--out", out, "--steps", "2", "--refine-seconds", "1",
+            "--resume")
+    assert r.code == 0, r.err
+    assert json.loads((out / "progress.json").read_text())["state"] == "done"
+    assert (out / "refined_placement.json").exists()
