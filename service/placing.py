@@ -227,11 +227,12 @@ def _finite(x: float | None) -> float:
     return x if x is not None and math.isfinite(x) else math.inf
 
 
-def zero_shot(graph: OpGraph, cluster: Cluster) -> Placement | None:
+def zero_shot(graph: OpGraph, cluster: Cluster, seed: int = 0) -> Placement | None:
     """The shipped pre-trained policy's best-of-K placement (no training), or None when it cannot place here.
 
-    The greedy placement and `placer.rl.zero_shot.DEFAULT_SAMPLES` seeded samples, all scored by
-    the simulator: the same graph and cluster always get the same answer.
+    The greedy placement and `placer.rl.zero_shot.DEFAULT_SAMPLES` samples seeded by `seed` (the request's,
+    which its fine-tuning job is given too, so the job starts from this answer), all scored by the
+    simulator: the same graph, cluster and seed always get the same answer.
     Its ``meta.policy`` names the policy (name, version, fine_tuned); it is
     what method ``rl`` answers until its job has a placement.
     """
@@ -239,7 +240,7 @@ def zero_shot(graph: OpGraph, cluster: Cluster) -> Placement | None:
     from placer.rl.zero_shot import DEFAULT_SAMPLES, place_zero_shot
 
     try:
-        placement = place_zero_shot(graph, cluster, load_policy(), samples=DEFAULT_SAMPLES)
+        placement = place_zero_shot(graph, cluster, load_policy(), samples=DEFAULT_SAMPLES, seed=seed)
     except PlacerError as e:  # e.g. more devices than the policy addresses: the job still runs
         log.warning("zero-shot placement of %r on %r failed: %s", graph.name, cluster.name, e)
         return None
