@@ -737,7 +737,7 @@ def run(p: Pretrainer, out: Path, *, budget_seconds: float, name: str = "pretrai
 
     Writes history.csv, progress.json, curve.png, checkpoints and ``out/policy`` as it goes; once
     done, chooses the exported policy's sampling temperature (`tune_sampling`; `on_temperature`
-    hears each one measured).
+    hears each one measured); `should_stop` stops that too, and a resume chooses it again.
     """
     s = p.state
     hist_path = out / "history.csv"
@@ -782,15 +782,18 @@ def run(p: Pretrainer, out: Path, *, budget_seconds: float, name: str = "pretrai
         save(p, out, name, version)
         _progress(out, p, budget_seconds, "done" if reason == "done" else "interrupted")
         plot_curve(p, out / "curve.png")
-    if reason == "done":
-        tune_sampling(p, out, on_temperature)
+    if reason == "done" and p.validation:
+        if tune_sampling(p, out, on_temperature, should_stop) is None:  # stopped: a resume tunes again
+            reason = "interrupted"
+            _progress(out, p, budget_seconds, reason)
     return reason
 
 
-def tune_sampling(p: Pretrainer, out: Path,
-                  on_temperature: Callable[[float, float], None] | None = None) -> dict[str, Any] | None:
+def tune_sampling(p: Pretrainer, out: Path, on_temperature: Callable[[float, float], None] | None = None,
+                  should_stop: Callable[[], bool] = lambda: False) -> dict[str, Any] | None:
     """Choose the exported policy's sampling temperature on the validation environments
-    (`placer.rl.sampling`) and write it to its card; None (temperature 1) without validation graphs.
+    (`placer.rl.sampling`) and write it to its card; None (temperature 1) without validation graphs,
+    or when `should_stop` cut the sweep short (the card is left as it was).
 
     Done once the run is over, because a later export would replace the card.
     """
@@ -799,7 +802,10 @@ def tune_sampling(p: Pretrainer, out: Path,
     if not p.validation:
         return None
     policy = load_policy(out / POLICY_DIR)
-    sampling = choose_temperature(policy, p.validation, seed=p.config.seed, on_temperature=on_temperature)
+    sampling = choose_temperature(policy, p.validation, seed=p.config.seed, on_temperature=on_temperature,
+                                  should_stop=should_stop)
+    if sampling is None:
+        return None
     save_policy(out / POLICY_DIR, policy.weights, {**policy.card, "sampling": sampling})
     return sampling
 

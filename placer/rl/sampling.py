@@ -58,12 +58,14 @@ def best_of_ratio(policy: SavedPolicy, env: ValidationEnv, samples: int, seed: i
 
 def choose_temperature(policy: SavedPolicy, envs: Sequence[ValidationEnv], *, samples: int = DEFAULT_SAMPLES,
                        temperatures: Sequence[float] = TEMPERATURES, seed: int = 0,
-                       on_temperature: Callable[[float, float], None] | None = None) -> dict[str, Any]:
+                       on_temperature: Callable[[float, float], None] | None = None,
+                       should_stop: Callable[[], bool] = lambda: False) -> dict[str, Any] | None:
     """The card's ``sampling`` entry: the temperature whose best-of-`samples` is fastest on `envs`.
 
     Ties go to the lower temperature. The entry records the sweep (geometric mean of step time
     over the teacher's per temperature), so the choice can be checked. `on_temperature` is called
-    with each temperature and its ratio as it is measured (for progress).
+    with each temperature and its ratio as it is measured (for progress). None when `should_stop`
+    (asked before each environment) says to stop before the sweep is done.
 
     Raises
     ------
@@ -77,7 +79,11 @@ def choose_temperature(policy: SavedPolicy, envs: Sequence[ValidationEnv], *, sa
     sweep: dict[str, float] = {}
     for t in sorted(temperatures):
         tempered = at_temperature(policy, t)
-        ratios = [best_of_ratio(tempered, env, samples, seed) for env in envs]
+        ratios = []
+        for env in envs:
+            if should_stop():
+                return None
+            ratios.append(best_of_ratio(tempered, env, samples, seed))
         sweep[f"{t:g}"] = float(np.exp(np.mean(np.log(ratios))))
         if on_temperature is not None:
             on_temperature(t, sweep[f"{t:g}"])

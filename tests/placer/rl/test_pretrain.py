@@ -240,6 +240,24 @@ def test_validation_graphs_choose_the_exported_checkpoint(session, tmp_path, mon
     assert q.exported == p.exported
 
 
+def test_a_stop_while_the_sampling_temperature_is_chosen_interrupts_the_run(session, tmp_path):
+    """Ctrl-C during the final temperature sweep was ignored until the sweep ended (minutes on the corpus)."""
+    envs = session["envs"]
+    train, val = [e for e in envs if len(e.graph) == 60], [e for e in envs if len(e.graph) != 60]
+    p = pretrain.Pretrainer(train, CONFIG, validation=val)
+    measured = []
+    reason = pretrain.run(p, tmp_path, budget_seconds=600.0, max_steps=2, should_stop=lambda: bool(measured),
+                          on_temperature=lambda t, ratio: measured.append(t))
+    assert reason == "interrupted" and len(measured) == 1
+    assert json.loads((tmp_path / "progress.json").read_text())["state"] == "interrupted"
+    assert "sampling" not in load_policy(tmp_path / pretrain.POLICY_DIR).card
+
+    q = pretrain.Pretrainer(train, CONFIG, validation=val)
+    pretrain.restore(q, tmp_path)
+    assert pretrain.run(q, tmp_path, budget_seconds=600.0, max_steps=2, resumed=True) == "done"
+    assert q.state.step == 2 and "sampling" in load_policy(tmp_path / pretrain.POLICY_DIR).card
+
+
 def test_export_last_exports_the_latest_checkpoint_and_a_resume_may_change_the_rule(session, tmp_path,
                                                                                    monkeypatch):
     from dataclasses import replace
