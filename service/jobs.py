@@ -330,8 +330,9 @@ class JobRunner:
             changes = dict(state="interrupted", resume=False, error="stopped by a signal from outside the service")
         else:
             reason = prog.get("error") or _last_line(Path(record.job_dir) / "train.log")
+            ended = f"exited with code {code}" if code >= 0 else f"killed by {_signal_name(-code)}"
             changes = dict(state="failed", resume=False,
-                           error=f"training process exited with code {code}" + (f": {reason}" if reason else ""))
+                           error=f"training process {ended}" + (f": {reason}" if reason else ""))
         self.storage.update_job(job_id=job_id, pid=None, **changes)
         log.info("job %s %s", job_id, changes["state"])
 
@@ -357,6 +358,14 @@ def _signal(proc: subprocess.Popen, sig: int) -> None:
         proc.send_signal(sig)
     except (ProcessLookupError, OSError):
         pass
+
+
+def _signal_name(number: int) -> str:
+    """``SIGKILL`` for 9: how a process killed by a signal ended (Popen's return code is minus the number)."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _is_job_process(pid: int, job_dir: str) -> bool:

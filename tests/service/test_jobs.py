@@ -97,6 +97,17 @@ class TestRunner:
         assert "exited with code 2" in err and "fake failure for the test" in err
         runner.stop()
 
+    def test_a_killed_trainer_is_reported_by_its_signal(self, storage, settings, hold):
+        """A trainer killed from outside (the OOM killer's SIGKILL) read "exited with code -9"."""
+        runner = _runner(storage, settings)
+        rec = _submit(runner)
+        wait_for(lambda: Path(rec.job_dir, "progress.json").exists())
+        os.kill(storage.get_job(job_id=rec.id).pid, signal.SIGKILL)
+        wait_for(lambda: _state(storage, rec.id) == "failed")
+        err = storage.get_job(job_id=rec.id).error
+        assert err.startswith("training process killed by SIGKILL") and "code -9" not in err
+        runner.stop()
+
     def test_missing_program(self, storage, settings):
         """A train command that cannot start fails the job with the reason."""
         runner = _runner(storage, settings, train_command=["/nonexistent/placer-train"])
