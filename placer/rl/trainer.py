@@ -468,13 +468,15 @@ class Trainer:
         G = self.grouping.num_groups
         lr = self.optimizer.learning_rate.numpy()
         self.optimizer.learning_rate.assign(lr * IMITATION_LR_FACTOR)
-        while steps < self.config.imitation_steps and not should_stop():
-            _, _, logp = self.update(actions, ones, entropy_weight=0.0)
-            steps += 1
-            per_group = float(np.exp(logp.mean() / G))
-            if per_group > IMITATION_TARGET:
-                break
-        self.optimizer.learning_rate.assign(lr)
+        try:  # a second Ctrl-C raises in here, and the rate would be checkpointed on the way out
+            while steps < self.config.imitation_steps and not should_stop():
+                _, _, logp = self.update(actions, ones, entropy_weight=0.0)
+                steps += 1
+                per_group = float(np.exp(logp.mean() / G))
+                if per_group > IMITATION_TARGET:
+                    break
+        finally:
+            self.optimizer.learning_rate.assign(lr)
         return steps, per_group
 
     def _best_heuristic(self) -> tuple[str, np.ndarray, float]:

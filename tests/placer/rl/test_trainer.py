@@ -77,6 +77,23 @@ def test_an_interrupted_warm_start_is_left_to_do_again(chains, pair):
     assert trainer.state.warm_start["method"] == "heuristic" and trainer.state.step == 1
 
 
+def test_a_second_ctrl_c_during_the_imitation_keeps_the_learning_rate(chains, pair):
+    """The imitation's raised learning rate stayed in the optimizer (and in the checkpoint saved on the way
+    out) when a second Ctrl-C raised inside it: the resumed run trained at 5x the rate, 25x after another."""
+    trainer = Trainer(chains, pair, _config(warm_start="heuristic", imitation_steps=50))
+    calls = []
+
+    def second_ctrl_c() -> bool:
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return False
+
+    with pytest.raises(KeyboardInterrupt):
+        trainer.warm_start(second_ctrl_c)
+    assert float(trainer.optimizer.learning_rate.numpy()) == pytest.approx(trainer.config.learning_rate)
+
+
 @pytest.mark.parametrize("field, value, message", [
     ("samples", 1, "at least 2"),
     ("groups", 0, "positive integer"),
