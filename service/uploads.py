@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -35,9 +34,6 @@ _PARSE_SLOTS = threading.BoundedSemaphore(2)
 """Uploads parsed at once; the others wait. Parsing takes many times the body's size in memory (JSON up to
 ~27x, a GraphDef a process with TensorFlow loaded): 40 requests at once (the thread pool) could take it
 all, and with one interpreter lock more at once would not parse faster."""
-_FETCH = re.compile(r"^\^?[A-Za-z0-9.][A-Za-z0-9_.\\/>-]*(?::\d+)?$")
-"""A node name as TensorFlow's Python API allows one (``_VALID_OP_NAME_REGEX`` in
-`tensorflow.python.framework.ops`), alone, as a tensor (``loss:0``) or as a control input (``^train``)."""
 _REFUSED = 3
 """Exit code of the import process when the GraphDef is bad input (its message on stdout)."""
 
@@ -109,10 +105,6 @@ def graph_from_upload(body: bytes, *, fmt: UploadFormat, name: str | None, conte
     """
     if not body:
         raise PlacerError("upload: the request body is empty; send a graph (JSON or GraphDef)")
-    bad = [f for f in fetches or [] if not _FETCH.match(f)]
-    if bad:
-        raise PlacerError(f"upload: fetch {bad[0][:200]!r} is not a TensorFlow node or tensor name "
-                          "(e.g. train_op, loss:0)")
     gzipped = body[:2] == _GZIP_MAGIC
     if _says_gzip(content_type) and not gzipped:
         # else it would reach the GraphDef parser (TensorFlow: seconds) and be called a corrupt GraphDef
@@ -126,8 +118,8 @@ def graph_from_upload(body: bytes, *, fmt: UploadFormat, name: str | None, conte
         if fmt == "json":
             given = [n for n, v in (("fetch", fetches), ("batch", batch)) if v]
             if given:
-                raise PlacerError(f"upload: {' and '.join(given)} apply to a GraphDef upload; a JSON graph is "
-                                  "stored as sent")
+                raise PlacerError(f"upload: {' and '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to a "
+                                  "GraphDef upload; a JSON graph is stored as sent")
             return _graph_from_json(raw, name, max_ops), "json+gzip" if gzipped else "json"
         options = {k: v for k, v in (("fetches", fetches), ("batch_size", batch)) if v}
         return _graph_from_graphdef(raw, name or "graph", max_ops, options)

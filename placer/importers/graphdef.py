@@ -182,7 +182,7 @@ def from_graphdef(
     tensor_fetches: list[str] = []
     if fetches is not None:  # before inlining: fetches name the caller's nodes, calls among them
         tensor_fetches = [f for f in fetches if ":" in f]
-        fetches = list(dict.fromkeys(f.lstrip("^").partition(":")[0] for f in fetches))
+        fetches = list(dict.fromkeys(node_of(f) for f in fetches))
         graph_def, pruned = _prune(graph_def, fetches, keep_stateful=not session)
     graph_def, inlined = _inline_function_calls(graph_def)
     tf_node_count = len(graph_def.node) + sum(pruned.values())
@@ -336,6 +336,11 @@ def with_variable_shapes(graph_def, variable_shapes: Mapping[str, tuple[Iterable
 
 
 # -- helpers ----------------------------------------------------------------------
+def node_of(name: str) -> str:
+    """The node a NodeDef input or a fetch names: ``"^train"``, ``"loss:0"``, ``"loss"`` -> the node's name."""
+    return name.lstrip("^").partition(":")[0]
+
+
 def _parse_inputs(inputs: Iterable[str]) -> tuple[list[tuple[str, int]], list[str]]:
     """NodeDef inputs -> ([(producer, output index)], [control producers])."""
     data, control = [], []
@@ -408,7 +413,7 @@ def _inline_function_calls(graph_def):
     from tensorflow.python.grappler import tf_optimizer
 
     graph_def = _without_xla_marks(graph_def)
-    consumed = {i.lstrip("^").partition(":")[0] for n in graph_def.node for i in n.input}
+    consumed = {node_of(i) for n in graph_def.node for i in n.input}
     metagraph = meta_graph_pb2.MetaGraphDef(graph_def=graph_def)
     metagraph.collection_def["train_op"].node_list.value.extend(
         n.name for n in graph_def.node if n.name not in consumed)
@@ -450,7 +455,7 @@ def _prune(graph_def, fetches: list[str], keep_stateful: bool = True):
     stack = list(live)
     while stack:
         for src in by_name[stack.pop()].input:
-            p = src.lstrip("^").partition(":")[0]
+            p = node_of(src)
             if p not in live:
                 live.add(p)
                 stack.append(p)

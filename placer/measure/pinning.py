@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from placer.errors import PlacementError
 from placer.graph import OpGraph
+from placer.importers.graphdef import node_of
 from placer.placement import Placement, canonical_device_name
 
 
@@ -56,7 +57,7 @@ def node_devices(graph: OpGraph, graph_def, placement: Placement) -> dict[str, s
     producers: dict[str, list[str]] = {}
     for node in graph_def.node:
         for src in node.input:
-            p = src.lstrip("^").partition(":")[0]
+            p = node_of(src)
             consumers.setdefault(p, []).append(node.name)
             producers.setdefault(node.name, []).append(p)
     fallback = devices[graph.ops[0].name]

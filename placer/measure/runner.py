@@ -34,6 +34,7 @@ import numpy as np
 
 from placer.errors import PlacementError, PlacerError
 from placer.graph import OpGraph
+from placer.importers.graphdef import node_of
 from placer.measure.pinning import canonical_device, node_devices
 from placer.placement import Placement
 
@@ -75,7 +76,7 @@ class Measurement:
 
 def _sinks(graph_def) -> list[str]:
     """Nodes nobody reads (data or control): running them runs the whole graph."""
-    used = {src.lstrip("^").partition(":")[0] for node in graph_def.node for src in node.input}
+    used = {node_of(src) for node in graph_def.node for src in node.input}
     return [n.name for n in graph_def.node if n.name not in used]
 
 
