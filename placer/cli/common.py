@@ -310,6 +310,53 @@ class LogLines:
             self.last = now
 
 
+class ProgressLine:
+    """Training progress, one live line on stderr: redrawn in place on a terminal, printed every 10 s into a
+    log file (the first step at once). `placer train` and `placer place --method rl` show it."""
+
+    LOG_EVERY_SECONDS = 10.0
+
+    def __init__(self, steps: int | None, budget: float | None, unit: float = 1.0):
+        self.steps, self.budget, self.unit = steps, budget, unit
+        self.stream = sys.stderr
+        self.tty = self.stream.isatty()
+        self.last_print = -math.inf
+        self.drawn = False
+
+    def note(self, text: str) -> None:
+        """A line of its own (on a terminal, below the live line, which the next step redraws)."""
+        if self.drawn:
+            self.stream.write("\n")
+            self.drawn = False
+        print(text, file=self.stream, flush=True)
+
+    def show(self, stats) -> None:
+        """The line for one step's `placer.rl.trainer.StepStats`."""
+        import time
+
+        done = [f"step {stats.step}/{self.steps}" if self.steps else f"step {stats.step}"]
+        if self.budget:
+            done.append(f"{stats.elapsed_seconds:.0f}/{self.budget:.0f} s")
+        line = (f"{' '.join(done)} | {stats.samples_per_second:.0f} samples/s | "
+                f"best {human_seconds(stats.best_step_time, self.unit)} | "
+                f"mean reward {stats.mean_reward:.4f} | entropy {stats.entropy:.3f}")
+        now = time.monotonic()
+        if self.tty:
+            self.stream.write("\r\033[K" + line)
+            self.stream.flush()
+            self.drawn = True
+        elif now - self.last_print >= self.LOG_EVERY_SECONDS:
+            print(line, file=self.stream, flush=True)
+            self.last_print = now
+
+    def close(self) -> None:
+        """End the live line (call when training stops)."""
+        if self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.drawn = False
+
+
 # -- output ---------------------------------------------------------------------
 
 

@@ -9,15 +9,19 @@ from placer.cli.common import add_graph_and_cluster, add_json_flag, add_objectiv
 
 def add_parser(sub) -> None:
     p = sub.add_parser("place", help="place a graph with one method and simulate it",
-                       description="Place GRAPH on CLUSTER with METHOD, score the placement with the "
-                                   "simulator, and print (or write) the placement.")
+                       description="Place GRAPH on CLUSTER with METHOD, score the placement with the\n"
+                                   "simulator, and print (or write) the placement.\n\n"
+                                   "Method rl trains for --budget-seconds, showing its progress on stderr, and\n"
+                                   "keeps nothing when interrupted: `placer train GRAPH --cluster C --out DIR`\n"
+                                   "is the resumable form (checkpoints, --resume).")
     add_graph_and_cluster(p)
     p.add_argument("--method", required=True, help="placement method (listed below)")
     add_objective(p, help="what to make small: one step's time (default) or the pipelined max device load "
                   "(`max_load`); a method that does not optimise it says so")
     p.add_argument("--budget-seconds", type=float, metavar="S",
                    help="learned methods (rl): training budget in seconds (default 60; with --policy: "
-                        "fine-tune it for S seconds)")
+                        "fine-tune it for S seconds); progress on stderr. Not resumable: for long runs use "
+                        "`placer train --out DIR`, which checkpoints and takes --resume")
     p.add_argument("--policy", metavar="DIR",
                    help="method rl: place zero-shot (no training) with this pre-trained policy folder "
                         "(`placer pretrain`), or 'shipped' for the package's own")
@@ -77,7 +81,12 @@ def run(args) -> int:
             raise PlacerError(f"--starts applies to method rl, not {args.method!r}")
         options["starts"] = args.starts
     check_refine(args.refine_seconds, args.refine_sweeps, args.objective)
-    placement = registry.place(args.method, graph, cluster, objective=args.objective, **options)
+    bar = _training_progress(args, graph, options)
+    try:
+        placement = registry.place(args.method, graph, cluster, objective=args.objective, **options)
+    finally:
+        if bar is not None:
+            bar.close()
     if args.refine_seconds is not None:
         from placer.placers.refine import refine
 
@@ -111,3 +120,29 @@ def run(args) -> int:
     if args.output:
         print(f"wrote {args.output}")
     return 0
+
+
+def _training_progress(args, graph, options: dict):
+    """For method rl when it trains (not zero-shot): a `ProgressLine` on stderr fed by each step (``on_step``
+    in `options`), its first line saying how long it trains and that `placer train` is the resumable form
+    (printed with the first step, so that options rl refuses stay a one-line error). None for other methods."""
+    from placer.cli.common import ProgressLine, seconds_per_unit
+    from placer.placers.rl import DEFAULT_BUDGET_SECONDS
+
+    if args.method != "rl" or (args.policy is not None and args.budget_seconds is None):
+        return None
+    budget = DEFAULT_BUDGET_SECONDS if args.budget_seconds is None else args.budget_seconds
+    bar = ProgressLine(None, budget, seconds_per_unit(graph))
+    what = "fine-tuning the policy" if args.policy is not None else "training"
+    noted = False
+
+    def on_step(stats) -> None:
+        nonlocal noted
+        if not noted:
+            bar.note(f"rl: {what} for {budget:g} s (Ctrl-C stops it and keeps nothing; `placer train --out DIR` "
+                     "checkpoints and resumes)")
+            noted = True
+        bar.show(stats)
+
+    options["on_step"] = on_step
+    return bar

@@ -19,8 +19,8 @@ the run "interrupted" and exit with code 130.
 
 from __future__ import annotations
 
-from placer.cli.common import (StopOnSignal, add_graph_and_cluster, add_grouping_flags, add_json_flag, add_objective,
-                               add_refine_sweeps, add_run_folder, check_at_least, check_budget, check_refine,
+from placer.cli.common import (ProgressLine, StopOnSignal, add_graph_and_cluster, add_grouping_flags, add_json_flag,
+                               add_objective, add_refine_sweeps, add_run_folder, check_at_least, check_budget, check_refine,
                                check_resume, run_folder, seconds_per_unit)
 
 CHECKPOINT_EVERY_SECONDS = 30.0
@@ -322,7 +322,7 @@ class _Session:
 
         trainer = self.trainer
         history = _History(self.out / "history.csv", keep_until=trainer.state.step if resumed else 0)
-        bar = _ProgressLine(self.args.steps, self.budget, self.unit)
+        bar = ProgressLine(self.args.steps, self.budget, self.unit)
         pending = trainer.state.warm_start.get(PENDING_IMITATION)
         if self.racing:
             bar.note(f"racing {len(trainer.arms)} warm starts: "
@@ -448,51 +448,6 @@ class _Session:
             "error": error,
         }
         write_atomic(self.out / "progress.json", json.dumps(data).encode())
-
-
-class _ProgressLine:
-    """One live line on stderr: redrawn in place on a terminal, printed every 10 s into a log file."""
-
-    LOG_EVERY_SECONDS = 10.0
-
-    def __init__(self, steps: int | None, budget: float | None, unit: float = 1.0):
-        import sys
-
-        self.steps, self.budget, self.unit = steps, budget, unit
-        self.stream = sys.stderr
-        self.tty = self.stream.isatty()
-        self.last_print = -float("inf")
-        self.drawn = False
-
-    def note(self, text: str) -> None:
-        print(text, file=self.stream, flush=True)
-
-    def show(self, stats) -> None:
-        import time
-
-        done = []
-        if self.steps:
-            done.append(f"step {stats.step}/{self.steps}")
-        else:
-            done.append(f"step {stats.step}")
-        if self.budget:
-            done.append(f"{stats.elapsed_seconds:.0f}/{self.budget:.0f} s")
-        line = (f"{' '.join(done)} | {stats.samples_per_second:.0f} samples/s | "
-                f"best {_ms(stats.best_step_time, self.unit)} | "
-                f"mean reward {stats.mean_reward:.4f} | entropy {stats.entropy:.3f}")
-        now = time.monotonic()
-        if self.tty:
-            self.stream.write("\r\033[K" + line)
-            self.stream.flush()
-            self.drawn = True
-        elif now - self.last_print >= self.LOG_EVERY_SECONDS:
-            print(line, file=self.stream, flush=True)
-            self.last_print = now
-
-    def close(self) -> None:
-        if self.drawn:
-            self.stream.write("\n")
-            self.stream.flush()
 
 
 class _History:

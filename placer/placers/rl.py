@@ -8,6 +8,7 @@ checkpoints (both use `placer.rl.trainer`).
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 from placer.cluster import Cluster
 from placer.errors import PlacerError
@@ -27,7 +28,7 @@ DEFAULT_BUDGET_SECONDS = 60.0
 def rl(graph: OpGraph, cluster: Cluster, *, budget_seconds: float | None = None, seed: int = 0,
        steps: int | None = None, samples: int | None = None, groups: int | None = None,
        warm_start: str = "heuristic", policy: str | None = None, best_of: int | None = None,
-       starts: int = 1) -> Placement:
+       starts: int = 1, on_step: Callable | None = None) -> Placement:
     """Train a placement policy for `budget_seconds` (or `steps`) and return the best placement it found.
 
     With `policy`, start from a pre-trained policy instead: without a budget
@@ -47,6 +48,8 @@ def rl(graph: OpGraph, cluster: Cluster, *, budget_seconds: float | None = None,
         `placer.rl.zero_shot.DEFAULT_SAMPLES`, as the service answers).
     starts : race REINFORCE from this many of the fastest distinct heuristic placements by
         successive halving (`placer.rl.race`); 1 trains from the fastest alone.
+    on_step : called with each REINFORCE step's `placer.rl.trainer.StepStats` (the whole run's, when
+        racing), e.g. to show progress; not called when placing zero-shot.
 
     Raises
     ------
@@ -54,6 +57,8 @@ def rl(graph: OpGraph, cluster: Cluster, *, budget_seconds: float | None = None,
         On a budget that is not a positive number, or a bad training option.
     """
     _check_starts(starts, policy, warm_start)
+    if on_step is not None and not callable(on_step):
+        raise PlacerError(f"rl: on_step must be a function of each step's statistics, got {on_step!r}")
     if policy is not None and budget_seconds is None and steps is None:
         return _zero_shot(graph, cluster, policy, best_of, seed, groups)  # NumPy only: no TensorFlow import
     from placer.rl.trainer import TrainConfig, Trainer, train
@@ -68,14 +73,14 @@ def rl(graph: OpGraph, cluster: Cluster, *, budget_seconds: float | None = None,
     options = {k: v for k, v in (("samples", samples), ("groups", groups)) if v is not None}
     config = TrainConfig(seed=seed, warm_start=warm_start, **options)
     if starts > 1:
-        return _race(graph, cluster, config, starts, float(budget_seconds), steps)
+        return _race(graph, cluster, config, starts, float(budget_seconds), steps, on_step)
     if policy is not None:
         from placer.rl.finetune import fine_tuner
 
         trainer = fine_tuner(graph, cluster, _load(policy), config, groups=groups)
     else:
         trainer = Trainer(graph, cluster, config)
-    train(trainer, budget_seconds=float(budget_seconds), max_steps=steps)
+    train(trainer, budget_seconds=float(budget_seconds), max_steps=steps, on_step=on_step)
     return trainer.best_placement()
 
 
@@ -92,12 +97,12 @@ def _check_starts(starts, policy: str | None, warm_start: str) -> None:
 
 
 def _race(graph: OpGraph, cluster: Cluster, config, starts: int, budget_seconds: float,
-          steps: int | None) -> Placement:
+          steps: int | None, on_step: Callable | None) -> Placement:
     """Race `starts` heuristic warm starts (finding them counts against the budget)."""
     from placer.rl.race import race_or_trainer, run
 
     trainer = race_or_trainer(graph, cluster, config, starts)
-    run(trainer, budget_seconds=budget_seconds, max_steps=steps)
+    run(trainer, budget_seconds=budget_seconds, max_steps=steps, on_step=on_step)
     return trainer.best_placement()
 
 

@@ -106,3 +106,22 @@ def test_rl_with_starts_races_and_says_how_each_start_did(graph_file, capsys):
     assert "by rl: step time" in out
     line = next(x for x in out.splitlines() if "raced warm starts: " in x)
     assert len(re.findall(r"\(\d+ steps?, ", line)) == 2 and "not trained" not in line
+
+
+def test_rl_training_shows_progress_on_stderr_not_in_the_json(graph_file, capsys):
+    """Training through `place` says what it does and prints step lines on stderr, as `placer train` does;
+    stdout holds the placement JSON alone."""
+    assert main(["place", str(graph_file), "--cluster", "2gpu", "--method", "rl", "--budget-seconds", "2",
+                 "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["method"] == "rl"
+    err = captured.err.splitlines()
+    assert "`placer train --out DIR` checkpoints and resumes" in err[0]
+    assert any(re.match(r"step 1 [\d.]+/2 s \| \d+ samples/s \| best [\d.]+ \S+ \| mean reward ", x) for x in err)
+
+
+def test_help_names_train_as_the_resumable_form(capsys):
+    with pytest.raises(SystemExit):
+        main(["place", "--help"])
+    out = capsys.readouterr().out
+    assert "placer train GRAPH --cluster C --out DIR" in out and "resumable" in out
