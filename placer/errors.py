@@ -1,8 +1,11 @@
 """The error tree: every error a user can cause derives from `PlacerError`.
 
 The CLI prints a `PlacerError` as one line and exits non-zero; the service
-answers it with a 4xx. Anything else escaping is a bug.
+answers it with a 4xx. Anything else escaping is a bug. Ctrl-C is a
+KeyboardInterrupt (`interrupted`); `uninterruptible` marks code it must not cut in two.
 """
+
+import contextlib
 
 
 class PlacerError(Exception):
@@ -49,3 +52,30 @@ def interrupted(error: BaseException) -> bool:
         seen.add(id(e))
         e = e.__cause__ or e.__context__
     return False
+
+
+_uninterruptible = 0
+"""How many `uninterruptible` blocks are running (in the main thread, where signal handlers run)."""
+
+
+@contextlib.contextmanager
+def uninterruptible():
+    """A block that an interrupt must not cut in two, such as a training step changing the weights and counting
+    the step: a checkpoint saved on the way out would hold the weights of one step and the count of another.
+
+    While in it, `placer.cli.common.StopOnSignal` takes a second Ctrl-C or SIGTERM as it takes the first
+    (the run stops after the block, and saves) instead of raising KeyboardInterrupt at once. Keep such
+    blocks short: the long part of a step (sampling, simulating) stays outside, where a second Ctrl-C still
+    stops at once.
+    """
+    global _uninterruptible
+    _uninterruptible += 1
+    try:
+        yield
+    finally:
+        _uninterruptible -= 1
+
+
+def in_uninterruptible() -> bool:
+    """Whether an `uninterruptible` block is running."""
+    return _uninterruptible > 0

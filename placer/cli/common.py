@@ -266,8 +266,10 @@ class StopOnSignal:
     """While in a ``with`` block, SIGINT (Ctrl-C) and SIGTERM ask a long run to stop.
 
     The first signal only sets `requested`, so the loop can finish its step and
-    save; a second one raises KeyboardInterrupt at once. The old handlers come
-    back when the block ends.
+    save; a second one raises KeyboardInterrupt at once, unless it lands in a
+    `placer.errors.uninterruptible` block (a training step's update of weights
+    and state): then the run stops once the block is over, as after the first.
+    The old handlers come back when the block ends.
     """
 
     def __init__(self) -> None:
@@ -287,7 +289,9 @@ class StopOnSignal:
             signal.signal(s, handler)
 
     def _handle(self, signum, frame) -> None:
-        if self.requested:  # a second Ctrl-C: stop now
+        from placer.errors import in_uninterruptible
+
+        if self.requested and not in_uninterruptible():  # a second Ctrl-C: stop now
             raise KeyboardInterrupt
         self.requested = True
 

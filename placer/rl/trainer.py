@@ -38,7 +38,7 @@ import numpy as np
 
 from placer.cluster import Cluster
 from placer.cost_model import op_time_matrix
-from placer.errors import PlacerError
+from placer.errors import PlacerError, uninterruptible
 from placer.graph import OpGraph
 from placer.objectives import OBJECTIVES, ThroughputModel
 from placer.placement import Placement
@@ -210,6 +210,24 @@ class StepStats:
 
     FIELDS = ("step", "elapsed_seconds", "samples", "mean_step_time", "min_step_time", "best_step_time",
               "mean_reward", "baseline", "entropy", "oom_fraction", "loss", "grad_norm", "samples_per_second")
+
+
+@dataclass
+class Rollout:
+    """One step's samples, simulated (`Trainer.rollout`): what `Trainer.learn` learns from."""
+
+    actions: np.ndarray
+    """Device of each group per sample ``[K, G]``."""
+    entropy: np.ndarray
+    """The policy's entropy per sample ``[K]``."""
+    step_time: np.ndarray
+    """Simulated step time (max load with the throughput objective) per sample ``[K]``."""
+    oom: np.ndarray
+    """Whether each sample runs out of memory ``[K]``."""
+    reward: np.ndarray
+    """Reward per sample ``[K]``."""
+    started: float
+    """`time.perf_counter` when the step began."""
 
 
 def throughput_cost(model: ThroughputModel, ops: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -486,30 +504,45 @@ class Trainer:
         return name, assignment, cost
 
     # -- REINFORCE ---------------------------------------------------------------
-    def step(self) -> StepStats:
-        """One REINFORCE step; updates the state (step, samples, baseline, best)."""
+    def rollout(self) -> Rollout:
+        """This step's K placements, drawn and simulated (the best so far replayed as the last one).
+
+        The long part of a step, and it changes nothing: an interrupt here
+        leaves the run as the previous step left it.
+        """
         t0 = time.perf_counter()
         s = self.state
         actions, entropy = self.sample(s.step)
         if self.config.replay_best and s.best.group_devices:
             actions[-1] = s.best.group_devices
         step_time, oom, reward = self.score(actions)
-        baseline = float(reward.mean()) if s.baseline is None else s.baseline
-        advantage = np.clip((reward - baseline) / (reward.std() + 1e-6), -5.0, 5.0)
-        loss, norm, _ = self.update(actions, advantage.astype(np.float32))
-        s.baseline = self.config.baseline_decay * baseline + (1 - self.config.baseline_decay) * float(reward.mean())
-        dt = time.perf_counter() - t0
+        return Rollout(actions, entropy, step_time, oom, reward, t0)
+
+    def learn(self, r: Rollout) -> StepStats:
+        """The policy-gradient step on the samples of `r` (from `rollout`), and the state's account of it
+        (step, samples, baseline, best). `train` runs it `placer.errors.uninterruptible`, so that the
+        weights and the step count a checkpoint saves describe the same step."""
+        s = self.state
+        baseline = float(r.reward.mean()) if s.baseline is None else s.baseline
+        advantage = np.clip((r.reward - baseline) / (r.reward.std() + 1e-6), -5.0, 5.0)
+        loss, norm, _ = self.update(r.actions, advantage.astype(np.float32))
+        s.baseline = self.config.baseline_decay * baseline + (1 - self.config.baseline_decay) * float(r.reward.mean())
+        dt = time.perf_counter() - r.started
         s.elapsed_seconds += dt
-        self._track_best(actions, step_time, oom, s.step + 1, s.elapsed_seconds)
+        self._track_best(r.actions, r.step_time, r.oom, s.step + 1, s.elapsed_seconds)
         s.step += 1
-        s.samples += len(actions)
+        s.samples += len(r.actions)
         return StepStats(
             step=s.step, elapsed_seconds=s.elapsed_seconds, samples=s.samples,
-            mean_step_time=float(step_time.mean()), min_step_time=float(step_time.min()),
-            best_step_time=s.best.step_time, mean_reward=float(reward.mean()), baseline=s.baseline,
-            entropy=float(entropy.mean()), oom_fraction=float(oom.mean()), loss=loss, grad_norm=norm,
-            samples_per_second=len(actions) / dt,
+            mean_step_time=float(r.step_time.mean()), min_step_time=float(r.step_time.min()),
+            best_step_time=s.best.step_time, mean_reward=float(r.reward.mean()), baseline=s.baseline,
+            entropy=float(r.entropy.mean()), oom_fraction=float(r.oom.mean()), loss=loss, grad_norm=norm,
+            samples_per_second=len(r.actions) / dt,
         )
+
+    def step(self) -> StepStats:
+        """One REINFORCE step: `rollout`, then `learn`; updates the state (step, samples, baseline, best)."""
+        return self.learn(self.rollout())
 
     # -- results -----------------------------------------------------------------
     def best_placement(self) -> Placement:
@@ -551,6 +584,12 @@ def train(trainer: Trainer, *, budget_seconds: float | None = None, max_steps: i
     start interrupted by `should_stop` is left to do again (a resumed run
     imitates from the weights it had reached).
 
+    Each step's update and `on_step` run `placer.errors.uninterruptible`: a
+    second Ctrl-C (`placer.cli.common.StopOnSignal`) landing there stops the
+    run after the step, so that a checkpoint saved on the way out holds
+    weights, optimizer and step count of the same step, and the caller has
+    recorded that step.
+
     Returns why it stopped: ``"done"`` or ``"interrupted"`` (when `should_stop` said so).
     """
     if budget_seconds is None and max_steps is None:
@@ -577,6 +616,8 @@ def train(trainer: Trainer, *, budget_seconds: float | None = None, max_steps: i
             return "done"
         if budget_seconds is not None and s.elapsed_seconds >= budget_seconds and s.step > 0:
             return "done"  # (a run always takes one REINFORCE step, however small its budget)
-        stats = trainer.step()
-        if on_step is not None:
-            on_step(stats)
+        rollout = trainer.rollout()  # the long part, which changes nothing: a second Ctrl-C stops it at once
+        with uninterruptible():  # weights, state and the caller's record of the step (on_step) change together
+            stats = trainer.learn(rollout)
+            if on_step is not None:
+                on_step(stats)

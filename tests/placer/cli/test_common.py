@@ -69,6 +69,20 @@ def test_stop_on_signal_asks_then_interrupts_then_restores():
     assert signal.getsignal(signal.SIGTERM) is before
 
 
+def test_a_second_signal_in_an_uninterruptible_block_stops_after_it():
+    """A training step's update must not be cut in two; the signal after the block raises again."""
+    from placer.errors import uninterruptible
+
+    with common.StopOnSignal() as stop:
+        os.kill(os.getpid(), signal.SIGTERM)
+        with uninterruptible():
+            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signal.SIGINT)
+        assert stop.requested
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+
+
 def test_race_line_counts_steps_in_good_english():
     from placer.cli.common import race_line
 

@@ -1,5 +1,6 @@
 """`placer train`: the files the service reads, resume, signals, errors."""
 
+import csv
 import json
 import os
 import signal
@@ -307,3 +308,41 @@ def test_an_interrupt_during_the_final_refine_marks_the_run_interrupted(cli, gra
     assert r.code == 0, r.err
     assert json.loads((out / "progress.json").read_text())["state"] == "done"
     assert (out / "refined_placement.json").exists()
+
+
+@pytest.mark.parametrize("during, saved_step", [("update", 3), ("score", 2)])
+def test_a_second_ctrl_c_in_a_step_saves_a_checkpoint_a_resume_continues_exactly(cli, graph_file, tmp_path,
+                                                                                 monkeypatch, during, saved_step):
+    """Two Ctrl-C in step 3: while its gradient step changes the weights, the step ends first and is saved
+    (the weights were saved one step ahead of the step count, so the resume redrew step 3 from other weights);
+    while its samples are simulated, it stops at once with step 2 saved. Either way the resumed run's history
+    is the uninterrupted run's."""
+    from placer.rl.trainer import Trainer
+
+    argv = [graph_file, "--cluster", "2gpu", *FAST, "--seed", "2", "--steps", "6"]
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    assert cli("train", *argv, "--out", whole).code == 0
+    real = getattr(Trainer, during)
+
+    def then_two_ctrl_c(self, *args, **kwargs):
+        result = real(self, *args, **kwargs)
+        if self.state.step == 2:  # in step 3
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+        return result
+
+    monkeypatch.setattr(Trainer, during, then_two_ctrl_c)
+    r = cli("train", *argv, "--out", cut)
+    monkeypatch.setattr(Trainer, during, real)
+    assert r.code == 130, r.err
+    assert json.loads((cut / "trainer_state.json").read_text())["state"]["step"] == saved_step
+    assert json.loads((cut / "progress.json").read_text())["state"] == "interrupted"
+    r = cli("train", *argv, "--out", cut, "--resume")
+    assert r.code == 0, r.err
+
+    def rows(run):
+        timing = {"elapsed_seconds", "samples_per_second"}
+        with open(run / "history.csv", newline="") as f:
+            return [{k: v for k, v in row.items() if k not in timing} for row in csv.DictReader(f)]
+
+    assert len(rows(whole)) == 6 and rows(cut) == rows(whole)
