@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -183,16 +185,123 @@ def assign_to(policy, saved: SavedPolicy) -> None:
 
 
 def save_policy(directory: str | Path, weights: dict[str, np.ndarray], card: dict[str, Any]) -> Path:
-    """Write a policy folder (weights first, card last, both atomically)."""
+    """Write a policy folder: weights and card together, in one step.
+
+    Both are written into a new sibling folder (``.NAME.new-PID``, with hard
+    links to whatever else the folder holds, such as pooled policies), which
+    then takes the folder's place in one atomic exchange (`_swap_in`, on Linux
+    and macOS). So the folder holds the old pair or the new one at every
+    moment, and a crash or a full disk at any point leaves one of them: never a
+    card describing other weights (they were written one after the other, and a
+    crash between the two left new weights under the old card).
+    """
     directory = Path(directory)
+    _tidy_up(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / (WEIGHTS + ".tmp.npz")
-    np.savez_compressed(tmp, **{k: np.asarray(v, dtype=np.float32) for k, v in weights.items()})
-    tmp.replace(directory / WEIGHTS)
-    card = {"format": FORMAT, "group_features": NUM_GROUP_FEATURES, "device_features": NUM_DEVICE_FEATURES,
-            **card}
-    write_atomic(directory / CARD, (json.dumps(card, indent=1) + "\n").encode())
+    staging = directory.with_name(f".{directory.name}.new-{os.getpid()}")
+    try:
+        shutil.copytree(directory, staging, copy_function=_link_or_copy,
+                        ignore=lambda folder, names: _replaced(directory, folder, names))
+        with open(staging / WEIGHTS, "wb") as f:
+            np.savez_compressed(f, **{k: np.asarray(v, dtype=np.float32) for k, v in weights.items()})
+            f.flush()
+            os.fsync(f.fileno())
+        card = {"format": FORMAT, "group_features": NUM_GROUP_FEATURES, "device_features": NUM_DEVICE_FEATURES,
+                **card}
+        write_atomic(staging / CARD, (json.dumps(card, indent=1) + "\n").encode())
+        _fsync_folder(staging)
+        _swap_in(staging, directory)
+        _fsync_folder(directory.parent)
+    finally:
+        if staging.exists():  # the old folder, swapped out; or the new one, when writing it failed
+            shutil.rmtree(staging, ignore_errors=True)
     return directory
+
+
+def _replaced(directory: Path, folder: str, names: list[str]) -> list[str]:
+    """What `save_policy` does not carry over from the old folder: the pair it writes, and temporary files."""
+    if Path(folder) != directory:
+        return []
+    return [n for n in names if n in (CARD, WEIGHTS) or n.startswith(".") or n == WEIGHTS + ".tmp.npz"]
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    """A hard link to `src` (the old and new folders share the file), or a copy where links are refused."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def _swap_in(staging: Path, directory: Path) -> None:
+    """Put the folder `staging` where `directory` is; the old folder ends up at `staging`.
+
+    An atomic exchange where the system has one (Linux ``renameat2`` with
+    ``RENAME_EXCHANGE``, macOS ``renamex_np`` with ``RENAME_SWAP``); elsewhere
+    two renames, between which the folder is briefly missing (a crash there
+    leaves the old pair in ``.NAME.old-PID`` beside it).
+    """
+    if _exchange(staging, directory):
+        return
+    old = directory.with_name(f".{directory.name}.old-{os.getpid()}")
+    os.rename(directory, old)
+    os.rename(staging, directory)
+    os.rename(old, staging)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap the paths `a` and `b` in one step; False (nothing done) where the system or file system cannot."""
+    import ctypes
+    import errno
+    import sys
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if sys.platform.startswith("linux"):
+            fn, head, tail = libc.renameat2, (-100,), (2,)  # AT_FDCWD, and RENAME_EXCHANGE
+            fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+            args = (*head, os.fsencode(a), *head, os.fsencode(b), *tail)
+        elif sys.platform == "darwin":
+            fn = libc.renamex_np  # RENAME_SWAP
+            fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint]
+            args = (os.fsencode(a), os.fsencode(b), 2)
+        else:
+            return False
+    except (OSError, AttributeError):  # no such C library function (an old glibc, musl...)
+        return False
+    if fn(*args) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):  # this file system cannot
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _tidy_up(directory: Path) -> None:
+    """Undo what an earlier `save_policy` left beside `directory` when it was killed: a new pair not yet
+    swapped in is removed; an old pair swapped out is put back if `directory` is missing (between the two
+    renames of `_swap_in`'s fallback), else removed."""
+    for leftover in directory.parent.glob(f".{directory.name}.new-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+    for leftover in sorted(directory.parent.glob(f".{directory.name}.old-*"), key=lambda p: p.stat().st_mtime):
+        if directory.exists():
+            shutil.rmtree(leftover, ignore_errors=True)
+        else:
+            os.rename(leftover, directory)
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make the folder's entries durable (where folders can be opened: not on Windows)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def load_policy(directory: str | Path | None = None) -> SavedPolicy:

@@ -100,3 +100,75 @@ def test_run_folders_are_told_apart_from_policies(tmp_path):
     (train_run / "trainer_state.json").write_text("{}")
     with pytest.raises(PlacerError, match="a `placer train` run"):
         load_policy(train_run)
+
+
+def _saved(folder, name, scale):
+    """`save_policy` of the shipped weights times `scale`, under card name `name`."""
+    from placer.rl.saved_policy import save_policy
+
+    shipped = load_policy(SHIPPED_POLICY_DIR)
+    card = {k: v for k, v in shipped.card.items() if k not in ("pool", "pool_groups")}
+    return save_policy(folder, {k: w * scale for k, w in shipped.weights.items()}, {**card, "name": name})
+
+
+def test_a_save_killed_between_weights_and_card_leaves_the_old_pair(tmp_path):
+    """A process killed after writing the new weights, before their card, left them under the old card;
+    now the folder keeps the old pair, and the next save clears what the killed one left."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    folder = tmp_path / "policy"
+    _saved(folder, "old", 1.0)
+    crash = (f"import os, signal\n"
+             f"from placer.rl import saved_policy\n"
+             f"from tests.placer.rl.test_saved_policy import _saved\n"
+             f"saved_policy.write_atomic = lambda path, data: os.kill(os.getpid(), signal.SIGKILL)  # the card\n"
+             f"_saved({str(folder)!r}, 'new', 2.0)\n")
+    proc = subprocess.run([sys.executable, "-c", crash], cwd=os.getcwd(), capture_output=True)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+    policy = load_policy(folder)
+    shipped = load_policy(SHIPPED_POLICY_DIR)
+    assert policy.name == "old"
+    assert all(np.array_equal(policy.weights[k], shipped.weights[k]) for k in shipped.weights)
+    _saved(folder, "new", 2.0)
+    policy = load_policy(folder)
+    assert policy.name == "new"
+    assert all(np.array_equal(policy.weights[k], 2.0 * shipped.weights[k]) for k in shipped.weights)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["policy"]
+    assert sorted(p.name for p in folder.iterdir()) == ["policy.json", "weights.npz"]
+
+
+def test_a_save_keeps_what_else_the_folder_holds(tmp_path):
+    """Pooled policies in subfolders are carried over to the folder that takes the old one's place."""
+    folder = tmp_path / "policy"
+    shutil.copytree(SHIPPED_POLICY_DIR, folder)
+    pooled = {p.name for p in folder.iterdir() if p.is_dir()}
+    card = json.loads((folder / "policy.json").read_text())
+    shipped = load_policy(folder)
+    from placer.rl.saved_policy import save_policy
+
+    save_policy(folder, shipped.weights, {**card, "version": "next"})
+    again = load_policy(folder)
+    assert again.version == "next" and {p.name for p in folder.iterdir() if p.is_dir()} == pooled
+    assert [m.name for m in again.members] == [m.name for m in shipped.members]
+
+
+def test_without_an_atomic_exchange_two_renames_swap_and_a_crash_between_them_is_undone(tmp_path, monkeypatch):
+    """Where the system cannot exchange two folders, the old one is renamed away first; a save killed before
+    the new one took its place left the folder missing, and the next save puts the old one back first."""
+    from placer.rl import saved_policy
+
+    monkeypatch.setattr(saved_policy, "_exchange", lambda a, b: False)
+    folder = tmp_path / "policy"
+    shutil.copytree(SHIPPED_POLICY_DIR, folder)
+    card = json.loads((folder / "policy.json").read_text())
+    weights = load_policy(folder).weights
+    saved_policy.save_policy(folder, weights, {**card, "version": "next"})
+    assert load_policy(folder).version == "next" and sorted(p.name for p in tmp_path.iterdir()) == ["policy"]
+    folder.rename(tmp_path / ".policy.old-123")  # killed between the two renames
+    saved_policy.save_policy(folder, weights, {**card, "version": "after"})
+    again = load_policy(folder)
+    assert again.version == "after" and len(again.members) == len(load_policy(SHIPPED_POLICY_DIR).members)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["policy"]
