@@ -9,6 +9,8 @@ database holds the service's view of the job's state:
     queued -> running -> done | failed | interrupted
                       -> cancelling -> cancelled           (DELETE /v1/jobs/{id})
     running --(service stops or crashes)--> queued again, resumed with --resume
+    running --(process killed from outside, e.g. by the OOM killer)--> queued again, resumed with
+              --resume once if it has a checkpoint (`MAX_RETRIES`); else failed, saying so
 
 A monitor thread reaps finished processes and starts queued jobs, at most
 ``max_running_jobs`` at once. On start-up, jobs a crash or restart left
@@ -46,6 +48,13 @@ ACTIVE = ("queued", "running", "cancelling")
 FINISHED = ("done", "failed", "interrupted", "cancelled")
 MAX_STARTS = 5
 """A job whose process has been started this often is failed rather than resumed again."""
+MAX_RETRIES = 1
+"""Times a job whose process was killed from outside (SIGKILL from the OOM killer or ``kill -9``: it could
+neither save nor report) is resumed from its last checkpoint before it is failed. Once, since a run killed
+for its memory use is likely to be killed again at the same point."""
+CHECKPOINT_FILES = ("trainer_state.json", "race_state.json")
+"""What `placer train` writes in the job folder once it has a checkpoint to resume from (with ``--starts K``
+the second)."""
 
 
 class JobQueueFull(Exception):
@@ -287,8 +296,9 @@ class JobRunner:
             self.storage.update_job(job_id=record.id, if_state=("queued",), state="failed", resume=False,
                                     error=f"gave up after {record.attempts} starts")
             return
+        # the error a queued job carries says why it runs again (`_killed`); it stays while it runs
         claimed = self.storage.update_job(job_id=record.id, if_state=("queued",), state="running", pid=None,
-                                          error=None, attempts=record.attempts + 1)
+                                          attempts=record.attempts + 1)
         if claimed is None or claimed.state != "running":
             return
         cmd = self._command(record)
@@ -328,13 +338,38 @@ class JobRunner:
                            error="the service stopped; the job resumes when it starts again")
         elif reported == "interrupted":
             changes = dict(state="interrupted", resume=False, error="stopped by a signal from outside the service")
+        elif code < 0 and reported != "failed":
+            changes = self._killed(record, -code, prog.get("step"))
         else:
             reason = prog.get("error") or _last_line(Path(record.job_dir) / "train.log")
             ended = f"exited with code {code}" if code >= 0 else f"killed by {_signal_name(-code)}"
             changes = dict(state="failed", resume=False,
                            error=f"training process {ended}" + (f": {reason}" if reason else ""))
-        self.storage.update_job(job_id=job_id, pid=None, **changes)
-        log.info("job %s %s", job_id, changes["state"])
+        if changes["state"] == "queued":  # unless cancelled meanwhile (by another service process)
+            after = self.storage.update_job(job_id=job_id, if_state=("running",), pid=None, **changes)
+            if after is not None and after.state == "cancelling":
+                changes = dict(state="cancelled", resume=False, error=None)
+        if changes["state"] != "queued":
+            self.storage.update_job(job_id=job_id, pid=None, **changes)
+        log.info("job %s %s%s", job_id, changes["state"], f": {changes['error']}" if changes.get("error") else "")
+
+    @staticmethod
+    def _killed(record: JobRecord, signum: int, step: int | None) -> dict[str, Any]:
+        """What becomes of a job whose process a signal killed before it could report (SIGKILL: the OOM killer,
+        ``kill -9``): queued to resume from its checkpoint, `MAX_RETRIES` times; else failed, saying why and
+        what is left."""
+        at = f" at step {step}" if isinstance(step, int) else ""
+        ended = f"training process killed by {_signal_name(signum)}{at}"
+        has_checkpoint = any(isinstance(read_json(Path(record.job_dir) / name), dict) for name in CHECKPOINT_FILES)
+        if has_checkpoint and record.retries < MAX_RETRIES:
+            return dict(state="queued", resume=True, retries=record.retries + 1,
+                        error=f"{ended}; resumed from its last checkpoint (once: if killed again, the job fails)")
+        why = ("again, after it was resumed once from its checkpoint" if has_checkpoint
+               else "before its first checkpoint, so there is nothing to resume")
+        memory = " (SIGKILL often means the machine ran out of memory)" if signum == signal.SIGKILL else ""
+        return dict(state="failed", resume=False,
+                    error=f"{ended} {why}{memory}; the best placement it found, if any, stays its result, and a "
+                          "new job (POST /v1/jobs) trains from the start")
 
     # -- recovery --------------------------------------------------------
     def _recover(self) -> None:

@@ -79,6 +79,8 @@ class JobRecord:
     attempts: int = 0
     options: dict[str, Any] = field(default_factory=dict)
     """Trainer options (steps, samples, groups, warm_start), passed as ``placer train`` flags."""
+    retries: int = 0
+    """Times the service resumed the job after its process was killed from outside (`service.jobs.MAX_RETRIES`)."""
 
 
 class Storage(Protocol):
@@ -114,7 +116,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     budget_seconds REAL NOT NULL, seed INTEGER NOT NULL, state TEXT NOT NULL, job_dir TEXT NOT NULL,
     created_at REAL NOT NULL, updated_at REAL NOT NULL, pid INTEGER, error TEXT,
     resume INTEGER NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0,
-    options TEXT NOT NULL DEFAULT '{}'
+    options TEXT NOT NULL DEFAULT '{}', retries INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
 CREATE TABLE IF NOT EXISTS bundled_graphs (
@@ -175,12 +177,17 @@ class SQLiteStorage:
     def _migrate(self, had_bundled: bool) -> None:
         """Bring a file made by an older version up to date (its data keeps working).
 
-        Jobs gain the ``options`` column. Bundled graphs an older version
+        Jobs gain the ``options`` and ``retries`` columns. Bundled graphs an older version
         stored are recorded as stored, so they are not stored again.
         """
         have = {row[1] for row in self._db.execute("PRAGMA table_info(jobs)")}
-        if "options" not in have:
-            self._db.execute("ALTER TABLE jobs ADD COLUMN options TEXT NOT NULL DEFAULT '{}'")
+        for column, kind in (("options", "TEXT NOT NULL DEFAULT '{}'"), ("retries", "INTEGER NOT NULL DEFAULT 0")):
+            if column not in have:
+                try:
+                    self._db.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
+                except sqlite3.OperationalError as e:  # another worker, opening the file too, added it first
+                    if "duplicate column" not in str(e):
+                        raise
         if not had_bundled:
             self._db.execute("INSERT OR IGNORE INTO bundled_graphs SELECT source, id, created_at FROM graphs "
                              "WHERE source LIKE 'bundled:%' ORDER BY created_at")

@@ -7,6 +7,8 @@ op on the cluster's first device. Standard library only, so it starts fast.
 
 Knobs (environment): ``FAKE_TRAIN_FAIL=1`` exits with an error after one step;
 ``FAKE_TRAIN_IGNORE_TERM=1`` ignores SIGTERM (to test the kill after a timeout);
+``FAKE_TRAIN_NO_CHECKPOINT=1`` writes no ``trainer_state.json`` (a run killed before its first checkpoint;
+otherwise one is written every step);
 ``FAKE_TRAIN_STEP_TIME=S`` reports step time S instead of ``1 / (step + 1)``;
 ``FAKE_TRAIN_HOLD=PATH``: while that file exists the run does not end at its budget (or ``--steps``), so a
 test can stop, crash or cancel a run before it ends however slow the machine is (SIGTERM still stops it).
@@ -109,6 +111,8 @@ def main():
             progress("done")
             return 0
         progress("running")
+        if not os.environ.get("FAKE_TRAIN_NO_CHECKPOINT"):  # as `placer train` every 30 s
+            write_atomic(os.path.join(a.out, "trainer_state.json"), {"format": 1, "state": {"step": step}})
         time.sleep(0.05)
 
 

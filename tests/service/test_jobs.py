@@ -97,8 +97,10 @@ class TestRunner:
         assert "exited with code 2" in err and "fake failure for the test" in err
         runner.stop()
 
-    def test_a_killed_trainer_is_reported_by_its_signal(self, storage, settings, hold):
-        """A trainer killed from outside (the OOM killer's SIGKILL) read "exited with code -9"."""
+    def test_a_killed_trainer_is_reported_by_its_signal(self, storage, settings, hold, monkeypatch):
+        """A trainer killed from outside (the OOM killer's SIGKILL) read "exited with code -9"; killed before
+        its first checkpoint, the job fails saying there is nothing to resume."""
+        monkeypatch.setenv("FAKE_TRAIN_NO_CHECKPOINT", "1")
         runner = _runner(storage, settings)
         rec = _submit(runner)
         wait_for(lambda: Path(rec.job_dir, "progress.json").exists())
@@ -106,6 +108,41 @@ class TestRunner:
         wait_for(lambda: _state(storage, rec.id) == "failed")
         err = storage.get_job(job_id=rec.id).error
         assert err.startswith("training process killed by SIGKILL") and "code -9" not in err
+        assert "nothing to resume" in err and "POST /v1/jobs" in err
+        runner.stop()
+
+    def test_a_killed_trainer_resumes_from_its_checkpoint_once(self, storage, settings, hold):
+        """Killed from outside with a checkpoint saved, the job was failed for good although it could go on:
+        it resumes from the checkpoint, saying why; killed again, it fails, saying it was resumed once."""
+        runner = _runner(storage, settings)
+        rec = _submit(runner)
+        wait_for(lambda: Path(rec.job_dir, "trainer_state.json").exists())
+        first = storage.get_job(job_id=rec.id).pid
+        os.kill(first, signal.SIGKILL)
+        wait_for(lambda: "resume" in _starts(rec))
+        job = storage.get_job(job_id=rec.id)
+        assert job.state == "running" and job.attempts == 2 and job.retries == 1
+        assert job.error.startswith("training process killed by SIGKILL at step ")
+        assert "resumed from its last checkpoint" in job.error
+        wait_for(lambda: storage.get_job(job_id=rec.id).pid not in (None, first))
+        os.kill(storage.get_job(job_id=rec.id).pid, signal.SIGKILL)
+        wait_for(lambda: _state(storage, rec.id) == "failed")
+        job = storage.get_job(job_id=rec.id)
+        assert "again, after it was resumed once from its checkpoint" in job.error and job.attempts == 2
+        assert _starts(rec).count("resume") == 1
+        runner.stop()
+
+    def test_a_killed_trainer_resumed_once_can_finish(self, storage, settings, hold):
+        """The resumed run continues from the step it had reached and ends done, with no error left."""
+        runner = _runner(storage, settings)
+        rec = _submit(runner, budget=0.3)
+        wait_for(lambda: Path(rec.job_dir, "trainer_state.json").exists())
+        os.kill(storage.get_job(job_id=rec.id).pid, signal.SIGKILL)
+        wait_for(lambda: "resume" in _starts(rec))
+        hold.unlink()
+        wait_for(lambda: _state(storage, rec.id) == "done")
+        job = storage.get_job(job_id=rec.id)
+        assert job.error is None and job.attempts == 2 and int(_starts(rec)[3]) >= 1
         runner.stop()
 
     def test_missing_program(self, storage, settings):

@@ -58,7 +58,7 @@ def test_unknown_backend(url):
 
 
 def test_old_database_gains_new_columns(tmp_path):
-    """A database made before jobs had options opens, and its jobs read with empty options."""
+    """A database made before jobs had options (and retries) opens, and its jobs read with empty options."""
     import sqlite3
 
     path = tmp_path / "old.db"
@@ -71,7 +71,7 @@ def test_old_database_gains_new_columns(tmp_path):
     db.commit()
     db.close()
     s = open_storage(f"sqlite:///{path}")
-    assert s.get_job(job_id="j_1").options == {}
+    assert s.get_job(job_id="j_1").options == {} and s.get_job(job_id="j_1").retries == 0
     s.update_job(job_id="j_1", options={"steps": 2})
     assert s.get_job(job_id="j_1").options == {"steps": 2}
     s.close()
