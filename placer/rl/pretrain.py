@@ -50,7 +50,7 @@ from typing import Any, Callable
 import numpy as np
 
 from placer.cluster import Cluster
-from placer.errors import PlacerError
+from placer.errors import PlacerError, uninterruptible
 from placer.graph import OpGraph
 from placer.graph_io import read_json_file, write_atomic
 from placer.placers.refine import SEARCHED, descend
@@ -465,17 +465,32 @@ class Pretrainer:
                 "entropy": float(ent.numpy().mean())}
 
     def reinforce_step(self) -> dict[str, Any]:
-        """One REINFORCE step on the next environment."""
+        """One REINFORCE step on the next environment: `reinforce_rollout`, then `reinforce_learn`."""
+        return self.reinforce_learn(self.reinforce_rollout())
+
+    def reinforce_rollout(self) -> tuple:
+        """The next REINFORCE step's samples, drawn and simulated: the long part of a step, which changes
+        nothing (an interrupt here leaves the run as the previous step left it)."""
         import tensorflow as tf
 
         s, cfg = self.state, self.config
         env = self.env_for(s.step)
-        es = s.envs[env.key]
         g, d, c = self._consts[env.key]
         dec = self._sample(g, d, c, tf.constant([cfg.seed, s.step], tf.int32))
         actions = dec.actions.numpy().astype(np.int64)
-        actions[-1] = es.best_devices  # replay the best so far
+        actions[-1] = s.envs[env.key].best_devices  # replay the best so far
         step_time, oom, reward = env.score(actions, cfg.oom_penalty)
+        return env, actions, dec.entropy.numpy(), step_time, oom, reward
+
+    def reinforce_learn(self, rollout: tuple) -> dict[str, Any]:
+        """The gradient step on `reinforce_rollout`'s samples and the state's account of it (`run` runs it
+        `placer.errors.uninterruptible`, so that a checkpoint's weights and step count agree)."""
+        import tensorflow as tf
+
+        s, cfg = self.state, self.config
+        env, actions, entropy, step_time, oom, reward = rollout
+        es = s.envs[env.key]
+        g, d, c = self._consts[env.key]
         baseline = float(reward.mean()) if es.baseline is None else es.baseline
         advantage = np.clip((reward - baseline) / (reward.std() + 1e-6), -5.0, 5.0).astype(np.float32)
         loss, norm, _, _ = self._update(g, d, c, tf.constant(actions, tf.int32), tf.constant(advantage),
@@ -487,7 +502,7 @@ class Pretrainer:
         ratio = step_time / env.teacher_step_time
         return {"step": s.step, "phase": "reinforce", "env": env.key, "loss": float(loss), "grad_norm": float(norm),
                 "mean_step_time_ratio": float(ratio.mean()), "min_step_time_ratio": float(ratio.min()),
-                "oom_fraction": float(oom.mean()), "entropy": float(dec.entropy.numpy().mean())}
+                "oom_fraction": float(oom.mean()), "entropy": float(entropy.mean())}
 
     def set_learning_rate(self, lr: float) -> None:
         self.optimizer.learning_rate.assign(lr)
@@ -735,6 +750,8 @@ def run(p: Pretrainer, out: Path, *, budget_seconds: float, name: str = "pretrai
     """Train until the budget (whole run, resumes included) is spent, or `max_steps` steps are made in all
     (a limit that does not depend on the machine's speed, for tests); returns ``"done"`` or ``"interrupted"``.
 
+    Each step's update and its history row are `placer.errors.uninterruptible` (a second Ctrl-C there stops
+    the run after the step), so the checkpoint saved on the way out holds one step's weights and count.
     Writes history.csv, progress.json, curve.png, checkpoints and ``out/policy`` as it goes; once
     done, chooses the exported policy's sampling temperature (`tune_sampling`; `on_temperature`
     hears each one measured); `should_stop` stops that too, and a resume chooses it again.
@@ -761,12 +778,14 @@ def run(p: Pretrainer, out: Path, *, budget_seconds: float, name: str = "pretrai
             t0 = time.perf_counter()
             imitating = s.elapsed_seconds < p.config.imitation_fraction * budget_seconds
             p.set_learning_rate(p.config.imitation_learning_rate if imitating else p.config.learning_rate)
-            row = p.imitation_step() if imitating else p.reinforce_step()
-            s.elapsed_seconds += time.perf_counter() - t0
-            row["elapsed_seconds"] = s.elapsed_seconds
-            writer.writerow(row)
-            if on_step is not None:
-                on_step(row)
+            rollout = None if imitating else p.reinforce_rollout()  # a second Ctrl-C still stops this at once
+            with uninterruptible():  # weights, state and the history row of the step change together
+                row = p.imitation_step() if imitating else p.reinforce_learn(rollout)
+                s.elapsed_seconds += time.perf_counter() - t0
+                row["elapsed_seconds"] = s.elapsed_seconds
+                writer.writerow(row)
+                if on_step is not None:
+                    on_step(row)
             now = time.monotonic()
             if now - last_eval > EVAL_EVERY_SECONDS:
                 export(p, out, name, version)

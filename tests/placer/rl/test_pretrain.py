@@ -339,6 +339,42 @@ def test_a_load_aware_run_starts_from_a_plain_policy_and_fine_tunes(session, tmp
         assign_to(pretrain.Pretrainer(envs[:1], CONFIG).policy, saved)
 
 
+@pytest.mark.parametrize("imitation_fraction", [1.0, 0.0], ids=["imitation", "reinforce"])
+def test_a_second_ctrl_c_in_a_step_saves_the_weights_and_count_of_one_step(session, tmp_path, imitation_fraction):
+    """A second Ctrl-C while step 3 updated the weights raised there, and the checkpoint saved on the way out
+    held the weights after 3 updates (Adam's step count says so) with step count 2; now step 3 ends first,
+    and the run stops as after one Ctrl-C."""
+    import os
+    import signal
+    from dataclasses import replace
+
+    from placer.cli.common import StopOnSignal
+
+    config = replace(CONFIG, imitation_fraction=imitation_fraction)
+    p = pretrain.Pretrainer(session["envs"], config)
+    update = p._update
+
+    def then_two_ctrl_c(*args):
+        result = update(*args)
+        if p.state.step == 2:  # in step 3
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+        return result
+
+    p._update = then_two_ctrl_c
+    with StopOnSignal() as stop:
+        try:
+            reason = pretrain.run(p, tmp_path, budget_seconds=600.0, max_steps=6, should_stop=lambda: stop.requested)
+        except KeyboardInterrupt:  # how the second Ctrl-C ended it (saving on the way out)
+            reason = "raised"
+    saved = pretrain.Pretrainer(session["envs"], config)
+    pretrain.restore(saved, tmp_path)
+    assert (saved.state.step, int(saved.optimizer.t.numpy())) == (3, 3)
+    assert reason == "interrupted"
+    rows = (tmp_path / "history.csv").read_text().splitlines()[1:]
+    assert [int(r.split(",")[0]) for r in rows] == [1, 2, 3]
+
+
 def test_cli_pretrain_on_a_tiny_corpus(tmp_path, capsys):
     from placer.cli.main import main
 
