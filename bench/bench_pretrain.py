@@ -172,7 +172,7 @@ def stage_finetune(graph, cluster, policy, target: float, heur: dict | None, arg
     reference = heuristic_reference(graph, cluster, heur) if heuristic else None
     trainer = fine_tuner(graph, cluster, policy, TrainConfig(seed=args.seed), heuristic=heuristic,
                          reference=reference)
-    start = trainer.state.best.step_time
+    start = trainer.state.returned.step_time
     curve = []
     reached = {"step": 0 if start <= target else None}
 
@@ -189,7 +189,7 @@ def stage_finetune(graph, cluster, policy, target: float, heur: dict | None, arg
     return {"target": target, "start_step_time": start, "steps_to_match": reached["step"],
             "imitation_steps": imitated["imitation_steps"] if imitated else 0,
             "imitated": (imitated.get("heuristic") or f"zero-shot {ws['start']}") if imitated else None,
-            "steps_run": trainer.state.step, "best_step_time": trainer.state.best.step_time,
+            "steps_run": trainer.state.step, "best_step_time": trainer.state.returned.step_time,
             "seconds": trainer.state.elapsed_seconds, "budget_seconds": budget_seconds, "max_steps": max_steps,
             "curve": curve}
 

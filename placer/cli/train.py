@@ -396,7 +396,7 @@ class _Session:
                            "race_state.json" if self.racing else "trainer_state.json")},
             })
         elif self.trainer.state.best.group_devices:
-            b = self.trainer.state.best
+            b = self.trainer.state.returned
             imitated = imitated_heuristic(self.trainer.state.warm_start)
             unit = self.unit
             heur = (f"; best heuristic {imitated['heuristic']} {_ms(imitated['heuristic_step_time'], unit)}"
@@ -435,7 +435,7 @@ class _Session:
 
         t = self.trainer
         s = t.state if t is not None else None
-        best = s.best.step_time if s is not None and math.isfinite(s.best.step_time) else None
+        best = s.returned.step_time if s is not None and math.isfinite(s.returned.step_time) else None
         data = {
             "state": state,
             "step": s.step if s else 0,

@@ -20,6 +20,12 @@ around the policy's mode, so the policy first imitates its own start, as a
 from-scratch run imitates its heuristic warm start, until that start's
 per-group probability reaches the same target at the fine-tune's temperature.
 
+A pool's answer often comes from a member placing at fewer groups than it
+was trained on (the shipped pool's 64 of 128), and REINFORCE on those coarse
+groups stalls: such a member is fine-tuned on its own groups, from the
+answer's projection onto them, while the answer stays the best until a step
+beats it (`start_from_answer`).
+
 With ``heuristic=True`` the best heuristic is also run, as a from-scratch
 run's warm start does; where it simulates faster than the policy's start,
 the pre-trained weights first imitate it. A policy that starts
@@ -83,7 +89,7 @@ class FineTuner(Trainer):
         is still its step-0 start said true once any step had run, though the untrained policy, or the imitated
         heuristic, had placed it); ``meta.placed_by`` names the heuristic when its placement is the best."""
         placement = super().best_placement()
-        start, best = self.state.warm_start, self.state.best
+        start, best = self.state.warm_start, self.state.returned
         placement.meta["policy"] = {**placement.meta.get("policy", {}), **start.get("policy", {}),
                                     "fine_tuned": best.step > 0}
         imitated = start.get("imitated")
@@ -118,10 +124,14 @@ def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: Tr
     """
     t0 = time.perf_counter()
     seed = (config or TrainConfig()).seed
-    policy, samples, seed = pool_member(graph, cluster, policy, samples, seed, groups)
+    policy, samples, seed, answer = pool_member(graph, cluster, policy, samples, seed, groups)
+    coarse = answer is not None and groups is None and policy.groups < policy.trained_groups
+    if coarse:  # a member pooled at fewer groups than it learned on: fine-tune it on its own (`start_from_answer`)
+        policy = policy.at_groups(policy.trained_groups)
     trainer = FineTuner(graph, cluster, fine_tune_config(policy, config, heuristic), reference=reference)
     assign_to(trainer.policy, policy)
-    start = start_from_policy(trainer, policy, samples, seed)
+    start = (start_from_answer(trainer, policy, answer, samples) if coarse
+             else start_from_policy(trainer, policy, samples, seed))
     start["temperature"] = exploring_temperature(trainer, policy)
     heuristic_faster = trainer.reference is not None and (start["start_oom"]
                                                           or trainer.reference[2] < start["start_step_time"])
@@ -135,20 +145,20 @@ def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: Tr
 
 
 def pool_member(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, samples: int, seed: int,
-                groups: int | None = None) -> tuple[SavedPolicy, int, int]:
-    """``(policy, samples, seed)`` to fine-tune from: with pooled policies, the member whose zero-shot
+                groups: int | None = None) -> tuple[SavedPolicy, int, int, Placement | None]:
+    """``(policy, samples, seed, answer)`` to fine-tune from: with pooled policies, the member whose zero-shot
     placement is the pool's answer, with its share of the samples and its seed (so the fine-tune starts
-    from that answer); otherwise the policy itself. With `groups`, every member places at that G (as
-    `placer.rl.zero_shot.place_zero_shot` does) and the one returned is set to it."""
+    from that answer), and the answer; otherwise the policy itself and no answer. With `groups`, every
+    member places at that G (as `placer.rl.zero_shot.place_zero_shot` does) and the one returned is set to it."""
     # `placer train --init P --groups G` (and a service job with init and groups) kept the policy's G
     # silently, and its resume with the same flags was then refused for another G
     if not policy.pooled:
-        return (policy.at_groups(groups) if groups else policy), samples, seed
+        return (policy.at_groups(groups) if groups else policy), samples, seed, None
     from placer.rl.zero_shot import place_zero_shot, pool_shares
 
-    j = place_zero_shot(graph, cluster, policy, samples=samples, seed=seed, groups=groups).meta["pool_member"]
-    member, k, s = pool_shares(policy, samples, seed)[j]
-    return (member.at_groups(groups) if groups else member), k, s
+    answer = place_zero_shot(graph, cluster, policy, samples=samples, seed=seed, groups=groups)
+    member, k, s = pool_shares(policy, samples, seed)[answer.meta["pool_member"]]
+    return (member.at_groups(groups) if groups else member), k, s, answer
 
 
 def exploring_temperature(trainer: Trainer, policy: SavedPolicy, target: float = IMITATION_TARGET,
@@ -206,3 +216,27 @@ def start_from_policy(trainer: Trainer, policy: SavedPolicy, samples: int = DEFA
                                 "start_oom": bool(oom[k]), "start": "greedy" if k == 0 else f"sample {k - 1}"}
     return trainer.state.warm_start
 
+
+def start_from_answer(trainer: Trainer, policy: SavedPolicy, answer: Placement, samples: int) -> dict[str, Any]:
+    """Make a pool's answer the best so far, and its projection onto the trainer's groups the start.
+
+    For a member pooled at fewer groups than it was trained on (the shipped pool's 64 of 128), which
+    often gives the answer: REINFORCE on those coarse groups stalled short of per-graph RL where the
+    member's own groups went on (`bench/bench_pretrain.py`, stage finetune_600: densenet121 47.9 ms after
+    532 steps against RL's 43.1, inception_v3 165.4 after 877 against 162.8). So the trainer has the
+    member's trained groups, the policy first imitates the answer projected onto them (the device holding
+    most of each group's compute), and REINFORCE's best starts there; the answer itself, op by op, is the
+    run's floor (`placer.rl.trainer.TrainerState.floor`), so it never returns worse than the answer it
+    began from.
+    """
+    ops = answer.assignment(trainer.graph, trainer.cluster)
+    projected = trainer.grouping.project(ops, len(trainer.cluster), weights=trainer.times.min(axis=1))
+    step_time, oom, _ = trainer.score_ops(np.stack([ops, trainer.grouping.expand(projected)]))
+    trainer.state.floor = Best(float(step_time[0]), bool(oom[0]), projected.tolist(), 0, 0.0, op_devices=ops.tolist())
+    trainer.state.best = Best(float(step_time[1]), bool(oom[1]), projected.tolist(), 0, 0.0)
+    trainer.state.warm_start = {
+        "method": WARM_START_METHOD, "policy": {**policy.describe(), "fine_tuned": False}, "samples": int(samples),
+        "start_step_time": float(step_time[0]), "start_oom": bool(oom[0]),
+        "start": f"the pool's answer ({answer.meta['chosen']} on {answer.meta['groups']} groups), projected",
+        "projected_step_time": float(step_time[1]), "projected_oom": bool(oom[1])}
+    return trainer.state.warm_start

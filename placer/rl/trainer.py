@@ -164,6 +164,8 @@ class Best:
     group_devices: list[int] = field(default_factory=list)
     step: int = -1
     elapsed_seconds: float = 0.0
+    op_devices: list[int] = field(default_factory=list)
+    """The placement itself where the groups cannot express it (`TrainerState.floor`)."""
 
     def better(self, step_time: float, oom: bool) -> bool:
         return (not oom and self.oom) or (oom == self.oom and step_time < self.step_time)
@@ -179,6 +181,16 @@ class TrainerState:
     baseline: float | None = None
     best: Best = field(default_factory=Best)
     warm_start: dict[str, Any] = field(default_factory=dict)
+    floor: Best = field(default_factory=Best)
+    """A placement the run must not return worse than, which its groups cannot express (a pool's answer
+    made on coarser groups, `placer.rl.finetune.start_from_answer`); kept apart from `best`, which
+    REINFORCE replays and which follows every improvement from its start."""
+
+    @property
+    def returned(self) -> Best:
+        """What the run answers: `best`, or `floor` while nothing has beaten it."""
+        return self.floor if self.floor.op_devices and self.best.better(self.floor.step_time, self.floor.oom) \
+            else self.best
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -187,6 +199,7 @@ class TrainerState:
     def from_dict(cls, d: dict[str, Any]) -> "TrainerState":
         d = dict(d)
         d["best"] = Best(**d.get("best", {}))
+        d["floor"] = Best(**d.get("floor", {}))
         return cls(**d)
 
 
@@ -428,9 +441,13 @@ class Trainer:
 
         With the throughput objective the first array holds max loads.
         """
+        return self.score_ops(self.grouping.expand(group_devices))
+
+    def score_ops(self, op_devices: np.ndarray):
+        """`score` for placements of ops ``[K, num_ops]``."""
         if self.throughput is not None:
-            return self._score_throughput(self.grouping.expand(group_devices))
-        res = self.sim.run_batch(self.grouping.expand(group_devices))
+            return self._score_throughput(op_devices)
+        res = self.sim.run_batch(op_devices)
         overflow = np.max(res.peak_memory / self.sim.memory_bytes[None, :] - 1.0, axis=1)
         reward = -np.sqrt(res.step_time / _reward_scale(self.sim.lower_bound))
         reward = reward - res.oom * self.config.oom_penalty * (1.0 + np.maximum(overflow, 0.0))
@@ -535,7 +552,7 @@ class Trainer:
         return StepStats(
             step=s.step, elapsed_seconds=s.elapsed_seconds, samples=s.samples,
             mean_step_time=float(r.step_time.mean()), min_step_time=float(r.step_time.min()),
-            best_step_time=s.best.step_time, mean_reward=float(r.reward.mean()), baseline=s.baseline,
+            best_step_time=s.returned.step_time, mean_reward=float(r.reward.mean()), baseline=s.baseline,
             entropy=float(r.entropy.mean()), oom_fraction=float(r.oom.mean()), loss=loss, grad_norm=norm,
             samples_per_second=len(r.actions) / dt,
         )
@@ -547,10 +564,10 @@ class Trainer:
     # -- results -----------------------------------------------------------------
     def best_placement(self) -> Placement:
         """The best placement seen, scored by the simulator, with how it was found in ``meta``."""
-        b = self.state.best
+        b = self.state.returned
         if not b.group_devices:
             raise PlacerError("training has not scored any placement yet")
-        ops = self.grouping.expand(np.asarray(b.group_devices))
+        ops = np.asarray(b.op_devices) if b.op_devices else self.grouping.expand(np.asarray(b.group_devices))
         placement = Placement.from_assignment(self.graph, self.cluster, ops, "rl")
         placement.meta.update({
             "steps": self.state.step, "samples": self.state.samples,

@@ -197,3 +197,37 @@ def test_fine_tuned_says_whether_training_found_the_placement():
     assert meta["policy"]["fine_tuned"] is False and "placed_by" not in meta
     trainer.state.best = replace(trainer.state.best, step=2)
     assert trainer.best_placement().meta["policy"]["fine_tuned"] is True
+
+
+
+
+@pytest.mark.parametrize("ops, seed", [(60, 5), (40, 4)])  # the projection slower than the answer; faster
+def test_an_answer_on_coarser_groups_is_the_floor_while_the_member_trains_on_its_own(ops, seed):
+    """A pool member placing at fewer groups than it learned on fine-tunes on its own groups from the answer's
+    projection; the answer itself, op by op, is returned until something beats it."""
+    from placer import presets
+    from placer.rl.trainer import TrainerState
+    from placer.rl.zero_shot import place_zero_shot
+    from placer.synthetic import layered_graph
+
+    graph, cluster, member = layered_graph(ops, seed=seed), presets.get("2gpu"), _policy(0)
+    pool = replace(member.at_groups(4), pooled=(member.at_groups(3),))  # both pooled below the 10 it learned on
+    answer = place_zero_shot(graph, cluster, pool, samples=8, seed=0)
+    trainer = fine_tuner(graph, cluster, pool, TrainConfig(samples=4, seed=0, jit=False), samples=8)
+    assert trainer.config.groups == 10 and 4 < trainer.grouping.num_groups <= 10
+    assert trainer.state.warm_start["policy"]["groups"] == 10
+    ops = answer.assignment(graph, cluster)
+    projected = trainer.grouping.project(ops, len(cluster), weights=trainer.times.min(axis=1))
+    assert not np.array_equal(trainer.grouping.expand(projected), ops)  # the groups cannot express the answer
+    state, start = trainer.state, trainer.state.warm_start
+    assert state.best.group_devices == projected.tolist() and start[PENDING_IMITATION] == "start"
+    assert state.best.step_time == pytest.approx(start["projected_step_time"])
+    assert state.floor.op_devices == ops.tolist() and state.floor.step_time == pytest.approx(answer.step_time)
+    placed = trainer.best_placement()
+    if start["projected_step_time"] > answer.step_time:
+        assert np.array_equal(placed.assignment(graph, cluster), ops)
+    else:
+        assert placed.step_time == pytest.approx(start["projected_step_time"])
+    assert placed.meta["policy"]["fine_tuned"] is False
+    resumed = TrainerState.from_dict(state.to_dict())
+    assert resumed.floor == state.floor and resumed.best == state.best
