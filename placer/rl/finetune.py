@@ -95,6 +95,8 @@ class FineTuner(Trainer):
         imitated = start.get("imitated")
         if best.step == 0 and imitated and best.step_time != start.get("start_step_time"):
             placement.meta["placed_by"] = f"heuristic {imitated['heuristic']}"  # its projection beat the start
+        if best is self.state.floor:  # the answer itself, placed on its own (coarser) groups
+            placement.meta["groups"] = placement.meta["policy"]["groups"] = start["answer_groups"]
         return placement
 
 
@@ -238,5 +240,6 @@ def start_from_answer(trainer: Trainer, policy: SavedPolicy, answer: Placement, 
         "method": WARM_START_METHOD, "policy": {**policy.describe(), "fine_tuned": False}, "samples": int(samples),
         "start_step_time": float(step_time[0]), "start_oom": bool(oom[0]),
         "start": f"the pool's answer ({answer.meta['chosen']} on {answer.meta['groups']} groups), projected",
-        "projected_step_time": float(step_time[1]), "projected_oom": bool(oom[1])}
+        "projected_step_time": float(step_time[1]), "projected_oom": bool(oom[1]),
+        "answer_groups": int(answer.meta["groups"])}
     return trainer.state.warm_start

@@ -226,8 +226,10 @@ def test_an_answer_on_coarser_groups_is_the_floor_while_the_member_trains_on_its
     placed = trainer.best_placement()
     if start["projected_step_time"] > answer.step_time:
         assert np.array_equal(placed.assignment(graph, cluster), ops)
+        assert placed.meta["groups"] == placed.meta["policy"]["groups"] == answer.meta["groups"] <= 4
     else:
         assert placed.step_time == pytest.approx(start["projected_step_time"])
+        assert placed.meta["groups"] == trainer.grouping.num_groups and placed.meta["policy"]["groups"] == 10
     assert placed.meta["policy"]["fine_tuned"] is False
     resumed = TrainerState.from_dict(state.to_dict())
     assert resumed.floor == state.floor and resumed.best == state.best
