@@ -23,8 +23,8 @@ per-group probability reaches the same target at the fine-tune's temperature.
 A pool's answer often comes from a member placing at fewer groups than it
 was trained on (the shipped pool's 64 of 128), and REINFORCE on those coarse
 groups stalls: such a member is fine-tuned on its own groups, from the
-answer's projection onto them, while the answer stays the best until a step
-beats it (`start_from_answer`).
+answer's projection onto them, while the answer itself stays what the run
+returns until a step beats it (`start_from_answer`).
 
 With ``heuristic=True`` the best heuristic is also run, as a from-scratch
 run's warm start does; where it simulates faster than the policy's start,
@@ -220,7 +220,7 @@ def start_from_policy(trainer: Trainer, policy: SavedPolicy, samples: int = DEFA
 
 
 def start_from_answer(trainer: Trainer, policy: SavedPolicy, answer: Placement, samples: int) -> dict[str, Any]:
-    """Make a pool's answer the best so far, and its projection onto the trainer's groups the start.
+    """Make a pool's answer the run's floor, and its projection onto the trainer's groups its start.
 
     For a member pooled at fewer groups than it was trained on (the shipped pool's 64 of 128), which
     often gives the answer: REINFORCE on those coarse groups stalled short of per-graph RL where the
