@@ -464,10 +464,6 @@ class Pretrainer:
                 "mean_step_time_ratio": math.nan, "min_step_time_ratio": math.nan, "oom_fraction": math.nan,
                 "entropy": float(ent.numpy().mean())}
 
-    def reinforce_step(self) -> dict[str, Any]:
-        """One REINFORCE step on the next environment: `reinforce_rollout`, then `reinforce_learn`."""
-        return self.reinforce_learn(self.reinforce_rollout())
-
     def reinforce_rollout(self) -> tuple:
         """The next REINFORCE step's samples, drawn and simulated: the long part of a step, which changes
         nothing (an interrupt here leaves the run as the previous step left it)."""

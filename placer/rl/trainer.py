@@ -557,10 +557,6 @@ class Trainer:
             samples_per_second=len(r.actions) / dt,
         )
 
-    def step(self) -> StepStats:
-        """One REINFORCE step: `rollout`, then `learn`; updates the state (step, samples, baseline, best)."""
-        return self.learn(self.rollout())
-
     # -- results -----------------------------------------------------------------
     def best_placement(self) -> Placement:
         """The best placement seen, scored by the simulator, with how it was found in ``meta``."""

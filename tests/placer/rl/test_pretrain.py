@@ -175,7 +175,7 @@ def session(tmp_path_factory):
     for _ in range(3 * len(envs)):
         p.imitation_step()
     after = teacher_logp()
-    row = p.reinforce_step()
+    row = p.reinforce_learn(p.reinforce_rollout())
     out = tmp_path_factory.mktemp("pretrain")
     reason = pretrain.run(p, out, budget_seconds=p.state.elapsed_seconds + 1.0, name="t", version="9")
     return {"envs": envs, "p": p, "before": before, "after": after, "row": row, "out": out, "reason": reason}
