@@ -50,6 +50,16 @@ a synthetic 10k-op graph, and prints the table.
 
     .venv/bin/python bench/bench_pretrain.py --stages heuristics rl          # no policy needed
     .venv/bin/python bench/bench_pretrain.py --policy /tmp/pt/run2/policy    # the rest
+
+``--set validation`` runs the same stages on the corpus's validation graphs
+instead. They chose which checkpoint each pool member exports, its sampling
+temperature and which members ship, so their zero-shot figures are not
+held-out ones; but nothing about fine-tuning (where it starts, how it
+trains) was chosen on them, which makes them the fair test of stage
+``finetune_600``:
+
+    .venv/bin/python bench/bench_pretrain.py --set validation --stages heuristics rl zero_shot finetune_600 \
+        --out bench/results/pretrain_validation.json
 """
 
 from __future__ import annotations
@@ -81,14 +91,20 @@ STAGES = ("heuristics", "rl", "zero_shot", "finetune", "finetune_heuristic", "fi
           "rl_searched", "rl_heavy_edge")
 
 
-def default_graphs() -> list[tuple[str, Path, str]]:
-    """(label, path, set) for the held-out corpus graphs, then the benchmark suite."""
+GRAPH_SETS = ("table", "validation")
+
+
+def default_graphs(which: str = "table") -> list[tuple[str, Path, str]]:
+    """(label, path, set): for ``table``, the held-out corpus graphs, then the benchmark suite; for
+    ``validation``, the corpus's validation graphs (see the module docstring for what they may show)."""
     from placer.rl.pretrain import read_manifest
 
     folder, manifest = read_manifest(ROOT / "corpus" / "graphs")
-    out = [(e["name"], folder / e["path"], f"held-out ({e['family']})") for e in manifest["graphs"]
-           if e["split"] == "heldout"]
-    out += [(p.name.split(".")[0], p, "graphs/") for p in sorted((ROOT / "graphs").glob("*.json.gz"))]
+    split = "validation" if which == "validation" else "heldout"
+    out = [(e["name"], folder / e["path"], f"{'held-out' if split == 'heldout' else split} ({e['family']})")
+           for e in manifest["graphs"] if e["split"] == split]
+    if which == "table":
+        out += [(p.name.split(".")[0], p, "graphs/") for p in sorted((ROOT / "graphs").glob("*.json.gz"))]
     return out
 
 
@@ -342,10 +358,10 @@ def time_10k(policy, cluster, samples: int) -> dict:
             "breakdown": p.meta["seconds"]}
 
 
-TEN_MINUTE_RL_FOLDERS = ("rl_grouped", "rl_grouped_heldout")
+TEN_MINUTE_RL_FOLDERS = ("rl_grouped", "rl_grouped_heldout", "rl_grouped_validation")
 """Folders under bench/results/ where `bench/bench_rl.py --budget-seconds 600` kept its rows with ``placer
-train``'s default kind and balanced groups: the suite's graphs, and the held-out corpus graphs (``--graphs
-corpus/graphs/<held-out>.json.gz``)."""
+train``'s default kind and balanced groups: the suite's graphs, the held-out corpus graphs (``--graphs
+corpus/graphs/<held-out>.json.gz``) and the validation ones."""
 TEN_MINUTE_HEAVY_EDGE_RL_FOLDERS = ("rl_heavy_edge",)
 """The same on heavy-edge groups alone (``--no-kind-groups --no-balanced-groups``), all ten graphs."""
 
@@ -433,11 +449,16 @@ def check_args(args, labels: list[str]) -> None:
     presets.get(args.cluster)
 
 
-def check_kept_results(results: dict, args) -> None:
-    """A PlacerError when the results file holds, for a stage this run would skip as done, a result made on
-    another cluster or with another budget: it would be reported as this run's."""
+def check_kept_results(results: dict, args, labels: list[str]) -> None:
+    """A PlacerError when the results file holds graphs of another ``--set`` (its summaries would mix the
+    two), or, for a stage this run would skip as done, a result made on another cluster or with another
+    budget: it would be reported as this run's."""
     from placer.errors import PlacerError
 
+    others = sorted(set(results["graphs"]) - set(labels))
+    if others:
+        raise PlacerError(f"{args.out} holds graphs not in --set {args.set} ({', '.join(others)}): give this run "
+                          "another --out")
     for label, r in results["graphs"].items():
         if args.only and label not in args.only:
             continue
@@ -478,6 +499,9 @@ def main() -> int:
     parser.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES))
     parser.add_argument("--redo", nargs="*", choices=STAGES, default=[])
     parser.add_argument("--only", nargs="*", default=None, help="only these graph labels")
+    parser.add_argument("--set", choices=GRAPH_SETS, default="table",
+                        help="'table': the held-out graphs and graphs/ (default); 'validation': the corpus's "
+                             "validation graphs (give another --out)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "pretrain.json"))
     args = parser.parse_args()
 
@@ -485,12 +509,12 @@ def main() -> int:
     from placer.rl.zero_shot import DEFAULT_SAMPLES
 
     args.best_of = DEFAULT_SAMPLES if args.best_of is None else args.best_of
-    graphs = default_graphs()
+    graphs = default_graphs(args.set)
     check_args(args, [label for label, _, _ in graphs])
 
     out = Path(args.out)
     results = json.loads(out.read_text()) if out.exists() else {"graphs": {}}
-    check_kept_results(results, args)
+    check_kept_results(results, args, [label for label, _, _ in graphs])
     results["args"] = vars(args)
     cluster = presets.get(args.cluster)
     policy = (load_policy(args.policy) if {"zero_shot", "finetune", "finetune_heuristic", "finetune_600", "refine"}

@@ -63,9 +63,28 @@ def test_a_fine_tune_stopped_by_another_budget_is_refused_one_that_got_there_is_
     from types import SimpleNamespace
 
     args = SimpleNamespace(out="p.json", only=None, stages=["finetune"], redo=[], cluster="4gpu", rl_budget=90.0,
-                           refine_seconds=2.0, finetune_budget=300.0, best_of=256)
+                           refine_seconds=2.0, finetune_budget=300.0, best_of=256, set="table")
     reached = {"steps_to_match": 12, "budget_seconds": 90.0, "steps_run": 12, "max_steps": None}
-    bench_pretrain.check_kept_results({"graphs": {"rnnlm": {"cluster": "4gpu", "finetune": reached}}}, args)
+    bench_pretrain.check_kept_results({"graphs": {"rnnlm": {"cluster": "4gpu", "finetune": reached}}}, args, ["rnnlm"])
     stopped = {**reached, "steps_to_match": None, "steps_run": 300}
     with pytest.raises(PlacerError, match="stage finetune stopped by --finetune-budget 90, not 300"):
-        bench_pretrain.check_kept_results({"graphs": {"rnnlm": {"cluster": "4gpu", "finetune": stopped}}}, args)
+        bench_pretrain.check_kept_results({"graphs": {"rnnlm": {"cluster": "4gpu", "finetune": stopped}}}, args,
+                                          ["rnnlm"])
+
+
+def test_the_validation_set_is_the_corpus_validation_split_apart_from_the_table():
+    """Fine-tuning was never tuned on these graphs; they must not leak into the table's graphs or file."""
+    from placer.rl.pretrain import read_manifest
+
+    _, manifest = read_manifest(Path(bench_pretrain.ROOT) / "corpus" / "graphs")
+    validation = {label for label, _, _ in bench_pretrain.default_graphs("validation")}
+    table = {label for label, _, _ in bench_pretrain.default_graphs("table")}
+    assert validation == {e["name"] for e in manifest["graphs"] if e["split"] == "validation"}
+    assert validation and not validation & table
+    assert all(which.startswith("validation (") for _, _, which in bench_pretrain.default_graphs("validation"))
+
+
+def test_a_results_file_of_the_other_set_is_refused(monkeypatch, tmp_path):
+    out = kept(tmp_path, heuristics={})
+    with pytest.raises(PlacerError, match=r"holds graphs not in --set validation \(rnnlm\)"):
+        run(monkeypatch, "--set", "validation", "--out", str(out))
