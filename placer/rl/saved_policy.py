@@ -304,9 +304,17 @@ def _fsync_folder(folder: Path) -> None:
         os.close(fd)
 
 
+READ_ATTEMPTS = 3
+"""How many times `load_policy` reads a folder that a save keeps replacing before it gives up."""
+
+
 def load_policy(directory: str | Path | None = None) -> SavedPolicy:
     """Load a policy folder; None or ``"shipped"`` (as the CLI and the service name it) loads the policy
     shipped with the package.
+
+    A folder that `save_policy` replaced while it was being read (a run
+    exporting to it as the service loads it) is read again, so the card and
+    the weights returned always come from one save, never one from each.
 
     Raises
     ------
@@ -314,6 +322,31 @@ def load_policy(directory: str | Path | None = None) -> SavedPolicy:
         If the folder is missing, is not a policy, or was made for other features.
     """
     directory = SHIPPED_POLICY_DIR if directory is None or directory == "shipped" else Path(directory)
+    for _ in range(READ_ATTEMPTS):
+        before = _folder_identity(directory)
+        try:
+            policy = _read_policy(directory)
+        except PlacerError:
+            if _folder_identity(directory) == before:
+                raise
+            continue  # replaced mid-read: what was missing or torn is read again from the new folder
+        if _folder_identity(directory) == before:
+            return policy
+    raise PlacerError(f"{str(directory)!r} was replaced {READ_ATTEMPTS} times while being read (is a run "
+                      "exporting to it?); try again")
+
+
+def _folder_identity(directory: Path) -> tuple[int, int] | None:
+    """Which folder is at `directory` now: `save_policy` puts a new one there on every save."""
+    try:
+        st = os.stat(directory)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _read_policy(directory: Path) -> SavedPolicy:
+    """One read of the folder: its card, its weights and its pool."""
     if not (directory / CARD).is_file() or not (directory / WEIGHTS).is_file():
         raise PlacerError(f"{str(directory)!r} is not a policy folder (needs {CARD} and {WEIGHTS}; "
                           "make one with `placer pretrain`)" + _what_it_is(directory))
@@ -358,7 +391,7 @@ def _load_pool(directory: Path, policy: SavedPolicy) -> tuple[SavedPolicy, ...]:
     if not isinstance(pool, list) or not all(isinstance(n, str) and n and n != ".." and Path(n).name == n
                                              for n in pool):
         raise PlacerError(f"{str(directory / CARD)!r}: pool must be a list of subfolder names, got {pool!r}")
-    members = tuple(load_policy(directory / n) for n in pool)
+    members = tuple(_read_policy(directory / n) for n in pool)  # replaced with the folder: `load_policy` checks
     if any(m.pooled for m in members):
         raise PlacerError(f"{str(directory / CARD)!r}: a pooled policy may not pool others")
     pool_groups = card.get("pool_groups") or []

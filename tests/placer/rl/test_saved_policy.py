@@ -172,3 +172,41 @@ def test_without_an_atomic_exchange_two_renames_swap_and_a_crash_between_them_is
     again = load_policy(folder)
     assert again.version == "after" and len(again.members) == len(load_policy(SHIPPED_POLICY_DIR).members)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["policy"]
+
+
+def _saving_while_read(monkeypatch, folder, times: int):
+    """Make the next `times` reads of a card trigger a save of a new version (2x, 3x... the shipped weights)
+    before the weights are read: a run exporting to the folder the service is loading."""
+    from placer.rl import saved_policy
+
+    check, saves = saved_policy._check_card, []
+
+    def check_then_save(card, path):
+        check(card, path)
+        if path.parent == folder and len(saves) < times:  # (not the shipped policy `_saved` reads)
+            saves.append(len(saves) + 2)
+            _saved(folder, f"v{saves[-1]}", float(saves[-1]))
+
+    monkeypatch.setattr(saved_policy, "_check_card", check_then_save)
+    return saves
+
+
+def test_a_folder_replaced_while_being_read_is_read_again_never_mixing_two_saves(tmp_path, monkeypatch):
+    """The card was read from one save and the weights from the next: the old name over new weights."""
+    folder = tmp_path / "policy"
+    _saved(folder, "v1", 1.0)
+    shipped = load_policy(SHIPPED_POLICY_DIR)
+    _saving_while_read(monkeypatch, folder, times=1)
+    policy = load_policy(folder)
+    assert policy.name == "v2"
+    assert all(np.array_equal(policy.weights[k], 2.0 * shipped.weights[k]) for k in shipped.weights)
+
+
+def test_a_folder_replaced_at_every_read_is_refused_with_a_reason(tmp_path, monkeypatch):
+    from placer.rl.saved_policy import READ_ATTEMPTS
+
+    folder = tmp_path / "policy"
+    _saved(folder, "v1", 1.0)
+    _saving_while_read(monkeypatch, folder, times=READ_ATTEMPTS)
+    with pytest.raises(PlacerError, match=f"replaced {READ_ATTEMPTS} times while being read"):
+        load_policy(folder)
