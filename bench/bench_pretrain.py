@@ -590,6 +590,8 @@ def main() -> int:
                                                                for r in done if k in r["zero_shot"]
                                                                and r.get("rl_600_heavy_edge")]),
         }
+        results["summary"] = {key: v for key, v in results["summary"].items()  # no NaN (not JSON) where a
+                              if not (isinstance(v, float) and math.isnan(v))}  # reference never ran
     tuned = [r["finetune_600"] for r in results["graphs"].values() if r.get("finetune_600")]
     if tuned:
         results["finetune_600_table"] = finetune_600_table(results)
