@@ -2,9 +2,10 @@
 
 Placing a graph with a trained policy is one pass of a small network over a
 few hundred groups. Importing TensorFlow and tracing the decoder takes
-seconds; this pass takes milliseconds. It mirrors
-`placer.rl.policy.PlacementPolicy.decode` operation for operation (the
-tests check both give the same log-probabilities and greedy placement).
+seconds; this pass takes milliseconds. It computes what
+`placer.rl.policy.PlacementPolicy.decode` computes, with the products that
+do not change from group to group taken once (the tests check both give the
+same log-probabilities and greedy placement).
 """
 
 from __future__ import annotations
@@ -106,17 +107,26 @@ def decode(weights: dict[str, np.ndarray], groups: np.ndarray, devices: np.ndarr
         finish = np.zeros((K, G), np.float32)  # when each placed group finishes (fair shares)
         where = np.zeros((K, G), np.int64)
         ready = np.zeros((K, D), np.float32)  # when each device is free
+    # Decoding is matrix products, so every product with the encoder states that does not change from step
+    # to step is taken once here, in float64 as the step's products are: the attention's query-key map, and
+    # what the attended context adds to the gates and to the output (the context itself is not needed);
+    # the previous device's projection is a row of dev @ w_prev. A third fewer operations per step.
+    H = hidden
+    query_keys = att_dec.astype(np.float64) @ keys.astype(np.float64).T  # [H, G]
+    attended = enc.astype(np.float64) @ np.concatenate([w_ctx, out_w[H:]], 1).astype(np.float64)  # [G, 5H]
+    out_h = out_w[:H]
+    prev_proj = prev @ w_prev  # [K, 4H] for the go symbol; then rows of dev_proj
+    dev_proj = dev @ w_prev  # [D, 4H]
     for t in range(G):
-        scores = (h @ att_dec) @ keys.T * att_scale  # [K, G]
+        scores = (h @ query_keys) * att_scale  # [K, G]
         scores -= scores.max(axis=1, keepdims=True)
         p = np.exp(scores)
         p /= p.sum(axis=1, keepdims=True)
-        ctx = p @ enc  # [K, 2H]
-        gates = own_proj[t] + prev @ w_prev + ctx @ w_ctx + h @ w_h + b_dec
-        H = hidden
+        from_ctx = p @ attended  # [K, 5H]: the context's part of the gates, then of the output
+        gates = own_proj[t] + prev_proj + from_ctx[:, :4 * H] + h @ w_h + b_dec
         c = _sigmoid(gates[:, H:2 * H]) * c + _sigmoid(gates[:, :H]) * np.tanh(gates[:, 2 * H:3 * H])
         h = _sigmoid(gates[:, 3 * H:]) * np.tanh(c)
-        o_ = np.tanh(np.concatenate([h, ctx], 1) @ out_w + out_b)
+        o_ = np.tanh(h @ out_h + from_ctx[:, 4 * H:] + out_b)
         logits = o_ @ dev.T  # [K, D]
         if load_w is not None:
             fin, delay = finish_delay(finish, where, ready, t, context)
@@ -136,7 +146,7 @@ def decode(weights: dict[str, np.ndarray], groups: np.ndarray, devices: np.ndarr
                 noise = np.concatenate([np.zeros((greedy_rows, logq.shape[1])), noise])
             a = (logq + noise).argmax(axis=1)
         logp += logq[np.arange(K), a]
-        prev = dev[a]
+        prev_proj = dev_proj[a]
         out[:, t] = a
         if load_w is not None:
             rows = np.arange(K)
