@@ -175,12 +175,16 @@ class JobRunner:
         try:
             save_graph(graph, job_dir / "graph.json.gz")
             write_atomic(job_dir / "cluster.json", json.dumps(cluster.to_dict()).encode())
-            self.storage.add_job(record=record)
+            added = self.storage.add_job(record=record, max_queued=self.settings.max_queued_jobs)
         except (OSError, StorageFull) as e:
             shutil.rmtree(job_dir, ignore_errors=True)  # no folder of a job that was never recorded
             if isinstance(e, OSError) and e.errno == errno.ENOSPC:
                 raise StorageFull(f"the service's disk is full ({e.strerror}); the job was not created") from None
             raise
+        if not added:  # `check_capacity` passed, but other requests filled the queue meanwhile
+            shutil.rmtree(job_dir, ignore_errors=True)
+            raise JobQueueFull(f"{self.settings.max_queued_jobs} jobs are already waiting (max_queued_jobs); "
+                               "try again later")
         self.poll()
         return self.storage.get_job(job_id=job_id) or record
 
@@ -198,7 +202,8 @@ class JobRunner:
             return record
 
     def check_capacity(self) -> None:
-        """Refuse a new job while ``max_queued_jobs`` jobs already wait for a slot.
+        """Refuse a new job while ``max_queued_jobs`` jobs already wait for a slot: early, before a request
+        does its work (`submit` enforces the limit itself when it stores the job).
 
         Raises
         ------

@@ -32,7 +32,7 @@ from service.api.main import api_router
 from service.api.routes import docs, health, web
 from service.core.config import Settings
 from service.graph_store import GraphStore
-from service.jobs import JobRunner
+from service.jobs import JobQueueFull, JobRunner
 from service.storage import StorageFull, open_storage
 from service.uploads import PayloadTooLarge
 
@@ -191,6 +191,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # Not a bug (no 500): the operator must free space; the request can be sent again then.
         log.error("%s %s: %s", request.method, request.url.path, exc)
         return SafeJSONResponse({"detail": str(exc)}, status_code=507)
+
+    @app.exception_handler(JobQueueFull)
+    async def _queue_full(request: Request, exc: JobQueueFull) -> JSONResponse:
+        return SafeJSONResponse({"detail": str(exc)}, status_code=429)
 
     @app.exception_handler(PayloadTooLarge)
     async def _payload_too_large(request: Request, exc: PayloadTooLarge) -> JSONResponse:

@@ -95,7 +95,7 @@ class Storage(Protocol):
     def add_placement(self, *, record: PlacementRecord) -> None: ...
     def get_placement(self, *, placement_id: str) -> PlacementRecord | None: ...
     def list_placements(self, *, limit: int, offset: int) -> list[PlacementRecord]: ...
-    def add_job(self, *, record: JobRecord) -> None: ...
+    def add_job(self, *, record: JobRecord, max_queued: int | None = None) -> bool: ...
     def get_job(self, *, job_id: str) -> JobRecord | None: ...
     def list_jobs(self, *, limit: int, offset: int, states: tuple[str, ...] = ()) -> list[JobRecord]: ...
     def update_job(self, *, job_id: str, if_state: tuple[str, ...] = (), **changes: Any) -> JobRecord | None: ...
@@ -283,13 +283,22 @@ class SQLiteStorage:
         return [_placement(r) for r in rows]
 
     # -- jobs ------------------------------------------------------------
-    def add_job(self, *, record: JobRecord) -> None:
+    def add_job(self, *, record: JobRecord, max_queued: int | None = None) -> bool:
+        """Insert a job; with `max_queued`, only while fewer jobs are queued (False, nothing stored,
+        otherwise). The count and the insert are one statement, so service processes adding jobs at the
+        same moment cannot together pass the limit, as a count read before the insert let them."""
         values = asdict(record)
         values["resume"] = int(values["resume"])
         values["options"] = json.dumps(values["options"])
         marks = ", ".join("?" for _ in _JOB_FIELDS)
-        self._run(f"INSERT INTO jobs ({', '.join(_JOB_FIELDS)}) VALUES ({marks})",
-                  tuple(values[k] for k in _JOB_FIELDS))
+        params = tuple(values[k] for k in _JOB_FIELDS)
+        if max_queued is None:
+            sql = f"INSERT INTO jobs ({', '.join(_JOB_FIELDS)}) VALUES ({marks})"
+        else:
+            sql = (f"INSERT INTO jobs ({', '.join(_JOB_FIELDS)}) SELECT {marks} "
+                   "WHERE (SELECT COUNT(*) FROM jobs WHERE state = 'queued') < ?")
+            params += (max_queued,)
+        return self._run(sql, params).rowcount == 1
 
     def get_job(self, *, job_id: str) -> JobRecord | None:
         rows = self._rows(f"SELECT {', '.join(_JOB_FIELDS)} FROM jobs WHERE id = ?", (job_id,))

@@ -127,3 +127,15 @@ def test_opening_waits_for_another_process_writing(tmp_path):
     assert storage.list_graphs(limit=1, offset=0) == []
     storage.close()
     writer.close()
+
+
+def test_a_job_past_the_queue_limit_is_not_stored(tmp_path):
+    """The limit is checked in the insert itself: a count read before it let concurrent requests past."""
+    s = open_storage(f"sqlite:///{tmp_path}/p.db")
+    assert s.add_job(record=_job("j_1"), max_queued=2) and s.add_job(record=_job("j_2"), max_queued=2)
+    assert not s.add_job(record=_job("j_3"), max_queued=2)
+    assert s.get_job(job_id="j_3") is None
+    s.update_job(job_id="j_1", state="running")
+    assert s.add_job(record=_job("j_3"), max_queued=2)  # one left the queue
+    assert s.add_job(record=_job("j_4"))  # no limit asked for
+    s.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+from pathlib import Path
 
 from placer.synthetic import layered_graph
 from tests.service.conftest import gz, tiny_graph, wait_for
@@ -115,6 +116,27 @@ def test_queue_full_is_429(make_client):
     r = client.post("/v1/jobs", json={"graph_id": gid})
     assert r.status_code == 429 and "max_queued_jobs" in r.json()["detail"]
     assert client.post("/v1/placements", json={"graph_id": gid, "method": "rl"}).status_code == 429
+    for job in (queued, running):
+        client.delete(f"/v1/jobs/{job['id']}")
+
+
+def test_a_queue_filled_after_the_early_check_is_still_429(make_client, monkeypatch):
+    """Requests checked the queue, then stored their jobs: several at once all passed the check and
+    together queued past max_queued_jobs. The job that would pass the limit is refused, its folder gone."""
+    from service.jobs import JobRunner
+
+    client = make_client(max_queued_jobs=1)
+    gid = client.post("/v1/graphs", json=tiny_graph()).json()["id"]
+    running = client.post("/v1/jobs", json={"graph_id": gid, "budget_seconds": 60}).json()
+    queued = client.post("/v1/jobs", json={"graph_id": gid, "budget_seconds": 60}).json()
+    monkeypatch.setattr(JobRunner, "check_capacity", lambda self: None)  # as if checked before `queued` was
+    r = client.post("/v1/jobs", json={"graph_id": gid})
+    assert r.status_code == 429 and "max_queued_jobs" in r.json()["detail"]
+    assert client.post("/v1/placements", json={"graph_id": gid, "method": "rl"}).status_code == 429
+    jobs = client.get("/v1/jobs").json()["data"]
+    assert sorted(j["id"] for j in jobs) == sorted([running["id"], queued["id"]])
+    job_dirs = Path(client.app.state.settings.jobs_dir)
+    assert sorted(p.name for p in job_dirs.iterdir() if p.is_dir()) == sorted([running["id"], queued["id"]])
     for job in (queued, running):
         client.delete(f"/v1/jobs/{job['id']}")
 
