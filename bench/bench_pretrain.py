@@ -91,7 +91,8 @@ STAGES = ("heuristics", "rl", "zero_shot", "finetune", "finetune_heuristic", "fi
           "rl_searched", "rl_heavy_edge")
 
 
-GRAPH_SETS = ("table", "validation")
+GRAPH_SETS = {"table": ("heldout", "held-out"), "validation": ("validation", "validation")}
+"""``--set`` -> (the corpus split it takes, how the results name it); ``table`` adds the benchmark suite."""
 
 
 def default_graphs(which: str = "table") -> list[tuple[str, Path, str]]:
@@ -100,9 +101,9 @@ def default_graphs(which: str = "table") -> list[tuple[str, Path, str]]:
     from placer.rl.pretrain import read_manifest
 
     folder, manifest = read_manifest(ROOT / "corpus" / "graphs")
-    split = "validation" if which == "validation" else "heldout"
-    out = [(e["name"], folder / e["path"], f"{'held-out' if split == 'heldout' else split} ({e['family']})")
-           for e in manifest["graphs"] if e["split"] == split]
+    split, named = GRAPH_SETS[which]
+    out = [(e["name"], folder / e["path"], f"{named} ({e['family']})") for e in manifest["graphs"]
+           if e["split"] == split]
     if which == "table":
         out += [(p.name.split(".")[0], p, "graphs/") for p in sorted((ROOT / "graphs").glob("*.json.gz"))]
     return out
@@ -499,7 +500,7 @@ def main() -> int:
     parser.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES))
     parser.add_argument("--redo", nargs="*", choices=STAGES, default=[])
     parser.add_argument("--only", nargs="*", default=None, help="only these graph labels")
-    parser.add_argument("--set", choices=GRAPH_SETS, default="table",
+    parser.add_argument("--set", choices=list(GRAPH_SETS), default="table",
                         help="'table': the held-out graphs and graphs/ (default); 'validation': the corpus's "
                              "validation graphs (give another --out)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "pretrain.json"))
