@@ -163,6 +163,20 @@ class TestRunner:
         wait_for(lambda: _state(storage, rec.id) == "cancelled", timeout=10)
         runner.stop()
 
+    @pytest.mark.parametrize("niceness", [10, 0])
+    def test_training_runs_nicer_than_the_service(self, storage, settings, hold, niceness):
+        """A job's process runs `job_niceness` below the service, so answers given at once keep the CPU;
+        0 leaves it at the service's own."""
+        runner = _runner(storage, settings, job_niceness=niceness)
+        rec = _submit(runner)
+        wait_for(lambda: Path(rec.job_dir, "progress.json").exists())
+        pid = storage.get_job(job_id=rec.id).pid
+        own = os.getpriority(os.PRIO_PROCESS, 0)
+        assert os.getpriority(os.PRIO_PROCESS, pid) == min(own + niceness, 19)
+        runner.cancel(rec.id)
+        wait_for(lambda: _state(storage, rec.id) == "cancelled", timeout=10)
+        runner.stop()
+
     def test_stop_then_resume(self, storage, settings, hold):
         """A service stop interrupts running jobs; the next start resumes them with --resume."""
         runner = _runner(storage, settings)
