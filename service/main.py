@@ -33,6 +33,7 @@ from service.api.routes import docs, health, web
 from service.core.config import Settings
 from service.graph_store import GraphStore
 from service.jobs import JobQueueFull, JobRunner
+from service.placing import warm_up
 from service.storage import StorageFull, open_storage
 from service.uploads import PayloadTooLarge
 
@@ -151,11 +152,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         bundled = threading.Thread(target=_add_bundled, args=(app.state.graphs, settings.bundled_graphs_dir),
                                    name="placer-bundled", daemon=True)
         bundled.start()
+        warming = threading.Thread(target=warm_up, name="placer-warm-up", daemon=True)
+        if settings.warm_up:
+            warming.start()
         try:
             yield
         finally:
             jobs.stop()
             bundled.join()
+            if warming.is_alive():
+                warming.join()
             storage.close()
 
     app = FastAPI(

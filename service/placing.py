@@ -246,3 +246,24 @@ def zero_shot(graph: OpGraph, cluster: Cluster, seed: int = 0) -> Placement | No
         return None
     placement.method = RL
     return placement
+
+
+def warm_up() -> None:
+    """Compile what a first answer runs (the simulator's and the grouping's numba kernels, the policy's
+    weights read) by placing a small synthetic graph with the shipped policy and one heuristic.
+
+    numba caches compiled kernels on disk, but a fresh install (or a container, whose cache is in /tmp)
+    compiles them at the first placement: ~7 s added to it. Never fatal: a failure here is logged and the
+    first request compiles instead.
+    """
+    from placer.synthetic import layered_graph
+
+    t0 = time.perf_counter()
+    try:
+        graph, cluster = layered_graph(200, seed=0), presets.get("2gpu")
+        zero_shot(graph, cluster)
+        place_one("heft", graph, cluster)
+    except Exception:
+        log.exception("warming up failed; the first placement compiles instead")
+        return
+    log.info("warmed up in %.1f s", time.perf_counter() - t0)

@@ -70,6 +70,10 @@ class Settings(BaseSettings):
     bundled_graphs_dir: Path | None = Field(default_factory=lambda: _repo_graphs())
     """Graph files (``*.json.gz``) stored once at first start, so they are listed ready to place (one
     deleted is not stored again); empty for none. Default: the repository's ``graphs/`` folder, when there is one."""
+    warm_up: bool = True
+    """Compile the simulator's and the grouping's numba kernels at start-up, in the background, by placing a
+    small graph: otherwise the first ``rl`` request after an install (in Docker, after every container start)
+    waits ~7 s for them."""
     graph_cache_size: int = Field(16, ge=0)
     """Parsed graphs kept in memory (graphs are immutable, parsing a large one is slow)."""
 

@@ -33,7 +33,7 @@ def settings(tmp_path: Path) -> Settings:
     """Settings on a fresh data dir, training with the fake train command."""
     return Settings(data_dir=tmp_path / "data", train_command=FAKE_TRAIN, job_poll_seconds=0.05,
                     job_stop_seconds=5.0, max_upload_bytes=1_000_000, max_inflated_bytes=4_000_000,
-                    max_ops=5000, bundled_graphs_dir=None)
+                    max_ops=5000, bundled_graphs_dir=None, warm_up=False)
 
 
 @pytest.fixture

@@ -1,6 +1,9 @@
 """method rl in the service: the shipped policy's zero-shot placement at once, then the job's."""
 
+import logging
+
 from placer.rl.saved_policy import load_policy
+from service import placing
 from tests.service.conftest import wait_for
 
 
@@ -49,3 +52,22 @@ def test_rl_job_trains_from_scratch_where_the_policy_cannot_place(client, graph_
     assert r.status_code in (201, 202), r.text
     job = _finished_job(client, r)
     assert job["options"] == {} and job["state"] == "done", job
+
+
+def test_the_service_warms_up_in_the_background(make_client, caplog):
+    """With warm_up on, start-up places a small graph in the background (compiling the kernels a first answer
+    needs) and says so; a failure there is logged, never fatal."""
+    caplog.set_level(logging.INFO, logger="placer.service")
+    client = make_client(warm_up=True)
+    wait_for(lambda: any(r.getMessage().startswith("warmed up in") for r in caplog.records), timeout=120)
+    assert client.get("/healthz").status_code == 200
+
+
+def test_a_failed_warm_up_is_logged_not_raised(monkeypatch, caplog):
+    def broken(*args, **kwargs):
+        raise RuntimeError("no kernels today")
+
+    monkeypatch.setattr(placing, "zero_shot", broken)
+    caplog.set_level(logging.INFO, logger="placer.service")
+    placing.warm_up()
+    assert any("warming up failed" in r.getMessage() for r in caplog.records)
