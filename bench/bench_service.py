@@ -6,7 +6,9 @@ Prints measured figures and writes them to bench/results/service.json.
    graphs/inception_v3.json.gz and a 10k-op synthetic graph
    (`placer.synthetic.layered_graph(10000)`): p50 / p99 / max over N requests
    made one after another, measured at the client (HTTP + JSON + placing +
-   simulating).
+   simulating). Then ``method: rl`` for inception_v3 (the shipped policy's answer at once), 5 requests with
+   no job training and 5 beside a training job: a job runs nicer than the service
+   (``PLACER_JOB_NICENESS``), so the second should be close to the first.
 2. A load run (after a short warm-up so every worker has parsed the graph):
    C concurrent clients for S seconds, each looping over a mix
    of placements (70%, Inception-V3) and gzip graph uploads (30%, 200-op
@@ -118,6 +120,51 @@ def latency(client, graph_id: str, method: str, cluster: str, n: int) -> dict:
     return {"first_ms": 1e3 * first, **summary(times), "step_time": step_time}
 
 
+def wait_job(client, job_id: str, until) -> dict:
+    """Poll a job until `until(job)` holds (10 minutes at most)."""
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        job = client.get(f"/v1/jobs/{job_id}").json()
+        if until(job):
+            return job
+        time.sleep(0.2)
+    raise SystemExit(f"job {job_id} did not get there within 10 minutes: {job}")
+
+
+def rl_latency(client, graph_id: str, cluster: str, n: int) -> dict:
+    """``method: rl`` answers (the shipped policy's zero-shot placement; each request also starts a 1 s
+    fine-tuning job), n with no job training (each waits for the job the one before started to end) and n
+    beside a training job (started first and seen past its first step; their own jobs queue behind it)."""
+    def ask() -> tuple[float, str]:
+        t0 = time.perf_counter()
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": cluster, "method": "rl",
+                                                "budget_seconds": 1})
+        dt = time.perf_counter() - t0
+        r.raise_for_status()
+        return dt, r.json()["job_id"]
+
+    ended = ("done", "failed", "interrupted", "cancelled")
+    idle = []
+    for _ in range(n):
+        dt, job_id = ask()
+        idle.append(dt)
+        wait_job(client, job_id, lambda j: j["state"] in ended)
+    r = client.post("/v1/jobs", json={"graph_id": graph_id, "cluster": cluster, "budget_seconds": 300})
+    r.raise_for_status()
+    trainer = r.json()["id"]
+    wait_job(client, trainer, lambda j: (j.get("progress") or {}).get("step", 0) >= 1)
+    beside, queued = [], []
+    for _ in range(n):
+        dt, job_id = ask()
+        beside.append(dt)
+        queued.append(job_id)
+    for job_id in [trainer, *queued]:
+        client.delete(f"/v1/jobs/{job_id}")
+    for job_id in [trainer, *queued]:
+        wait_job(client, job_id, lambda j: j["state"] in ended)
+    return {"idle": summary(idle), "beside_a_job": summary(beside)}
+
+
 async def load_run(url: str, place_graph_id: str, clients: int, seconds: float, method: str, cluster: str,
                    upload_bodies: list[bytes]) -> dict:
     """`clients` loops of mixed requests for `seconds`; every failure is counted, none retried."""
@@ -226,6 +273,14 @@ def main() -> int:
                         results["latency"][f"{name}/{method}"] = {"ops": len(g), **row}
                         print(f"{name:14} {len(g):6d} {method:12} {row['first_ms']:9.1f} {row['p50_ms']:8.1f} "
                               f"{row['p99_ms']:8.1f} {row['max_ms']:8.1f}  {row['step_time']:.4f} s", flush=True)
+
+                if has_train_command() and not args.skip_latency:
+                    rl = rl_latency(client, ids["inception_v3"], args.cluster, min(args.requests, 5))
+                    results["rl"] = rl
+                    for when, row in rl.items():
+                        print(f"{'inception_v3':14} {len(graphs['inception_v3']):6d} {'rl':12} {'':>9} "
+                              f"{row['p50_ms']:8.1f} {row['p99_ms']:8.1f} {row['max_ms']:8.1f}  "
+                              f"({when.replace('_', ' ')})", flush=True)
 
                 job_id = None
                 if has_train_command() or train:

@@ -58,7 +58,7 @@ class Settings(BaseSettings):
     """How often the job monitor reaps finished processes and starts queued jobs."""
     job_niceness: int = Field(10, ge=0, le=19)
     """Niceness added to training processes, so that answers given at once (a zero-shot ``rl`` placement, the
-    heuristics) keep the CPU while a job trains: on 2 cores an ``rl`` answer took 8-20 s instead of 1.3 s
+    heuristics) keep the CPU while a job trains: on 2 cores an ``rl`` answer took 3.5-20 s instead of 1.5 s
     beside a job at the service's own priority. An idle machine still gives a job all of it; 0 turns it off."""
     job_stop_seconds: float = Field(20.0, gt=0)
     """How long a job may take to checkpoint after SIGTERM before it is killed."""
