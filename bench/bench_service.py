@@ -143,12 +143,13 @@ def rl_latency(client, graph_id: str, cluster: str, n: int) -> dict:
         r.raise_for_status()
         return dt, r.json()["job_id"]
 
-    ended = ("done", "failed", "interrupted", "cancelled")
+    from service.jobs import FINISHED
+
     idle = []
     for _ in range(n):
         dt, job_id = ask()
         idle.append(dt)
-        wait_job(client, job_id, lambda j: j["state"] in ended)
+        wait_job(client, job_id, lambda j: j["state"] in FINISHED)
     r = client.post("/v1/jobs", json={"graph_id": graph_id, "cluster": cluster, "budget_seconds": 300})
     r.raise_for_status()
     trainer = r.json()["id"]
@@ -161,7 +162,7 @@ def rl_latency(client, graph_id: str, cluster: str, n: int) -> dict:
     for job_id in [trainer, *queued]:
         client.delete(f"/v1/jobs/{job_id}")
     for job_id in [trainer, *queued]:
-        wait_job(client, job_id, lambda j: j["state"] in ended)
+        wait_job(client, job_id, lambda j: j["state"] in FINISHED)
     return {"idle": summary(idle), "beside_a_job": summary(beside)}
 
 

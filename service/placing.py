@@ -249,8 +249,8 @@ def zero_shot(graph: OpGraph, cluster: Cluster, seed: int = 0) -> Placement | No
 
 
 def warm_up() -> None:
-    """Compile what a first answer runs (the simulator's and the grouping's numba kernels, the policy's
-    weights read) by placing a small synthetic graph with the shipped policy and one heuristic.
+    """Compile what a first answer runs (the numba kernels of the simulator, the grouping and the
+    heuristics that have their own) by placing a small synthetic graph as ``rl`` and as ``best`` do.
 
     numba caches compiled kernels on disk, but a fresh install (or a container, whose cache is in /tmp)
     compiles them at the first placement: ~7 s added to it. Never fatal: a failure here is logged and the
@@ -262,7 +262,7 @@ def warm_up() -> None:
     try:
         graph, cluster = layered_graph(200, seed=0), presets.get("2gpu")
         zero_shot(graph, cluster)
-        place_one("heft", graph, cluster)
+        place_best(graph, cluster)
     except Exception:
         log.exception("warming up failed; the first placement compiles instead")
         return

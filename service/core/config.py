@@ -71,9 +71,9 @@ class Settings(BaseSettings):
     """Graph files (``*.json.gz``) stored once at first start, so they are listed ready to place (one
     deleted is not stored again); empty for none. Default: the repository's ``graphs/`` folder, when there is one."""
     warm_up: bool = True
-    """Compile the simulator's and the grouping's numba kernels at start-up, in the background, by placing a
-    small graph: otherwise the first ``rl`` request after an install (in Docker, after every container start)
-    waits ~7 s for them."""
+    """Compile the numba kernels of ``rl`` and ``best`` answers at start-up, in the background, by placing a
+    small graph: otherwise the first such request after an install (in Docker, after every container start)
+    waits 7-9 s for them."""
     graph_cache_size: int = Field(16, ge=0)
     """Parsed graphs kept in memory (graphs are immutable, parsing a large one is slow)."""
 
