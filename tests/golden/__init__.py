@@ -1,0 +1,1 @@
+"""Golden placements: what the placers answered before a refactoring, to check they answer the same after."""

@@ -1,0 +1,21 @@
+"""The recorded placements stay identical (the quick part; `python -m tests.golden.placements --check` runs all)."""
+
+import json
+
+from tests.golden.placements import GOLDEN, differences, heuristic_entries, zero_shot_entries
+
+QUICK = ("rnnlm", "nmt")
+
+
+def test_heuristics_place_the_quick_graphs_as_recorded():
+    expected = json.loads(GOLDEN.read_text())
+    got = heuristic_entries(QUICK, progress=False)
+    assert len(got) >= 30
+    assert differences({k: v for k, v in expected.items() if k in got}, got) == []
+
+
+def test_the_shipped_policy_places_the_quick_graphs_as_recorded():
+    expected = json.loads(GOLDEN.read_text())
+    got = zero_shot_entries(QUICK, progress=False)
+    assert len(got) == 6
+    assert differences({k: v for k, v in expected.items() if k in got}, got) == []
