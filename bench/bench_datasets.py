@@ -19,7 +19,7 @@ The learned placer (REINFORCE on the throughput objective, warm-started from
 the best placer by max load) runs with ``--rl-seconds S`` on the workloads
 matching ``--rl-on`` (default: the MSR ones).
 
-Run: .venv/bin/python bench/bench_datasets.py [--methods all,pipeline_dp] [--only SUBSTRING] [--fresh]
+Run: .venv/bin/python -m bench.bench_datasets [--methods all,pipeline_dp] [--only SUBSTRING] [--fresh]
      [--rl-seconds 30 [--rl-on msr/]]
 """
 

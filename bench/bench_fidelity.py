@@ -30,7 +30,7 @@ scatter plot to bench/results/fidelity.png, and the graphs with their
 profiles (which ``--resimulate`` reads) to bench/results/fidelity/: with
 ``--out X.json``, to X.png and X/ instead.
 
-Run: .venv/bin/python bench/bench_fidelity.py --rl-steps 10 [--graphs cnn,lstm,resnet] [--rounds 100] [--force]
+Run: .venv/bin/python -m bench.bench_fidelity --rl-steps 10 [--graphs cnn,lstm,resnet] [--rounds 100] [--force]
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ replaces the full run's figures README quotes).
    `compute_time` + `memory_time` of each op on a virtual V100 with the same
    peak rates), on the ResNet-50 training step all on one GPU.
 
-Run: .venv/bin/python bench/bench_import.py [--quick] [--skip-grappler]
+Run: .venv/bin/python -m bench.bench_import [--quick] [--skip-grappler]
 (--quick skips the Inception-V3 import timing.)
 """
 
@@ -37,7 +37,6 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 RESULTS = Path(__file__).parent / "results"
 GRAPHS = Path(__file__).resolve().parents[1] / "graphs"

@@ -23,7 +23,7 @@ same graph file and cluster (their fingerprints): those of a graph file
 rewritten, or a preset changed, under the same name are placed again, with
 one line saying so (rows saved before fingerprints were recorded are kept).
 
-Run: .venv/bin/python bench/bench_placers.py [--ops 10000] [--clusters 2gpu 4gpu 8gpu]
+Run: .venv/bin/python -m bench.bench_placers [--ops 10000] [--clusters 2gpu 4gpu 8gpu]
                                             [--graphs graphs] [--skip-speed] [--skip-compare] [--resume]
                                             [--out bench/results]
 """

@@ -20,7 +20,7 @@ of ``graphs/``, on one cluster:
   imitate it first, as the from-scratch run's random ones do. Its imitation
   steps count, as the from-scratch run's do;
 - ``finetune_600``: stage ``finetune`` with the issue's own target, per-graph
-  RL's 10-minute result (`bench/bench_rl.py`'s rows, below), stopped when
+  RL's 10-minute result (`python -m bench.bench_rl`'s rows, below), stopped when
   reached, after a fifth of the steps that 10-minute run took to find it, or
   after ``--finetune-600-budget`` seconds; its steps against that run's;
 - ``refine``: the zero-shot best-of-K answer and the best heuristic's
@@ -36,7 +36,7 @@ of ``graphs/``, on one cluster:
   kind and balanced groups beat it), against stage ``rl``.
 
 The issue's reference, per-graph RL with a 10-minute budget, is read from
-`bench/bench_rl.py`'s kept rows (`TEN_MINUTE_RL_FOLDERS`); the heavy-edge
+`python -m bench.bench_rl`'s kept rows (`TEN_MINUTE_RL_FOLDERS`); the heavy-edge
 10-minute runs (`TEN_MINUTE_HEAVY_EDGE_RL_FOLDERS`) are shown beside it.
 
 Each stage's result is saved per graph in the JSON as it finishes, so an
@@ -48,8 +48,8 @@ a run needs another ``--out`` (or ``--redo``); ``--seed`` and ``--groups``
 are not recorded, so keep them with the file. ``--out``'s folder must exist. Also times placing
 a synthetic 10k-op graph, and prints the table.
 
-    .venv/bin/python bench/bench_pretrain.py --stages heuristics rl          # no policy needed
-    .venv/bin/python bench/bench_pretrain.py --policy /tmp/pt/run2/policy    # the rest
+    .venv/bin/python -m bench.bench_pretrain --stages heuristics rl          # no policy needed
+    .venv/bin/python -m bench.bench_pretrain --policy /tmp/pt/run2/policy    # the rest
 
 ``--set validation`` runs the same stages on the corpus's validation graphs
 instead. They chose which checkpoint each pool member exports, its sampling
@@ -58,7 +58,7 @@ held-out ones; but nothing about fine-tuning (where it starts, how it
 trains) was chosen on them, which makes them the fair test of stage
 ``finetune_600``:
 
-    .venv/bin/python bench/bench_pretrain.py --set validation --stages heuristics rl zero_shot finetune_600 \
+    .venv/bin/python -m bench.bench_pretrain --set validation --stages heuristics rl zero_shot finetune_600 \
         --out bench/results/pretrain_validation.json
 """
 
@@ -75,7 +75,6 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
@@ -85,7 +84,7 @@ from placer.errors import interrupted  # noqa: E402
 from placer.graph_io import load_graph, write_atomic  # noqa: E402
 from placer.placers import registry  # noqa: E402
 
-from bench_rl import grouping_label  # noqa: E402  (this script's folder is on the path)
+from bench.bench_rl import grouping_label  # noqa: E402
 
 STAGES = ("heuristics", "rl", "zero_shot", "finetune", "finetune_heuristic", "finetune_600", "refine", "refine_rl",
           "rl_searched", "rl_heavy_edge")
@@ -360,7 +359,7 @@ def time_10k(policy, cluster, samples: int) -> dict:
 
 
 TEN_MINUTE_RL_FOLDERS = ("rl_grouped", "rl_grouped_heldout", "rl_grouped_validation")
-"""Folders under bench/results/ where `bench/bench_rl.py --budget-seconds 600` kept its rows with ``placer
+"""Folders under bench/results/ where `python -m bench.bench_rl --budget-seconds 600` kept its rows with ``placer
 train``'s default kind and balanced groups: the suite's graphs, the held-out corpus graphs (``--graphs
 corpus/graphs/<held-out>.json.gz``) and the validation ones."""
 TEN_MINUTE_HEAVY_EDGE_RL_FOLDERS = ("rl_heavy_edge",)
@@ -368,7 +367,7 @@ TEN_MINUTE_HEAVY_EDGE_RL_FOLDERS = ("rl_heavy_edge",)
 
 
 def ten_minute_row(label: str, cluster: str, folders: tuple[str, ...] = TEN_MINUTE_RL_FOLDERS) -> dict | None:
-    """`bench/bench_rl.py`'s row for per-graph RL with the issue's 10-minute budget, where it has run."""
+    """`python -m bench.bench_rl`'s row for per-graph RL with the issue's 10-minute budget, where it has run."""
     for folder in folders:
         path = ROOT / "bench" / "results" / folder / "rows" / f"{label}_{cluster}_600s.json"
         if path.exists():
@@ -377,7 +376,7 @@ def ten_minute_row(label: str, cluster: str, folders: tuple[str, ...] = TEN_MINU
 
 
 def ten_minute_rl(label: str, cluster: str, folders: tuple[str, ...] = TEN_MINUTE_RL_FOLDERS) -> float | None:
-    """Per-graph RL's step time with the issue's 10-minute budget, where `bench/bench_rl.py` has run it."""
+    """Per-graph RL's step time with the issue's 10-minute budget, where `python -m bench.bench_rl` has run it."""
     row = ten_minute_row(label, cluster, folders)
     return None if row is None or row.get("rl_oom") else row["rl_step_time"]
 

@@ -7,8 +7,8 @@ With ``--reward measured`` each sample is run for real in TensorFlow (the
 graph must carry its GraphDef, e.g. the fidelity benchmark's LSTM, on the
 ``local`` cluster): the workers then measure, the slow part of that setting.
 
-Run: .venv/bin/python bench/bench_ray.py [--graph graphs/resnet50.json.gz] [--cluster 4gpu] [--samples 32]
-     .venv/bin/python bench/bench_ray.py --reward measured --graph bench/results/fidelity/lstm.json.gz \
+Run: .venv/bin/python -m bench.bench_ray [--graph graphs/resnet50.json.gz] [--cluster 4gpu] [--samples 32]
+     .venv/bin/python -m bench.bench_ray --reward measured --graph bench/results/fidelity/lstm.json.gz \
          --cluster local --samples 8 --repeats 1
 """
 

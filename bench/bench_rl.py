@@ -8,16 +8,16 @@ lower bound, the wall time it took to come within 1% of its final result,
 and samples scored per second. Prints a table; saves JSON, a Markdown table
 and one curve per run under ``bench/results/``.
 
-    .venv/bin/python bench/bench_rl.py --budget-seconds 600 --groups 128 --clusters 4gpu \
+    .venv/bin/python -m bench.bench_rl --budget-seconds 600 --groups 128 --clusters 4gpu \
         --out bench/results/rl_grouped                                   # the figure (README)
-    .venv/bin/python bench/bench_rl.py --budget-seconds 60 --graphs graphs/rnnlm.json.gz
+    .venv/bin/python -m bench.bench_rl --budget-seconds 60 --graphs graphs/rnnlm.json.gz
 
 ``--starts K`` races K heuristic warm starts by successive halving
 (`placer.rl.race`, ``placer train --starts K``) instead of training from the
 fastest alone; ``--against`` names earlier results to set each row beside
 (a column pair per budget and start count; files alike merge):
 
-    .venv/bin/python bench/bench_rl.py --budget-seconds 300 --starts 3 --clusters 4gpu \
+    .venv/bin/python -m bench.bench_rl --budget-seconds 300 --starts 3 --clusters 4gpu \
         --out bench/results/rl_race --against bench/results/rl/bench_rl_600s.json \
         bench/results/rl_heldout/bench_rl_600s.json bench/results/rl_race/bench_rl_300s.json
 
@@ -43,7 +43,6 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from placer import presets  # noqa: E402
 from placer.cli.common import add_grouping_flags, check_at_least, check_budget, run_script  # noqa: E402

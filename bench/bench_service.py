@@ -18,7 +18,7 @@ Prints measured figures and writes them to bench/results/service.json.
 The training job is ``placer train`` when the CLI has it; otherwise the run
 says so and uses ``--train-command`` (nothing is trained silently in its place).
 
-Run: .venv/bin/python bench/bench_service.py [--quick] [--clients 20] [--load-seconds 60] [--workers N]
+Run: .venv/bin/python -m bench.bench_service [--quick] [--clients 20] [--load-seconds 60] [--workers N]
      [--skip-latency]
 Loopback only; bounded in requests (--requests) and time (--load-seconds).
 """
@@ -42,7 +42,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 RESULTS = Path(__file__).parent / "results"
 
 

@@ -14,7 +14,7 @@ never replaces the full run's figures).
    simulator and by grappler's `Cluster.MeasureCosts` on a virtual 2-GPU
    cluster; the ratio of their times per placement. Target: >= 100x.
 
-Run: .venv/bin/python bench/bench_simulator.py [--quick] [--skip-grappler]
+Run: .venv/bin/python -m bench.bench_simulator [--quick] [--skip-grappler]
 """
 
 from __future__ import annotations

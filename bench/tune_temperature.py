@@ -13,9 +13,9 @@ the policies inside it), which the package installs and ``placer place
 --method zero_shot`` uses, is written only with ``--write --write-shipped``;
 ``--write`` alone refuses it before the sweep. Try a copy first:
 
-    .venv/bin/python bench/tune_temperature.py                                  # the sweep alone
-    cp -r placer/data/policy /tmp/policy && .venv/bin/python bench/tune_temperature.py --policy /tmp/policy --write
-    .venv/bin/python bench/tune_temperature.py --write --write-shipped           # the shipped card
+    .venv/bin/python -m bench.tune_temperature                                  # the sweep alone
+    cp -r placer/data/policy /tmp/policy && .venv/bin/python -m bench.tune_temperature --policy /tmp/policy --write
+    .venv/bin/python -m bench.tune_temperature --write --write-shipped           # the shipped card
 """
 
 from __future__ import annotations
@@ -23,13 +23,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from placer import presets  # noqa: E402
 from placer.cli.common import check_at_least, run_script  # noqa: E402

@@ -1,12 +1,12 @@
 """Regenerate the pre-training corpus: many real training-step graphs of different families and sizes.
 
-    .venv/bin/python corpus/make_corpus.py                 # every missing graph, then the manifest
-    .venv/bin/python corpus/make_corpus.py --list          # what it would build
-    .venv/bin/python corpus/make_corpus.py mobilenet_96_b32 --force
+    .venv/bin/python -m corpus.make_corpus                 # every missing graph, then the manifest
+    .venv/bin/python -m corpus.make_corpus --list          # what it would build
+    .venv/bin/python -m corpus.make_corpus mobilenet_96_b32 --force
 
 Every graph is one training step (forward, loss, backward, optimizer update)
 of a real Keras model, traced and imported by `placer.importers` exactly as
-`graphs/make_graphs.py` does (no weights are downloaded: ``weights=None``):
+`python -m graphs.make_graphs` does (no weights are downloaded: ``weights=None``):
 Keras applications at small input sizes and batches, and the benchmark suite's
 own builders (LSTM language model, LSTM encoder-decoder, Transformer) at other
 depths, widths, batches and sequence lengths.
@@ -34,12 +34,9 @@ from typing import Any, Callable
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")  # (else TensorFlow announces oneDNN on stderr)
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))  # run from a checkout without installing
-sys.path.insert(0, str(ROOT / "graphs"))  # the benchmark suite's model builders (make_graphs.py)
 
-import make_graphs  # noqa: E402  (the suite's builders and its PRUNE: the corpus is imported as the suite is)
-from make_graphs import VOCAB as SUITE_VOCAB  # noqa: E402  (the benchmark suite's vocabulary)
+from graphs import make_graphs  # noqa: E402  (the suite's builders and its PRUNE: the corpus is imported as the suite is)
+from graphs.make_graphs import VOCAB as SUITE_VOCAB  # noqa: E402  (the benchmark suite's vocabulary)
 
 MANIFEST = "manifest.json"
 HELDOUT_FAMILIES = ("densenet", "efficientnet", "xception", "gru_lm")

@@ -1,8 +1,8 @@
 """Regenerate the benchmark graphs in this folder from real Keras/TensorFlow models.
 
-    .venv/bin/python graphs/make_graphs.py              # all missing graphs
-    .venv/bin/python graphs/make_graphs.py nmt rnnlm    # just these
-    .venv/bin/python graphs/make_graphs.py --force      # rebuild even if present
+    .venv/bin/python -m graphs.make_graphs              # all missing graphs
+    .venv/bin/python -m graphs.make_graphs nmt rnnlm    # just these
+    .venv/bin/python -m graphs.make_graphs --force      # rebuild even if present
 
 Each graph is one training step (forward, loss, backward, optimizer update)
 traced as a `tf.function` with fixed shapes and imported with
@@ -25,7 +25,6 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
 
 PRUNE = False
 """The files here and in corpus/, and every figure measured on them, were imported before the importer left out the

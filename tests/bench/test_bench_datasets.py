@@ -2,15 +2,11 @@
 
 import json
 import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
-import bench_datasets  # noqa: E402
-
-from placer.errors import PlacerError  # noqa: E402
+from bench import bench_datasets
+from placer.errors import PlacerError
 
 pytestmark = pytest.mark.skipif(not bench_datasets.MSR.is_dir(), reason="needs ../shared/datasets")
 

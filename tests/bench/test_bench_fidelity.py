@@ -1,15 +1,11 @@
 """`bench/bench_fidelity.py`: its files go where --out says, and bad settings stop it before any measuring."""
 
 import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
-import bench_fidelity  # noqa: E402
-
-from placer.errors import PlacerError  # noqa: E402
+from bench import bench_fidelity
+from placer.errors import PlacerError
 
 CALIBRATION = {"crossing_seconds_64B": 1e-6, "crossing_seconds_4194304B": 5e-5, "fitted_latency": 1e-6,
                "fitted_bandwidth": 9e10, "device_parallel_speedup": 1.0}

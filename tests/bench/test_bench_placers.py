@@ -7,13 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
-import bench_placers  # noqa: E402
-
-from placer import presets  # noqa: E402
-from placer.graph_io import save_graph  # noqa: E402
-from placer.synthetic import layered_graph  # noqa: E402
+from bench import bench_placers
+from placer import presets
+from placer.graph_io import save_graph
+from placer.synthetic import layered_graph
 
 
 def test_each_save_is_a_new_file_renamed_over_the_last(tmp_path, monkeypatch):

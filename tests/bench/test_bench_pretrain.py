@@ -6,11 +6,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
-import bench_pretrain  # noqa: E402
-
-from placer.errors import PlacerError  # noqa: E402
+from bench import bench_pretrain
+from placer.errors import PlacerError
 
 
 def run(monkeypatch, *argv):

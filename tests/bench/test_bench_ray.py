@@ -7,12 +7,10 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-sys.path.insert(0, str(BENCH))
+from bench import bench_ray
+from placer.errors import PlacerError
 
-import bench_ray  # noqa: E402
-
-from placer.errors import PlacerError  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_ray_usage_stats_are_off(monkeypatch):
@@ -39,7 +37,7 @@ def test_counts_below_one_are_refused(monkeypatch, flag):
 
 
 def test_a_missing_graph_is_one_line_and_exit_1(tmp_path):
-    done = subprocess.run([sys.executable, str(BENCH / "bench_ray.py"), "--graph", str(tmp_path / "nosuch.json")],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-m", "bench.bench_ray", "--graph", str(tmp_path / "nosuch.json")],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [f"bench_ray: error: graph '{tmp_path / 'nosuch.json'}': no such file"]

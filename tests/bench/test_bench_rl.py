@@ -1,15 +1,9 @@
 """`bench/bench_rl.py`: its grouping flags reach the trainer, and its tables say which grouping ran."""
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
-import bench_rl  # noqa: E402
-
-from placer.rl.trainer import TrainConfig  # noqa: E402
+from bench import bench_rl
+from placer.rl.trainer import TrainConfig
 
 
 def test_grouping_defaults_are_placer_trains():

@@ -2,15 +2,11 @@
 
 import argparse
 import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
-import bench_service  # noqa: E402
-
-from placer.errors import PlacerError  # noqa: E402
+from bench import bench_service
+from placer.errors import PlacerError
 
 DEFAULTS = {"methods": "metis,heft", "cluster": "4gpu", "requests": 30, "clients": 20, "load_seconds": 60.0,
             "load_method": "metis", "workers": 1}

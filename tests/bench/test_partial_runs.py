@@ -1,14 +1,11 @@
 """`bench/bench_import.py` and `bench/bench_simulator.py`: a partial run never replaces the full run's results."""
 
 import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
-import bench_import  # noqa: E402
-import bench_simulator  # noqa: E402
+from bench import bench_import
+from bench import bench_simulator
 
 
 def test_a_quick_import_run_keeps_import_json(monkeypatch, tmp_path):

@@ -8,14 +8,12 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-sys.path.insert(0, str(BENCH))
+from bench import tune_temperature
+from placer.errors import PlacerError
+from placer.rl.saved_policy import SHIPPED_POLICY_DIR
+from placer.synthetic import layered_graph
 
-import tune_temperature  # noqa: E402
-
-from placer.errors import PlacerError  # noqa: E402
-from placer.rl.saved_policy import SHIPPED_POLICY_DIR  # noqa: E402
-from placer.synthetic import layered_graph  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 SWEEP = {"temperature": 3.0, "samples": 4, "seed": 0, "chosen_on": ["v@2gpu"], "geomean_ratio_to_teacher": {"3": 0.9}}
 
@@ -81,14 +79,14 @@ def test_samples_below_one_are_refused(nothing_swept, monkeypatch):
 
 
 def test_help_says_where_write_writes():
-    done = subprocess.run([sys.executable, str(BENCH / "tune_temperature.py"), "--help"], capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-m", "bench.tune_temperature", "--help"], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT)
     assert "--write-shipped" in done.stdout and "policy.json" in done.stdout
 
 
 def test_a_missing_policy_is_one_line_and_exit_1(tmp_path):
-    done = subprocess.run([sys.executable, str(BENCH / "tune_temperature.py"), "--policy", str(tmp_path / "nosuch")],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-m", "bench.tune_temperature", "--policy", str(tmp_path / "nosuch")],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
         f"tune_temperature: error: {str(tmp_path / 'nosuch')!r} is not a policy folder "

@@ -1,7 +1,6 @@
 """Pre-training over a corpus: the held-out split, imitation, checkpoints and resume, the CLI."""
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -36,11 +35,7 @@ def test_committed_corpus_holds_out_whole_families():
 
 
 def test_corpus_script_splits_by_family():
-    sys.path.insert(0, str(ROOT / "corpus"))
-    try:
-        import make_corpus
-    finally:
-        sys.path.remove(str(ROOT / "corpus"))
+    from corpus import make_corpus
     families = {name: fam for name, (fam, _) in make_corpus.ENTRIES.items()}
     train = {f for f in families.values() if make_corpus.split_of(f) == "train"}
     held = {f for f in families.values() if make_corpus.split_of(f) == "heldout"}

@@ -1,0 +1,1 @@
+"""The pre-training corpus and its builder, run as ``python -m corpus.make_corpus``."""
