@@ -9,7 +9,7 @@ and samples scored per second. Prints a table; saves JSON, a Markdown table
 and one curve per run under ``bench/results/``.
 
     .venv/bin/python -m bench.bench_rl --budget-seconds 600 --groups 128 --clusters 4gpu \
-        --out bench/results/rl_grouped                                   # the figure (README)
+        --out bench/results/rl_grouped                                   # the figure (SUMMARY.md)
     .venv/bin/python -m bench.bench_rl --budget-seconds 60 --graphs graphs/rnnlm.json.gz
 
 ``--starts K`` races K heuristic warm starts by successive halving
@@ -18,8 +18,8 @@ fastest alone; ``--against`` names earlier results to set each row beside
 (a column pair per budget and start count; files alike merge):
 
     .venv/bin/python -m bench.bench_rl --budget-seconds 300 --starts 3 --clusters 4gpu \
-        --out bench/results/rl_race --against bench/results/rl/bench_rl_600s.json \
-        bench/results/rl_heldout/bench_rl_600s.json bench/results/rl_race/bench_rl_300s.json
+        --out /tmp/race --against bench/results/rl_grouped/bench_rl_600s.json \
+        bench/results/rl_grouped_heldout/bench_rl_600s.json
 
 Each finished (graph, cluster) run is kept in ``OUT/rows/``; a rerun with the
 same budget skips those (so an interrupted benchmark resumes), and two
