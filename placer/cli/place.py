@@ -40,7 +40,7 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.epilog = (
-        "heuristic methods (README: Heuristic placers):\n"
+        "heuristic methods (docs/placers.md):\n"
         "  single       everything on the fastest device that fits\n"
         "  round_robin  ops dealt over the GPUs in topological order\n"
         "  expert       one layer per GPU in turn (sequence models), else balanced stages\n"

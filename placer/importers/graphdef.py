@@ -42,10 +42,10 @@ TensorFlow's function runtime and grappler remove it before running a step
 (a TF1 session's fetches: `placer import --fetch`) stateful nodes no fetch
 needs go too, as a session does not run them (variable initializers).
 Keras 3 training steps hold such nodes: the gradient of the first layer with
-respect to the input images (a 7.5 GFLOP convolution in ResNet-50 at batch
-32), the optimizer's unused ``Identity`` copies of every gradient, and in
-EfficientNet-B0 elementwise activation-gradient ops that nothing reads (11%
-of its ops' time on one GPU). ``meta["pruned"]`` counts them by type, ``meta["fetches"]`` keeps
+respect to the input images (a large convolution), the optimizer's unused
+``Identity`` copies of every gradient, and in EfficientNet-B0 elementwise
+activation-gradient ops that nothing reads (their cost: docs/importing.md).
+``meta["pruned"]`` counts them by type, ``meta["fetches"]`` keeps
 the fetches (a measurement runs them), and then
 ``tf_node_count - sum(folded.values()) - sum(pruned.values()) == op_count``.
 A bare GraphDef does not say what a step fetches (a session's fetches do), so

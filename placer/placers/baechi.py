@@ -7,9 +7,8 @@ only when no device has any (``meta["memory_estimate_exceeded"]``). Like
 Baechi's co-placement, m-ETF and m-SCT first fuse chains into one unit
 (`placer.placers.common.chain_units`), but stricter: Baechi's grouper joins
 an op with one consumer to that consumer whatever its other inputs; here the
-consumer must also have that op as only input. Baechi's rule, measured on the
-six bundled graphs on 2, 4 and 8 GPUs, made m-ETF/m-SCT slower on 25 of 36
-(transformer 977 -> 1728 ms on 4 GPUs), so the stricter rule stays; m-TOPO
+consumer must also have that op as only input: Baechi's rule made m-ETF and
+m-SCT slower on most bundled graphs (docs/placers.md), so the stricter rule stays; m-TOPO
 does not fuse, since a fused chain would defeat its even memory shares.
 
 - **m-TOPO**: units in topological order fill one device after another, each

@@ -7,15 +7,15 @@ service answers) is scored and becomes the best so far, so a fine-tuned run
 never returns worse than zero-shot. Every placement it returns says which
 policy it started from.
 
-A pre-trained policy is often near-certain on a graph (a per-group
-probability of its own choice of 0.997 on rnnlm): its samples are its
+A pre-trained policy is often near-certain on a graph (the per-group
+probability of its own choice close to 1): its samples are its
 greedy placement, and REINFORCE has nothing to compare. So the fine-tune
 samples and trains at a softmax temperature that brings that probability
 down to the confidence a from-scratch run's warm start stops at
 (`placer.rl.trainer.IMITATION_TARGET`); the policy's choices keep their order.
 
-The start is often one of the K samples, not the greedy placement (on
-densenet121 the best sample is 20% faster than greedy), and REINFORCE samples
+The start is often one of the K samples, not the greedy placement
+(docs/experiments/pretrained-policy.md), and REINFORCE samples
 around the policy's mode, so the policy first imitates its own start, as a
 from-scratch run imitates its heuristic warm start, until that start's
 per-group probability reaches the same target at the fine-tune's temperature.
@@ -224,8 +224,7 @@ def start_from_answer(trainer: Trainer, policy: SavedPolicy, answer: Placement, 
 
     For a member pooled at fewer groups than it was trained on (the shipped pool's 64 of 128), which
     often gives the answer: REINFORCE on those coarse groups stalled short of per-graph RL where the
-    member's own groups went on (`bench/bench_pretrain.py`, stage finetune_600: densenet121 47.9 ms after
-    532 steps against RL's 43.1, inception_v3 165.4 after 877 against 162.8). So the trainer has the
+    member's own groups went on (docs/pretrained-policy.md, "Measured"). So the trainer has the
     member's trained groups, the policy first imitates the answer projected onto them (the device holding
     most of each group's compute), and REINFORCE's best starts there; the answer itself, op by op, is the
     run's floor (`placer.rl.trainer.TrainerState.floor`), so it never returns worse than the answer it

@@ -1,10 +1,9 @@
 """Train from several heuristic warm starts at once, keeping the better half each round (successive halving).
 
-Where REINFORCE starts decides much of where it ends: 90 s runs from the
-three fastest heuristics of the benchmark graphs ended up to 18% apart, and
-the best of the three was often not the run from the fastest heuristic
-(densenet121 on 4gpu: 58.9 ms from pipeline_dp, 48.5 ms from HEFT; README,
-*Learned placer*). A race gives every start a short run, drops the slower
+Where REINFORCE starts decides much of where it ends: runs from different
+heuristics' placements of one graph end in different basins, and the best is
+often not the run from the fastest heuristic (docs/learned-placer.md, "Where
+training starts"). A race gives every start a short run, drops the slower
 half by the best step time each has found, and repeats until one start has
 the rest of the budget (Jamieson and Talwalkar 2016, "Non-stochastic best arm
 identification and hyperparameter optimization").

@@ -39,10 +39,10 @@ from placer.simulator import Simulator
 
 MAX_SAMPLES = 1024
 DEFAULT_SAMPLES = 256
-"""K of the service's instant answer and of a fine-tune's start, shared among a pool's members: 0.7-1.3 s for
-a 10k-op graph with the shipped pool of six, as the machine goes (four groupings, decoding and simulating 262
-placements; `bench/bench_pretrain.py`), about 1 s for the largest benchmark graphs (12,591 and 12,779 ops) and
-1.3-2.7 s for the largest corpus ones (about 20k)."""
+"""K of the service's instant answer and of a fine-tune's start, shared among a pool's members. The answer's
+time grows with K (every sample is decoded and simulated, in one batch with the members' greedy placements),
+and K is as large as keeps a 10k-op graph near the one-second target on two cores (measured in
+docs/pretrained-policy.md)."""
 
 
 def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, samples: int = 0, seed: int = 0,
