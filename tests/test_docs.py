@@ -1,5 +1,6 @@
-"""README and docs/: the Python example runs as written, and every relative link points at something."""
+"""README and docs/: the Python example runs as written, links resolve, and the code they name exists."""
 
+import importlib
 import re
 import subprocess
 import sys
@@ -49,3 +50,26 @@ def test_relative_links_resolve(doc):
         assert resolved.exists(), f"{doc.name}: {target}"
         if anchor and resolved.is_file():
             assert anchor in _anchors(resolved), f"{doc.name}: {target}"
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether ``placer.a.b.c`` names a module, or an attribute reached from the longest importable prefix."""
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for attr in parts[i:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_named_code_exists(doc):
+    """A module, function or class the docs name in backquotes (`placer.x.y`) still exists there."""
+    names = sorted(set(re.findall(r"`(placer(?:\.\w+)+)", doc.read_text())))
+    assert [n for n in names if not _resolves(n)] == []
