@@ -40,7 +40,7 @@ def add_objective(p: argparse.ArgumentParser, help: str, default: str | None = "
 
 def add_grouping_flags(p: argparse.ArgumentParser, default: str, critical_default: str | None = None) -> None:
     """``--[no-]kind-groups``, ``--[no-]balanced-groups`` and ``--[no-]critical-groups``
-    (`placer.rl.grouping.group_graph`'s ``split_kinds``, ``balanced`` and ``split_critical``), for the commands
+    (`placer.grouping.group_graph`'s ``split_kinds``, ``balanced`` and ``split_critical``), for the commands
     that train a policy; `default` ends each help text (`critical_default`, when given, that of the last).
     Unset flags are None, so a command can tell "not given" from "off"."""
     p.add_argument("--kind-groups", action=argparse.BooleanOptionalAction, default=None,

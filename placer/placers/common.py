@@ -414,8 +414,8 @@ class LiveMemory:
 
 def static_levels(problem: Problem, weights: np.ndarray) -> np.ndarray:
     """Longest path from each op to an exit, counting `weights[i]` per op (no communication): the bottom
-    level of `placer.rl.grouping.levels` (compiled; the groupings and Baechi share one definition)."""
-    from placer.rl.grouping import levels
+    level of `placer.grouping.levels` (compiled; the groupings and Baechi share one definition)."""
+    from placer.grouping import levels
 
     return levels(problem.graph, weights)[1]
 

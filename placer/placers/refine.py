@@ -10,7 +10,7 @@ at a local optimum, after `max_sweeps`, or when the next sweep would not fit
 in `seconds`. From a local optimum with time left it goes on with groups
 half the size (coarse to fine, as METIS refines while uncoarsening).
 
-Groups are the learned placer's (`placer.rl.grouping`: colocation sets never
+Groups are the learned placer's (`placer.grouping`: colocation sets never
 split, heavy edges kept inside), so every refined placement honours
 colocation, and a policy's placement is refined in the units it chose.
 Out-of-memory placements are refined towards fitting first: candidates are
@@ -149,7 +149,7 @@ def refine(graph: OpGraph, cluster: Cluster, placement: Placement, *, seconds: f
     >>> better.step_time <= start.step_time
     True
     """
-    from placer.rl.grouping import group_graph
+    from placer.grouping import group_graph
 
     if not seconds > 0:
         raise PlacerError(f"refine: seconds must be positive, got {seconds!r}")

@@ -1,7 +1,8 @@
-"""The learned placer: grouping, features, the seq2seq policy, REINFORCE training, checkpoints.
+"""The learned placer: features, the seq2seq policy, REINFORCE training, checkpoints.
 
-Heavy imports (TensorFlow) happen inside `policy`, `optimizer` and the
-`Trainer`, so importing `placer.rl.grouping` or `placer.rl.features` stays cheap.
+Groups come from `placer.grouping` (the heuristics use them too). Heavy
+imports (TensorFlow) happen inside `policy`, `optimizer` and the `Trainer`, so
+importing `placer.rl.features` stays cheap.
 """
 
 import os

@@ -16,7 +16,7 @@ import numpy as np
 
 from placer.cluster import Cluster
 from placer.graph import OpGraph
-from placer.rl.grouping import Grouping, levels
+from placer.grouping import Grouping, levels
 
 # Op types by role, matched in order against the op type; anything else is "other".
 OP_CATEGORIES: list[tuple[str, re.Pattern]] = [

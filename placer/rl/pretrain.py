@@ -56,7 +56,7 @@ from placer.graph_io import read_json_file, write_atomic
 from placer.placers.refine import SEARCHED, descend
 from placer.rl.features import (NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, DecodeContext, decode_context,
                                  device_features, group_features)
-from placer.rl.grouping import Grouping, group_graph
+from placer.grouping import Grouping, group_graph
 from placer.rl.numpy_policy import decode as numpy_decode
 from placer.rl.policy import MAX_DEVICES, reinforce_update
 from placer.rl.saved_policy import assign_to, load_policy, save_policy, weights_of
@@ -88,13 +88,13 @@ class PretrainConfig:
     load_aware: bool = False
     """The decoder also reads the devices' load so far (`placer.rl.policy.PolicyConfig.load_aware`)."""
     kind_groups: bool = False
-    """Ops that run fastest on different kinds of device are grouped apart (`placer.rl.grouping.group_graph`'s
+    """Ops that run fastest on different kinds of device are grouped apart (`placer.grouping.group_graph`'s
     ``split_kinds``): groups of tiny ops the host CPU runs faster than a GPU become choices of their own."""
     balanced_groups: bool = False
     """Small groups that are neighbours in topological order merge before any group may exceed its compute
-    share (`placer.rl.grouping.group_graph`'s ``balanced``)."""
+    share (`placer.grouping.group_graph`'s ``balanced``)."""
     critical_groups: bool = False
-    """Ops on a critical path are grouped apart from the rest (`placer.rl.grouping.group_graph`'s
+    """Ops on a critical path are grouped apart from the rest (`placer.grouping.group_graph`'s
     ``split_critical``), so a policy can keep the path on one device."""
     learning_rate: float = 1e-3
     imitation_learning_rate: float = 3e-3

@@ -21,7 +21,7 @@ import numpy as np
 from placer.cluster import Cluster
 from placer.errors import PlacerError
 from placer.rl.features import DecodeContext
-from placer.rl.grouping import Grouping
+from placer.grouping import Grouping
 from placer.rl.saved_policy import SavedPolicy
 from placer.rl.zero_shot import DEFAULT_SAMPLES, candidate_placements, fastest
 from placer.simulator import Simulator

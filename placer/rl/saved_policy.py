@@ -92,19 +92,19 @@ class SavedPolicy:
     @property
     def kind_groups(self) -> bool:
         """Whether it was trained on groups split by the device kind that runs their ops fastest
-        (`placer.rl.grouping.group_graph`'s ``split_kinds``): it places the same groups."""
+        (`placer.grouping.group_graph`'s ``split_kinds``): it places the same groups."""
         return bool(self.card.get("kind_groups", False))
 
     @property
     def balanced_groups(self) -> bool:
-        """Whether it was trained on groups balanced by topological merges (`placer.rl.grouping.group_graph`'s
+        """Whether it was trained on groups balanced by topological merges (`placer.grouping.group_graph`'s
         ``balanced``)."""
         return bool(self.card.get("balanced_groups", False))
 
     @property
     def critical_groups(self) -> bool:
         """Whether it was trained on groups that keep critical-path ops apart from the rest
-        (`placer.rl.grouping.group_graph`'s ``split_critical``)."""
+        (`placer.grouping.group_graph`'s ``split_critical``)."""
         return bool(self.card.get("critical_groups", False))
 
     @property

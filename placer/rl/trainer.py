@@ -44,7 +44,7 @@ from placer.objectives import OBJECTIVES, ThroughputModel
 from placer.placement import Placement
 from placer.rl.features import (NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, DecodeContext, decode_context,
                                  device_features, group_features)
-from placer.rl.grouping import DEFAULT_MAX_GROUPS, Grouping, group_graph
+from placer.grouping import DEFAULT_MAX_GROUPS, Grouping, group_graph
 from placer.rl.policy import MAX_DEVICES, PolicyConfig, reinforce_update
 from placer.simulator import Simulator
 
@@ -74,15 +74,15 @@ class TrainConfig:
     """The decoder also reads the devices' load so far (`placer.rl.policy.PolicyConfig.load_aware`); set
     from the policy when fine-tuning one that does."""
     kind_groups: bool = True
-    """Ops that run fastest on different kinds of device are grouped apart (`placer.rl.grouping.group_graph`'s
+    """Ops that run fastest on different kinds of device are grouped apart (`placer.grouping.group_graph`'s
     ``split_kinds``), so groups of tiny ops can go to the host CPU; set from the policy when fine-tuning.
     On by default, with `balanced_groups`, since 10-minute RL on both beat heavy-edge groups alone
     (README: Learned placer); runs saved before then resume as they were (`config_from_saved`)."""
     balanced_groups: bool = True
     """Small groups that are neighbours in topological order merge before any group may exceed its compute
-    share (`placer.rl.grouping.group_graph`'s ``balanced``)."""
+    share (`placer.grouping.group_graph`'s ``balanced``)."""
     critical_groups: bool = False
-    """Ops on a critical path are grouped apart from the rest (`placer.rl.grouping.group_graph`'s
+    """Ops on a critical path are grouped apart from the rest (`placer.grouping.group_graph`'s
     ``split_critical``); set from the policy when fine-tuning."""
     learning_rate: float = 2e-3
     """Adam step size."""

@@ -32,7 +32,7 @@ from placer.errors import PlacerError
 from placer.graph import OpGraph
 from placer.placement import Placement
 from placer.rl.features import DecodeContext, decode_context, device_features, group_features
-from placer.rl.grouping import Grouping, group_graph
+from placer.grouping import Grouping, group_graph
 from placer.rl.numpy_policy import decode
 from placer.rl.saved_policy import SavedPolicy
 from placer.simulator import Simulator

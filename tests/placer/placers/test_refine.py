@@ -13,7 +13,7 @@ from placer.graph import Op, OpGraph
 from placer.placement import Placement
 from placer.placers import registry
 from placer.placers.refine import descend, refine
-from placer.rl.grouping import group_graph
+from placer.grouping import group_graph
 from placer.simulator import Simulator
 from placer.synthetic import layered_graph
 from tests.placer.helpers import graph, op, two_device_cluster

@@ -10,7 +10,7 @@ from placer.graph_io import load_graph
 from placer.rl.features import (CATEGORY_NAMES, NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, NUM_LOAD_FEATURES,
                                 DecodeContext, decode_context, device_features, finish_delay, group_features,
                                 load_features, op_category)
-from placer.rl.grouping import Grouping, group_graph
+from placer.grouping import Grouping, group_graph
 from placer.synthetic import layered_graph
 
 GRAPHS = Path(__file__).resolve().parents[3] / "graphs"

@@ -100,7 +100,7 @@ def test_an_unknown_export_rule_is_refused():
 
 def test_the_teacher_is_the_fastest_given_heuristic_once_grouped():
     from placer.placers import registry
-    from placer.rl.grouping import group_graph
+    from placer.grouping import group_graph
     from placer.simulator import Simulator
 
     graph, cluster = layered_graph(80, seed=3), presets.get("4gpu")
@@ -441,7 +441,7 @@ def test_a_kind_groups_run_places_and_fine_tunes_the_same_groups(tmp_path):
     from dataclasses import replace
 
     from placer.rl.finetune import fine_tuner
-    from placer.rl.grouping import group_graph
+    from placer.grouping import group_graph
     from placer.rl.trainer import TrainConfig
     from placer.rl.zero_shot import place_zero_shot
 

@@ -117,7 +117,7 @@ def test_numpy_decoder_matches_the_tensorflow_policy(load_aware):
 
     from placer.rl.features import (NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, decode_context, device_features,
                                     group_features)
-    from placer.rl.grouping import group_graph
+    from placer.grouping import group_graph
     from placer.rl.numpy_policy import decode
     from placer.rl.policy import PlacementPolicy, PolicyConfig
     from placer.simulator import Simulator
@@ -172,7 +172,7 @@ def test_a_policy_saved_with_fewer_load_features_loads_with_zero_weights_for_the
 
     from placer.rl.features import (NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, NUM_LOAD_FEATURES, decode_context,
                                     device_features, group_features)
-    from placer.rl.grouping import group_graph
+    from placer.grouping import group_graph
     from placer.rl.numpy_policy import decode
     from placer.rl.policy import PlacementPolicy, PolicyConfig
     from placer.rl.saved_policy import assign_to

@@ -10,11 +10,11 @@ from placer.errors import PlacerError
 from placer.graph import OpGraph
 from placer.cost_model import op_time_matrix
 from placer.graph_io import load_graph
-from placer.rl.grouping import _colocation_ids, critical_ops, fastest_kind, group_graph
+from placer.grouping import _colocation_ids, critical_ops, fastest_kind, group_graph
 from placer.synthetic import layered_graph
 from tests.placer.helpers import graph, op, two_device_cluster
 
-GRAPHS = Path(__file__).resolve().parents[3] / "graphs"
+GRAPHS = Path(__file__).resolve().parents[2] / "graphs"
 
 
 def _colocated_graph(n: int = 400) -> OpGraph:
