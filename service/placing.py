@@ -19,6 +19,7 @@ from placer.errors import PlacerError
 from placer.graph import OpGraph
 from placer.placement import Placement
 from placer.placers import registry
+import placer.rl  # noqa: F401  (registers method rl: placer.rl.method)
 
 log = logging.getLogger("placer.service")
 

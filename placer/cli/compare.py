@@ -83,6 +83,7 @@ def run(args) -> int:
     from placer.errors import PlacerError
     from placer.graph_io import load_graph, write_atomic
     from placer.placers import registry
+    import placer.rl  # noqa: F401  (registers method rl)
     from placer.placers.comparison import ROW_FIELDS, compare, winners
 
     if args.resume and not args.save:

@@ -59,6 +59,7 @@ def run(args) -> int:
     from placer.errors import PlacerError
     from placer.placement import save_placement
     from placer.placers import registry
+    import placer.rl  # noqa: F401  (registers method rl)
 
     registry.get(args.method)  # unknown method: fail before loading anything big
     output_file(args.output, "-o")
@@ -127,7 +128,7 @@ def _training_progress(args, graph, options: dict):
     in `options`), its first line saying how long it trains and that `placer train` is the resumable form
     (printed with the first step, so that options rl refuses stay a one-line error). None for other methods."""
     from placer.cli.common import ProgressLine, seconds_per_unit
-    from placer.placers.rl import DEFAULT_BUDGET_SECONDS
+    from placer.rl.method import DEFAULT_BUDGET_SECONDS
 
     if args.method != "rl" or (args.policy is not None and args.budget_seconds is None):
         return None

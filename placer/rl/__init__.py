@@ -11,3 +11,6 @@ import os
 # TensorFlow is also quiet and bit-for-bit repeatable, and the policy's small matmuls lose nothing.
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+# registers method "rl" with placer.placers.registry (see placer.rl.method)
+from placer.rl import method as _method  # noqa: F401,E402

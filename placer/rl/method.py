@@ -1,8 +1,16 @@
-"""The learned placer as a registry method: train briefly, return the best placement seen.
+"""The learned placer as registry method ``rl``: train briefly, return the best placement seen.
 
 `placer place --method rl --budget-seconds S` and the service's placements
 come here; `placer train` is the long, resumable form with files and
 checkpoints (both use `placer.rl.trainer`).
+
+How ``rl`` gets into the registry: imports go downward only, so the
+registry (`placer.placers`) cannot import the learned placer that sits above
+it. This module registers the method when it is imported, and the ``rl``
+package imports it (`placer/rl/__init__.py`), so ``import placer.rl`` makes
+``rl`` a method. The layers above rl that offer it (the CLI's ``place`` and
+``compare``, the service) import ``placer.rl`` before they ask the registry;
+code that imports only `placer.placers` sees the heuristics alone.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The `rl` registry method: trains briefly and returns a scored placement."""
+"""The `rl` registry method (`placer.rl.method`): trains briefly and returns a scored placement."""
 
 import subprocess
 import sys
@@ -8,6 +8,7 @@ import pytest
 from placer import presets
 from placer.errors import PlacerError
 from placer.placers import registry
+from placer.rl import method  # noqa: F401  (registers method rl)
 from placer.synthetic import layered_graph
 
 
@@ -54,7 +55,7 @@ def test_starts_races_heuristic_warm_starts():
 def test_zero_shot_placement_does_not_import_tensorflow():
     """A pre-trained policy places in NumPy: `placer place --method rl --policy shipped` must not pay the
     seconds TensorFlow takes to import."""
-    code = ("import sys; from placer import presets; from placer.placers import registry; "
+    code = ("import sys; from placer import presets; from placer.placers import registry; import placer.rl; "
             "from placer.synthetic import layered_graph; "
             "p = registry.place('rl', layered_graph(60, seed=3), presets.get('4gpu'), policy='shipped', best_of=8); "
             "print(len(p.devices), 'tensorflow' in sys.modules)")
