@@ -50,8 +50,9 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 from placer import presets  # noqa: E402
 from placer.cli.common import check_at_least, output_file, run_script  # noqa: E402
 from placer.errors import PlacerError, interrupted  # noqa: E402
+from placer.fileio import write_atomic  # noqa: E402
 from placer.graph import OpGraph  # noqa: E402
-from placer.graph_io import load_graph, save_graph, write_atomic  # noqa: E402
+from placer.graph_io import load_graph, save_graph  # noqa: E402
 from placer.placement import Placement  # noqa: E402
 from placer.simulator import Simulator  # noqa: E402
 

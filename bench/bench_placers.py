@@ -42,7 +42,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from placer import presets  # noqa: E402
 from placer.cli.common import check_at_least, run_folder, run_script  # noqa: E402
-from placer.graph_io import load_graph, write_atomic  # noqa: E402
+from placer.fileio import write_atomic  # noqa: E402
+from placer.graph_io import load_graph  # noqa: E402
 from placer.placers import registry  # noqa: E402
 from placer.placers.comparison import compare, winners  # noqa: E402
 from placer.synthetic import layered_graph  # noqa: E402

@@ -81,7 +81,8 @@ import numpy as np  # noqa: E402
 from placer import presets  # noqa: E402
 from placer.cli.common import check_at_least, output_file, run_script  # noqa: E402
 from placer.errors import interrupted  # noqa: E402
-from placer.graph_io import load_graph, write_atomic  # noqa: E402
+from placer.fileio import write_atomic  # noqa: E402
+from placer.graph_io import load_graph  # noqa: E402
 from placer.placers import registry  # noqa: E402
 
 from bench.bench_rl import grouping_label  # noqa: E402

@@ -32,7 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 from placer import presets  # noqa: E402
 from placer.cli.common import check_at_least, run_script  # noqa: E402
 from placer.errors import PlacerError  # noqa: E402
-from placer.graph_io import load_graph, read_json_file, write_atomic  # noqa: E402
+from placer.fileio import read_json_file, write_atomic  # noqa: E402
+from placer.graph_io import load_graph  # noqa: E402
 from placer.rl import pretrain  # noqa: E402
 from placer.rl.sampling import choose_temperature  # noqa: E402
 from placer.rl.saved_policy import CARD, SHIPPED_POLICY_DIR, load_policy  # noqa: E402

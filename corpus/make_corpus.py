@@ -177,7 +177,8 @@ def split_of(family: str) -> str:
 
 def write_manifest(out: Path) -> dict[str, Any]:
     """manifest.json from the graphs present in `out` (facts read back from each file)."""
-    from placer.graph_io import load_graph, write_atomic
+    from placer.fileio import write_atomic
+    from placer.graph_io import load_graph
 
     graphs = []
     for name, (family, _) in ENTRIES.items():

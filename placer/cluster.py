@@ -251,7 +251,7 @@ def load_cluster(spec: str) -> Cluster:
         If `spec` is neither a known preset nor a readable cluster file.
     """
     from placer import presets
-    from placer.graph_io import read_json_file
+    from placer.fileio import read_json_file
 
     if presets.is_preset(spec):
         return presets.get(spec)

@@ -21,6 +21,7 @@ import numpy as np
 
 from placer.cluster import Cluster
 from placer.errors import PlacementError
+from placer.fileio import read_json_file, write_atomic
 from placer.graph import OpGraph
 
 
@@ -182,8 +183,6 @@ def split_colocation_groups(graph: OpGraph, assignment: np.ndarray) -> list[str]
 
 def load_placement(path: str | os.PathLike) -> Placement:
     """Read a placement file (the contract form)."""
-    from placer.graph_io import read_json_file
-
     data = read_json_file(path, "placement")
     try:
         return Placement.from_dict(data)
@@ -192,6 +191,4 @@ def load_placement(path: str | os.PathLike) -> Placement:
 
 
 def save_placement(placement: Placement, path: str | os.PathLike) -> None:
-    from placer.graph_io import write_atomic
-
     write_atomic(Path(path), json.dumps(placement.to_dict(), indent=1).encode())

@@ -28,8 +28,8 @@ import numpy as np
 
 from placer.cluster import Cluster
 from placer.errors import PlacerError
+from placer.fileio import write_atomic
 from placer.graph import OpGraph
-from placer.graph_io import write_atomic
 from placer.simulator.core import SimResult
 
 US = 1e6

@@ -36,7 +36,8 @@ from typing import Any
 
 from placer.cluster import Cluster
 from placer.graph import OpGraph
-from placer.graph_io import save_graph, write_atomic
+from placer.fileio import write_atomic
+from placer.graph_io import save_graph
 from placer.placement import Placement
 from service.core.config import Settings
 from service.graph_store import new_id

@@ -64,7 +64,7 @@ def inflate(data: bytes, limit: int, where: str = "upload") -> bytes:
     if not d.eof:
         raise PlacerError(f"{where}: truncated gzip data")
     if out[:2] == _GZIP_MAGIC:
-        # The parsers gunzip again, with no ceiling (placer.graph_io.gunzip): a few hundred bytes of gzip
+        # The parsers gunzip again, with no ceiling (placer.fileio.gunzip): a few hundred bytes of gzip
         # inside gzip inflated to gigabytes past max_inflated_bytes. No graph format starts with these bytes.
         raise PlacerError(f"{where}: gzip inside gzip; compress the graph once")
     return out
@@ -131,7 +131,7 @@ def _says_gzip(content_type: str) -> bool:
 
 
 def _graph_from_json(raw: bytes, name: str | None, max_ops: int) -> OpGraph:
-    from placer.graph_io import parse_json_bytes
+    from placer.fileio import parse_json_bytes
 
     data = parse_json_bytes(raw, "upload")
     check_op_count(data, max_ops)

@@ -50,7 +50,7 @@ def _earlier_rows(path: str, graphs: list, clusters: list) -> dict:
     silently emptied of them (as is a missing file: there is nothing to resume).
     """
     from placer.errors import PlacerError
-    from placer.graph_io import read_json_file
+    from placer.fileio import read_json_file
 
     if not os.path.exists(path):
         raise PlacerError(f"no rows to resume in {path!r}; drop --resume to start")
@@ -81,7 +81,8 @@ def run(args) -> int:
     from placer.cli.common import human_seconds, print_json, print_table, seconds_per_unit
     from placer.cluster import load_cluster
     from placer.errors import PlacerError
-    from placer.graph_io import load_graph, write_atomic
+    from placer.fileio import write_atomic
+    from placer.graph_io import load_graph
     from placer.placers import registry
     import placer.rl  # noqa: F401  (registers method rl)
     from placer.placers.comparison import ROW_FIELDS, compare, winners

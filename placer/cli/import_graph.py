@@ -98,7 +98,7 @@ def write_msr_cluster(path, fmt: str | None, graph_name: str, out: str) -> str:
     import json
 
     from placer.errors import ModelImportError
-    from placer.graph_io import parse_json_bytes, write_atomic
+    from placer.fileio import parse_json_bytes, write_atomic
     from placer.importers import detect_format
     from placer.importers.msr import cluster_from_msr
 

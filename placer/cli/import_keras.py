@@ -35,7 +35,8 @@ def run(args) -> int:
     from placer.cli.common import print_json
     from placer.cli.import_graph import print_summary, summarise
     from placer.errors import ModelImportError
-    from placer.graph_io import save_graph, write_atomic
+    from placer.fileio import write_atomic
+    from placer.graph_io import save_graph
 
     output_file(args.output, "-o")
     output_file(args.save_graphdef, "--save-graphdef")

@@ -431,7 +431,7 @@ class _Session:
         import json
         import math
 
-        from placer.graph_io import write_atomic
+        from placer.fileio import write_atomic
 
         t = self.trainer
         s = t.state if t is not None else None

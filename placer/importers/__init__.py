@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from placer.errors import ModelImportError, PlacerError
+from placer.errors import GraphError, ModelImportError, PlacerError
+from placer.fileio import gunzip, parse_json_bytes, read_bytes
 from placer.graph import OpGraph
-from placer.graph_io import gunzip, read_bytes
 
 Sniff = Callable[[bytes, "str | None"], bool]
 Load = Callable[[bytes, str], OpGraph]
@@ -148,9 +148,6 @@ def _sniff_json(raw: bytes, path: str | None) -> bool:
 
 
 def _load_json(raw: bytes, name: str) -> OpGraph:
-    from placer.errors import GraphError
-    from placer.graph_io import parse_json_bytes
-
     data = parse_json_bytes(raw, "graph")
     try:
         return OpGraph.from_dict(data)

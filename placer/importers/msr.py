@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from placer.cluster import Cluster, Device, Link
 from placer.errors import ModelImportError
+from placer.fileio import parse_json_bytes, read_json_file
 from placer.graph import Op, OpGraph
 
 if TYPE_CHECKING:
@@ -242,8 +243,6 @@ def workload_name(path: str | os.PathLike) -> str:
 
 def read_workload(path: str | os.PathLike) -> dict[str, Any]:
     """Parse and sanity-check an MSR workload file."""
-    from placer.graph_io import read_json_file
-
     data = read_json_file(path, "MSR workload")
     _check_workload(data, f"MSR workload {str(path)!r}")
     return data
@@ -331,8 +330,6 @@ def placement_from_split(data: dict[str, Any], split: Any, graph_name: str, clus
 def load_split(workload_path: str | os.PathLike, split_path: str | os.PathLike) -> "Placement":
     """Read a workload and one of its split files; the placement names the
     graph and cluster as `load` and `load_cluster` do."""
-    from placer.graph_io import read_json_file
-
     data = read_workload(workload_path)
     split = read_json_file(split_path, "MSR split")
     stem = workload_name(workload_path)
@@ -349,7 +346,5 @@ def sniff_bytes(raw: bytes, path: str | None = None) -> bool:
 
 def load_bytes(raw: bytes, name: str) -> OpGraph:
     """Parse workload bytes into an OpGraph called `name`."""
-    from placer.graph_io import parse_json_bytes
-
     data = parse_json_bytes(raw, "MSR workload")
     return graph_from_msr(data, name)

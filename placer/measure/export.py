@@ -50,7 +50,7 @@ def write_placed_graphdef(graph: OpGraph, graph_def, placement: Placement, path:
     """Write the placed GraphDef (text format if the name ends in ``.pbtxt``); returns it."""
     from google.protobuf import text_format
 
-    from placer.graph_io import write_atomic
+    from placer.fileio import write_atomic
 
     placed = placed_graphdef(graph, graph_def, placement)
     path = Path(path)

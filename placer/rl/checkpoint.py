@@ -24,7 +24,7 @@ import numpy as np
 from placer.cluster import Cluster
 from placer.errors import PlacerError
 from placer.graph import OpGraph
-from placer.graph_io import read_json_file, write_atomic
+from placer.fileio import read_json_file, write_atomic
 from placer.rl.trainer import TrainConfig, Trainer, TrainerState, config_from_saved
 
 STATE_FILE = "trainer_state.json"

@@ -52,7 +52,7 @@ import numpy as np
 from placer.cluster import Cluster
 from placer.errors import PlacerError, uninterruptible
 from placer.graph import OpGraph
-from placer.graph_io import read_json_file, write_atomic
+from placer.fileio import read_json_file, write_atomic
 from placer.placers.refine import SEARCHED, descend
 from placer.rl.features import (NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, DecodeContext, decode_context,
                                  device_features, group_features)

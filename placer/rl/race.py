@@ -27,7 +27,7 @@ import numpy as np
 from placer.cluster import Cluster
 from placer.errors import PlacerError
 from placer.graph import OpGraph
-from placer.graph_io import write_atomic
+from placer.fileio import write_atomic
 from placer.placement import Placement
 from placer.rl import checkpoint
 from placer.rl.trainer import (StepStats, TrainConfig, Trainer, TrainerState, config_from_saved,

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from placer.errors import PlacerError
-from placer.graph_io import read_json_file, write_atomic
+from placer.fileio import read_json_file, write_atomic
 from placer.rl.features import NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, NUM_LOAD_FEATURES
 
 CARD = "policy.json"

@@ -3,7 +3,6 @@
 import gzip
 import json
 import math
-import os
 import re
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import pytest
 
 from placer.errors import GraphError, PlacerError
 from placer.graph import OpGraph
-from placer.graph_io import load_graph, save_graph, write_atomic
+from placer.graph_io import load_graph, save_graph
 from placer.synthetic import layered_graph
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "placer" / "schemas" / "graph.schema.json").read_text())
@@ -42,15 +41,6 @@ def test_missing_file(tmp_path):
 def test_a_folder_is_named_as_such(tmp_path):
     with pytest.raises(PlacerError, match=r"graph '.*': is a directory"):
         load_graph(tmp_path)
-
-
-def test_read_bytes_raises_the_asked_error_class(tmp_path):
-    """Importers reuse the reader and get their own error class, with the same messages."""
-    from placer.errors import ModelImportError
-    from placer.graph_io import read_bytes
-
-    with pytest.raises(ModelImportError, match="^model 'x': no such file$"):
-        read_bytes(tmp_path / "nope", "model 'x'", ModelImportError)
 
 
 def test_not_json(tmp_path):
@@ -107,21 +97,6 @@ class TestSchema:
             OpGraph.from_dict(bad)
 
 
-def test_a_refused_write_names_the_file_and_leaves_no_temporary(tmp_path, monkeypatch):
-    """A full disk (or read-only folder) is an OSError about the file asked for; the half-written temporary goes."""
-    import errno
-    import os
-
-    def refuse(src, dst):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(src))
-
-    monkeypatch.setattr("placer.graph_io.os.replace", refuse)
-    with pytest.raises(OSError) as info:
-        save_graph(layered_graph(5, seed=0), tmp_path / "g.json")
-    assert info.value.filename == str(tmp_path / "g.json") and info.value.errno == errno.ENOSPC
-    assert list(tmp_path.iterdir()) == []
-
-
 def test_gzip_with_bad_deflate_data(tmp_path):
     """A valid gzip header over bytes that are not deflate data: zlib's own error, reported as corrupt gzip."""
     path = tmp_path / "g.json.gz"
@@ -134,7 +109,7 @@ def test_gzip_with_bad_deflate_data(tmp_path):
 def test_an_integer_beyond_any_float_is_infinite_and_refused(tmp_path, digits):
     """JSON integers have no size limit: one beyond any float reads as infinity (so every file's validator refuses
     it as not finite) instead of an OverflowError later, or a ValueError from int() past 4,300 digits."""
-    from placer.graph_io import parse_json_bytes
+    from placer.fileio import parse_json_bytes
 
     assert parse_json_bytes(b'{"x": -' + b"9" * digits + b"}") == {"x": -math.inf}
     path = tmp_path / "g.json"
@@ -177,18 +152,3 @@ def test_json_nested_thousands_deep_is_one_clear_error(tmp_path):
     path.write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(PlacerError, match="g.json.*JSON nested too deeply"):
         load_graph(path)
-
-
-def test_write_atomic_writes_into_a_pipe_and_leaves_it_one(tmp_path):
-    """`-o /dev/stdout` or a fifo is written to, not replaced by a regular file through the rename."""
-    import stat
-    import threading
-
-    fifo = tmp_path / "out.fifo"
-    os.mkfifo(fifo)
-    got = []
-    reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()), daemon=True)
-    reader.start()
-    write_atomic(fifo, b"placement")
-    reader.join(timeout=10)
-    assert got == [b"placement"] and stat.S_ISFIFO(os.stat(fifo).st_mode)

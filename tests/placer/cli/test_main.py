@@ -46,7 +46,7 @@ def test_a_refused_write_is_a_one_line_error(cli, tmp_path, monkeypatch):
     def refuse(src, dst):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(src))
 
-    monkeypatch.setattr("placer.graph_io.os.replace", refuse)
+    monkeypatch.setattr("placer.fileio.os.replace", refuse)
     r = cli("import", tmp_path / "g.json", "-o", tmp_path / "out.json")
     assert r.code == 1
     assert r.err == f"placer import: error: {str(tmp_path / 'out.json')!r}: No space left on device\n"
