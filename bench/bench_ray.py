@@ -24,7 +24,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # Ray reports usage to ray.io unless told not to
 
 from placer.cli.common import check_at_least, run_script  # noqa: E402
-from placer.cluster import load_cluster  # noqa: E402
+from placer.presets import load_cluster  # noqa: E402
 from placer.errors import PlacerError  # noqa: E402
 from placer.graph_io import load_graph  # noqa: E402
 from placer.simulator import Simulator  # noqa: E402

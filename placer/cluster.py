@@ -1,6 +1,7 @@
 """Cluster: the devices a graph can be placed on and the links between them.
 
-A cluster comes from a JSON spec or a named preset (`placer.presets`). Every
+A cluster comes from a JSON spec or a named preset (`placer.presets`, whose
+`load_cluster` reads either: presets build on this module). Every
 pair of devices is joined by a link: one given for the pair, or the cluster's
 default link. A link is full duplex: each direction has the given bandwidth
 and latency and carries one transfer at a time.
@@ -9,7 +10,6 @@ and latency and carries one transfer at a time.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -242,27 +242,4 @@ def _link_from_dict(l: Any, where: str) -> Link:
     )
 
 
-def load_cluster(spec: str) -> Cluster:
-    """A cluster from a preset name (``2gpu``, ``local:4``...) or a JSON file path.
-
-    Raises
-    ------
-    ClusterError
-        If `spec` is neither a known preset nor a readable cluster file.
-    """
-    from placer import presets
-    from placer.fileio import read_json_file
-
-    if presets.is_preset(spec):
-        return presets.get(spec)
-    if os.path.exists(spec):
-        try:
-            return Cluster.from_dict(read_json_file(spec, "cluster"))
-        except ClusterError as e:
-            raise ClusterError(f"cluster file {spec!r}: {e}") from None
-    raise ClusterError(
-        f"unknown cluster {spec!r}: not a preset ({', '.join(presets.names())}) and no such file"
-    )
-
-
-__all__ = ["Cluster", "Device", "Link", "load_cluster", "PlacerError"]
+__all__ = ["Cluster", "Device", "Link", "PlacerError"]

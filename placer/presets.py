@@ -1,5 +1,8 @@
 """Named clusters modelled on real hardware, with the sources of their numbers.
 
+`load_cluster` takes a preset name or a cluster JSON file, as every command
+and the service do.
+
 - GPUs: NVIDIA Tesla V100 16 GB. PCIe card: 14 TFLOP/s FP32, 900 GB/s HBM2
   (NVIDIA V100 datasheet); SXM2 module: 15.7 TFLOP/s FP32, 900 GB/s.
   16 GiB, of which TensorFlow's allocator can use about 15 GiB after the
@@ -35,10 +38,12 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 from placer.cluster import Cluster, Device, Link
 from placer.errors import ClusterError
+from placer.fileio import read_json_file
 
 GIB = 2**30
 
@@ -135,3 +140,23 @@ def get(name: str) -> Cluster:
 
 def all_presets() -> list[Cluster]:
     return [f() for f in _FIXED.values()]
+
+
+def load_cluster(spec: str) -> Cluster:
+    """A cluster from a preset name (``2gpu``, ``local:4``...) or a JSON file path.
+
+    Raises
+    ------
+    ClusterError
+        If `spec` is neither a known preset nor a readable cluster file.
+    """
+    if is_preset(spec):
+        return get(spec)
+    if os.path.exists(spec):
+        try:
+            return Cluster.from_dict(read_json_file(spec, "cluster"))
+        except ClusterError as e:
+            raise ClusterError(f"cluster file {spec!r}: {e}") from None
+    raise ClusterError(
+        f"unknown cluster {spec!r}: not a preset ({', '.join(names())}) and no such file"
+    )

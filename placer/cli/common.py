@@ -101,7 +101,7 @@ def load_graph_and_cluster(args: argparse.Namespace):
     PlacerError
         If either file is missing or invalid, or the preset is unknown.
     """
-    from placer.cluster import load_cluster
+    from placer.presets import load_cluster
     from placer.graph_io import load_graph
 
     return load_graph(args.graph), load_cluster(args.cluster)

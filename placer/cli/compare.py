@@ -79,7 +79,7 @@ def _check_distinct_names(what: str, names: list[str], given: list[str]) -> None
 
 def run(args) -> int:
     from placer.cli.common import human_seconds, print_json, print_table, seconds_per_unit
-    from placer.cluster import load_cluster
+    from placer.presets import load_cluster
     from placer.errors import PlacerError
     from placer.fileio import write_atomic
     from placer.graph_io import load_graph

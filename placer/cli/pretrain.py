@@ -75,7 +75,7 @@ def run(args) -> int:
     from tqdm import tqdm
 
     from placer.cli.common import print_json
-    from placer.cluster import load_cluster
+    from placer.presets import load_cluster
     from placer.graph_io import load_graph
     from placer.rl import pretrain
 

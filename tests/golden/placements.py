@@ -51,7 +51,7 @@ def graph_files(names: tuple[str, ...] | None = None) -> list[Path]:
 
 def heuristic_entries(graphs: tuple[str, ...] | None = None, progress: bool = True) -> dict[str, Any]:
     """``{"graph/cluster/method": entry}`` for every heuristic."""
-    from placer.cluster import load_cluster
+    from placer.presets import load_cluster
     from placer.graph_io import load_graph
     from placer.placers import registry
 
@@ -74,7 +74,7 @@ def heuristic_entries(graphs: tuple[str, ...] | None = None, progress: bool = Tr
 
 def zero_shot_entries(graphs: tuple[str, ...] | None = None, progress: bool = True) -> dict[str, Any]:
     """``{"graph/cluster/zero_shot": entry}``: the shipped policy's answer, best of 256 samples, seed 0."""
-    from placer.cluster import load_cluster
+    from placer.presets import load_cluster
     from placer.graph_io import load_graph
     from placer.rl.saved_policy import load_policy
     from placer.rl.zero_shot import place_zero_shot

@@ -5,7 +5,8 @@ import json
 import pytest
 
 from placer import presets
-from placer.cluster import Cluster, load_cluster
+from placer.cluster import Cluster
+from placer.presets import load_cluster
 from placer.errors import ClusterError
 
 SPEC = {

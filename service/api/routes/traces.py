@@ -15,11 +15,12 @@ from fastapi import APIRouter, HTTPException, Response, status
 from fastapi.concurrency import run_in_threadpool
 
 from placer import presets
-from placer.cluster import Cluster, load_cluster
+from placer.cluster import Cluster
 from placer.errors import ClusterError
 from placer.graph import OpGraph
 from placer.graph_io import load_graph
 from placer.placement import Placement
+from placer.presets import load_cluster
 from placer.simulator import Simulator
 from placer.trace import chrome_trace
 from service.api.deps import GraphsDep, StorageDep
