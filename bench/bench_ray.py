@@ -1,7 +1,7 @@
 """Benchmark: samples scored per second by the simulator locally and on 1 or 2 local Ray workers.
 
 The reward loop of `placer train` scores K sampled placements per step;
-`--ray` sends them to Ray workers (`placer.rl.distributed.RaySimulator`).
+`--ray` sends them to Ray workers (`placer.measure.distributed.RaySimulator`).
 This times one batch of K placements of a benchmark graph, repeated, each way.
 With ``--reward measured`` each sample is run for real in TensorFlow (the
 graph must carry its GraphDef, e.g. the fidelity benchmark's LSTM, on the
@@ -60,7 +60,7 @@ def main() -> int:
     except ImportError:
         raise PlacerError("needs the ray package, a dependency of placer: .venv/bin/pip install -e .") from None
 
-    from placer.rl.distributed import RaySimulator
+    from placer.measure.distributed import RaySimulator
 
     sim = Simulator(load_graph(args.graph), load_cluster(args.cluster))
     if args.reward == "measured":

@@ -293,7 +293,7 @@ class _Session:
 
                     self.trainer.sim = MeasuredSimulator(self.trainer.sim)
                 if getattr(self.args, "ray", None):
-                    from placer.rl.distributed import RaySimulator
+                    from placer.measure.distributed import RaySimulator
 
                     self.trainer.sim = RaySimulator(self.trainer.sim, self.args.ray,
                                                  2 if self.args.ray_workers is None else self.args.ray_workers)

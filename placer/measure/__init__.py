@@ -1,4 +1,5 @@
-"""Measurement: run placed TensorFlow graphs for real, profile op times, export placements.
+"""Measurement: run placed TensorFlow graphs for real, profile op times, export placements,
+and spread the scoring of sampled placements over Ray workers (`distributed`).
 
 TensorFlow is imported inside the functions, so importing this package is cheap.
 """

@@ -53,7 +53,7 @@ def test_ray_workers_measure_their_samples(tiny, local_ray):
 
     from placer import presets
     from placer.measure.reward import MeasuredSimulator
-    from placer.rl.distributed import RaySimulator
+    from placer.measure.distributed import RaySimulator
     from placer.simulator import Simulator
 
     from tests.placer.measure.conftest import split_placement

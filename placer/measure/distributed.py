@@ -14,6 +14,10 @@ part, spreads over the Ray cluster (one worker per machine is what keeps the
 timings clean; two on one machine share its cores). Everything else (``run``, ``lower_bound``, ``times``...) is the
 local simulator's. Ray is imported only here, so nothing starts Ray unless
 ``placer train --ray`` asks for it.
+
+It wraps a `Simulator` or a `MeasuredSimulator` and knows nothing of the
+learned placer, so it sits with measurement; the trainer is handed one by
+``placer train``.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ def local_ray():
 
 
 def test_ray_batch_equals_local_batch(local_ray):
-    from placer.rl.distributed import RaySimulator
+    from placer.measure.distributed import RaySimulator
 
     sim = Simulator(layered_graph(60, seed=3), presets.get("2gpu"))
     places = np.random.default_rng(0).integers(0, len(sim.cluster), size=(7, len(sim.graph)))
@@ -41,7 +41,7 @@ def test_ray_reports_no_usage_statistics(local_ray, monkeypatch):
     """Ray sends usage statistics to its makers by default; a placer run must not."""
     from ray._common.usage import usage_lib
 
-    from placer.rl.distributed import RaySimulator
+    from placer.measure.distributed import RaySimulator
 
     monkeypatch.delenv("RAY_USAGE_STATS_ENABLED", raising=False)
     assert usage_lib.usage_stats_enabled()  # Ray's default
