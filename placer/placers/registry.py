@@ -3,6 +3,11 @@
 A placer is a function ``(graph, cluster, **options) -> Placement`` that fills
 ``devices``. `place` runs one, times it, and has the simulator score the
 result, so every method is judged the same way.
+
+The registry is filled by the modules that register placers, never by
+importing them itself: Python runs ``placer/placers/__init__.py``, which
+imports every heuristic, before this module, so the heuristics are always
+registered; method ``rl`` is registered by ``placer.rl`` (`placer.rl.method`).
 """
 
 from __future__ import annotations
@@ -60,10 +65,6 @@ def register(name: str, *, description: str, heuristic: bool = True, objectives:
     return wrap
 
 
-def _load_all() -> None:
-    import placer.placers  # noqa: F401  (importing the package registers every placer)
-
-
 def get(name: str) -> PlacerInfo:
     """The placer called `name`.
 
@@ -72,7 +73,6 @@ def get(name: str) -> PlacerInfo:
     PlacerError
         If no placer has that name (the message lists the names).
     """
-    _load_all()
     try:
         return _REGISTRY[name]
     except KeyError:
@@ -81,7 +81,6 @@ def get(name: str) -> PlacerInfo:
 
 def names(heuristic_only: bool = False) -> list[str]:
     """Registered names, in registration order."""
-    _load_all()
     return [n for n, info in _REGISTRY.items() if info.heuristic or not heuristic_only]
 
 
