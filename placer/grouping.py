@@ -21,6 +21,7 @@ from numba import njit
 
 from placer.cluster import Cluster
 from placer.cost_model import op_time_matrix
+from placer.dag import levels
 from placer.errors import PlacerError
 from placer.graph import OpGraph
 
@@ -189,34 +190,6 @@ def critical_ops(graph: OpGraph, op_time: np.ndarray) -> np.ndarray:
     top, bottom = levels(graph, op_time)
     length = float((top + bottom).max()) if len(graph) else 0.0
     return (length - (top + bottom)) <= CRITICAL_SLACK * length
-
-
-def levels(graph: OpGraph, op_time: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Top level (earliest start) and bottom level (longest path to the end, the op's own time included) of
-    every op."""
-    p_off, p_idx = graph.predecessors
-    return _levels(graph.topo_order.astype(np.int64), p_off.astype(np.int64), p_idx.astype(np.int64),
-                   np.ascontiguousarray(op_time, dtype=np.float64))
-
-
-@njit(cache=True)
-def _levels(order, p_off, p_idx, t):
-    n = len(t)
-    top = np.zeros(n)
-    for i in order:
-        for k in range(p_off[i], p_off[i + 1]):
-            j = p_idx[k]
-            if top[j] + t[j] > top[i]:
-                top[i] = top[j] + t[j]
-    bottom = np.zeros(n)
-    for r in range(n - 1, -1, -1):
-        i = order[r]
-        bottom[i] += t[i]
-        for k in range(p_off[i], p_off[i + 1]):
-            j = p_idx[k]
-            if bottom[i] > bottom[j]:
-                bottom[j] = bottom[i]
-    return top, bottom
 
 
 def fastest_kind(cluster: Cluster, times: np.ndarray) -> np.ndarray:

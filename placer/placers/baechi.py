@@ -36,8 +36,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from placer.dag import upward_ranks
 from placer.placers.common import (LiveMemory, MemoryLedger, Problem, expand_units, fit_to_memory, flag_option,
-                                   number_option, reject_options, static_levels)
+                                   number_option, reject_options)
 from placer.placers.heft import Schedule
 from placer.placers.registry import register
 
@@ -144,7 +145,7 @@ def list_schedule(problem: Problem, devices: np.ndarray, memory: LiveMemory,
     devs_l = devs.tolist()
     k = len(devs)
     times = problem.times
-    level = static_levels(problem, times[:, devs].mean(axis=1))
+    level = upward_ranks(problem.graph, times[:, devs].mean(axis=1))  # static level: no transfers
     topo_rank = problem.graph.topo_rank
     p_off, p_idx = problem.graph.predecessors
     s_off, s_idx = problem.graph.successors

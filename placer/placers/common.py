@@ -412,14 +412,6 @@ class LiveMemory:
             self.used[d] -= self.problem.out_bytes[m]
 
 
-def static_levels(problem: Problem, weights: np.ndarray) -> np.ndarray:
-    """Longest path from each op to an exit, counting `weights[i]` per op (no communication): the bottom
-    level of `placer.grouping.levels` (compiled; the groupings and Baechi share one definition)."""
-    from placer.grouping import levels
-
-    return levels(problem.graph, weights)[1]
-
-
 def reject_options(method: str, options: dict) -> None:
     """Raise a `PlacerError` naming any option `method` does not take (its registered options, and
     ``objective`` where it optimises one besides step time, which `placer.placers.registry.place` passes)."""

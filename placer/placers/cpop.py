@@ -7,7 +7,7 @@ CPOP keeps it whole on one device and schedules everything else around it.
 1. *Priorities*: ``priority(i) = rank_u(i) + rank_d(i)``, the length of the
    longest path through op i with mean compute and transfer costs (HEFT's
    upward rank, plus the downward rank ``rank_d(i) = max_{j in pred(i)}
-   (rank_d(j) + w̄_j + c̄_ji)``). The critical path is walked from an entry op
+   (rank_d(j) + w̄_j + c̄_ji)``; `placer.dag`). The critical path is walked from an entry op
    whose priority is the largest, ``|CP|``, through successors of priority
    ``|CP|``, to an exit op.
 2. *The critical-path processor* is the device with the least total compute
@@ -29,24 +29,10 @@ import heapq
 
 import numpy as np
 
+from placer.dag import downward_ranks, upward_ranks
 from placer.placers.common import LiveMemory, Problem, reject_options
-from placer.placers.heft import ListScheduler, Schedule, quantised_ranks, upward_ranks
+from placer.placers.heft import ListScheduler, Schedule, quantised_ranks
 from placer.placers.registry import register
-
-
-def downward_ranks(problem: Problem, mean_compute: np.ndarray, mean_comm: np.ndarray) -> np.ndarray:
-    """CPOP's ``rank_d`` of every op (graph order): the longest mean-cost path from an entry op to it."""
-    p_off, p_idx = problem.graph.predecessors
-    p_off_l, p_idx_l = p_off.tolist(), p_idx.tolist()
-    w, c = mean_compute.tolist(), mean_comm.tolist()
-    rank = [0.0] * problem.num_ops
-    for i in problem.graph.topo_order.tolist():
-        best = 0.0
-        for j in p_idx_l[p_off_l[i]:p_off_l[i + 1]]:
-            if rank[j] + w[j] + c[j] > best:
-                best = rank[j] + w[j] + c[j]
-        rank[i] = best
-    return np.asarray(rank)
 
 
 def critical_path(problem: Problem, priority: np.ndarray) -> np.ndarray:
@@ -87,7 +73,7 @@ def cpop(problem: Problem, devices: np.ndarray | None = None, memory: LiveMemory
     memory = LiveMemory(problem) if memory is None else memory
     times = problem.times
     w, c = times[:, devs].mean(axis=1), problem.mean_comm_time(devs)
-    priority = upward_ranks(problem, w, c) + downward_ranks(problem, w, c)
+    priority = upward_ranks(problem.graph, w, c) + downward_ranks(problem.graph, w, c)
     path = critical_path(problem, priority)
     on_path = np.zeros(problem.num_ops, dtype=bool)
     on_path[path] = True

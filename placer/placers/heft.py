@@ -5,7 +5,8 @@ Two phases, as in the paper:
 1. *Task prioritising*: the upward rank of op i is
    ``rank_u(i) = w̄_i + max_{j in succ(i)} (c̄_ij + rank_u(j))``, with w̄_i the
    mean compute time of i over the devices and c̄_ij the mean cost of
-   sending i's output (mean latency + bytes / mean bandwidth). Ops are taken
+   sending i's output (mean latency + bytes / mean bandwidth)
+   (`placer.dag.upward_ranks`). Ops are taken
    in decreasing rank (ties: topological order, which keeps the list a valid
    topological order).
 2. *Processor selection*: each op goes to the device that gives it the
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from placer.dag import upward_ranks
 from placer.placers.common import LiveMemory, Problem, reject_options
 from placer.placers.registry import register
 
@@ -46,21 +48,6 @@ class Schedule:
     @property
     def length(self) -> float:
         return float(self.finish.max())
-
-
-def upward_ranks(problem: Problem, mean_compute: np.ndarray, mean_comm: np.ndarray) -> np.ndarray:
-    """HEFT's ``rank_u`` of every op (graph order)."""
-    s_off, s_idx = problem.graph.successors
-    s_off_l, s_idx_l = s_off.tolist(), s_idx.tolist()
-    w, c = mean_compute.tolist(), mean_comm.tolist()
-    rank = [0.0] * problem.num_ops
-    for i in problem.graph.topo_order[::-1].tolist():
-        best = 0.0
-        for j in s_idx_l[s_off_l[i]:s_off_l[i + 1]]:
-            if c[i] + rank[j] > best:
-                best = c[i] + rank[j]
-        rank[i] = w[i] + best
-    return np.asarray(rank)
 
 
 def priority_order(problem: Problem, rank: np.ndarray) -> np.ndarray:
@@ -164,7 +151,7 @@ def heft(problem: Problem, devices: np.ndarray | None = None,
     """
     devs = np.arange(problem.num_devices) if devices is None else np.asarray(devices)
     scheduler = ListScheduler(problem, LiveMemory(problem) if memory is None else memory)
-    rank = upward_ranks(problem, problem.times[:, devs].mean(axis=1), problem.mean_comm_time(devs))
+    rank = upward_ranks(problem.graph, problem.times[:, devs].mean(axis=1), problem.mean_comm_time(devs))
     for i in priority_order(problem, rank).tolist():
         scheduler.place(i, scheduler.allowed(i, devs))
     return scheduler.schedule()

@@ -15,8 +15,9 @@ from typing import NamedTuple
 import numpy as np
 
 from placer.cluster import Cluster
+from placer.dag import levels
 from placer.graph import OpGraph
-from placer.grouping import Grouping, levels
+from placer.grouping import Grouping
 
 # Op types by role, matched in order against the op type; anything else is "other".
 OP_CATEGORIES: list[tuple[str, re.Pattern]] = [

@@ -14,6 +14,7 @@ import numpy as np
 
 from placer.cluster import Cluster
 from placer.cost_model import op_time_matrix
+from placer.dag import critical_path_length
 from placer.errors import PlacementError, PlacerError
 from placer.graph import OpGraph
 from placer.placement import Placement
@@ -146,7 +147,7 @@ class Simulator:
         self._check_finite()
         fastest = self.times.min(axis=1)
         self.lower_bound = max(
-            kernel.critical_path(graph.topo_order, self.p_off, self.p_idx, fastest),
+            critical_path_length(graph, fastest),
             float(fastest.sum()) / (threads or len(cluster)),
         )
 

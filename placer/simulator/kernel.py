@@ -299,21 +299,3 @@ def simulate_batch(places, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, x
         peaks[k] = p
         moved[k] = mv
     return steps, busy, peaks, moved
-
-
-@njit(cache=True)
-def critical_path(order, p_off, p_idx, dur):
-    """Longest path through the DAG when op i takes `dur[i]` (no transfers)."""
-    n = order.shape[0]
-    end = np.zeros(n)
-    best = 0.0
-    for t in range(n):
-        i = order[t]
-        s = 0.0
-        for e in range(p_off[i], p_off[i + 1]):
-            if end[p_idx[e]] > s:
-                s = end[p_idx[e]]
-        end[i] = s + dur[i]
-        if end[i] > best:
-            best = end[i]
-    return best

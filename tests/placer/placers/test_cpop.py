@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
+from placer.dag import downward_ranks, upward_ranks
 from placer.graph import Op, OpGraph
 from placer.placers import registry
 from placer.placers.common import Problem
-from placer.placers.cpop import cpop, critical_path, downward_ranks
-from placer.placers.heft import upward_ranks
+from placer.placers.cpop import cpop, critical_path
 from placer.simulator import Simulator
 from tests.placer.placers.paper_dags import CPOP_MAKESPAN, heft_paper_cluster, heft_paper_graph
 from tests.placer.placers.test_all_placers import gpus
@@ -28,8 +28,8 @@ class TestPaperExample:
         """rank_u + rank_d; the entry task's, 108, is |CP| (n1's rank_u in the paper's Table 3)."""
         graph, _, problem = paper
         w, c = problem.times.mean(axis=1), problem.mean_comm_time()
-        rank_d = downward_ranks(problem, w, c)
-        priority = upward_ranks(problem, w, c) + rank_d
+        rank_d = downward_ranks(problem.graph, w, c)
+        priority = upward_ranks(problem.graph, w, c) + rank_d
         assert rank_d[graph.index["n1"]] == 0.0
         assert rank_d[graph.index["n2"]] == pytest.approx((14 + 16 + 9) / 3 + 18)  # w̄(n1) + c(1, 2)
         got = {f"n{k}": priority[graph.index[f"n{k}"]] for k in range(1, 11)}
@@ -40,7 +40,7 @@ class TestPaperExample:
         """n1 -> n2 -> n9 -> n10, on P2 (Fig. 3b): 16 + 19 + 12 + 7 = 54, against 66 on P1 and 68 on P3."""
         graph, _, problem = paper
         w, c = problem.times.mean(axis=1), problem.mean_comm_time()
-        path = critical_path(problem, upward_ranks(problem, w, c) + downward_ranks(problem, w, c))
+        path = critical_path(problem, upward_ranks(problem.graph, w, c) + downward_ranks(problem.graph, w, c))
         assert tasks(graph, path) == ["n1", "n2", "n9", "n10"]
         s = cpop(problem)
         assert s.notes["critical_path_device"] == "P2"
