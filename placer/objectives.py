@@ -37,6 +37,7 @@ from placer.cost_model import op_time_matrix
 from placer.errors import PlacerError
 from placer.graph import OpGraph
 from placer.simulator.core import check_assignment, graph_arrays
+from placer.simulator.transfer import transfer_time
 
 OBJECTIVES = ("step_time", "throughput")
 
@@ -179,10 +180,7 @@ def _loads(a, times, s_off, s_idx, xfer_time, out_bytes, bandwidth, latency, pay
             if dv == du or seen[dv] == u:
                 continue
             seen[dv] = u
-            if xfer_time[u] >= 0.0:
-                c = xfer_time[u]
-            else:
-                c = latency[du, dv] + out_bytes[u] / bandwidth[du, dv]
+            c = transfer_time(xfer_time, out_bytes, u, latency, bandwidth, du, dv)
             sends = True
             if c > send:
                 send = c

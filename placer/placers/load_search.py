@@ -20,6 +20,7 @@ import numba
 import numpy as np
 
 from placer.objectives import ThroughputModel
+from placer.simulator.transfer import transfer_time
 
 
 def _best(moves: np.ndarray, cur: tuple[float, float], score) -> int | None:
@@ -125,7 +126,7 @@ def _charge(w, a, sign, s_off, s_idx, xfer_time, out_bytes, bandwidth, latency, 
         if dv == dw or seen[dv] == stamp:
             continue
         seen[dv] = stamp
-        c = xfer_time[w] if xfer_time[w] >= 0.0 else latency[dw, dv] + out_bytes[w] / bandwidth[dw, dv]
+        c = transfer_time(xfer_time, out_bytes, w, latency, bandwidth, dw, dv)
         sends = True
         if c > send:
             send = c

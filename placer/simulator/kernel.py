@@ -31,6 +31,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from placer.simulator.transfer import transfer_time
+
 KIND_FINISH = 0
 KIND_ARRIVE = 1
 KIND_SEND = 2
@@ -183,7 +185,7 @@ def simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer
                     dw = place[s_idx[e]]
                     if dw != d and sent_by[dw] != v:
                         sent_by[dw] = v
-                        dur_v += xfer_time[v] if xfer_time[v] >= 0.0 else lat[d, dw] + out_bytes[v] / bw[d, dw]
+                        dur_v += transfer_time(xfer_time, out_bytes, v, lat, bw, d, dw)
             start[v] = now
             finish[v] = now + dur_v
             busy[d] += dur_v
@@ -223,7 +225,7 @@ def simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer
                     refs[v, dw] += 1
                     if x_start[v, dw] < 0.0:
                         owed += 1
-                        dur = xfer_time[v] if xfer_time[v] >= 0.0 else lat[d, dw] + out_bytes[v] / bw[d, dw]
+                        dur = transfer_time(xfer_time, out_bytes, v, lat, bw, d, dw)
                         if pool > 0:
                             dur = 0.0  # done by the op's thread, already in its time
                         s = max(link_free[d, dw], now)
