@@ -1,10 +1,15 @@
 """Cluster: the devices a graph can be placed on and the links between them.
 
 A cluster comes from a JSON spec or a named preset (`placer.presets`, whose
-`load_cluster` reads either: presets build on this module). Every
-pair of devices is joined by a link: one given for the pair, or the cluster's
-default link. A link is full duplex: each direction has the given bandwidth
-and latency and carries one transfer at a time.
+`load_cluster` reads either: presets build on this module). Its interconnect
+is one of two kinds:
+
+- flat (``links`` / ``default_link``), the idealised model: every pair of
+  devices is joined by a link of its own, one given for the pair or the
+  cluster's default link. A link is full duplex: each direction has the given
+  bandwidth and latency and carries one transfer at a time;
+- a topology (``topology``, `placer.topology`): devices and switches joined
+  by links whose directions are shared by every transfer routed over them.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from placer.errors import ClusterError, PlacerError
+from placer.topology import CompiledTopology, Routes, Topology, flat_routes, positive_number
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +80,9 @@ class Cluster:
         CPU devices of one process): at most this many ops run at once in the
         whole cluster, and one device may run several. None: every device is
         its own hardware and runs one op at a time.
+    topology : switches and links joining the devices, with shared link
+        directions and routes (`placer.topology`); given instead of `links`
+        and `default_link`. None: the flat model.
     """
 
     name: str
@@ -82,6 +91,7 @@ class Cluster:
     default_link: Link | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     shared_threads: int | None = None
+    topology: Topology | None = None
 
     def __post_init__(self) -> None:
         if not self.devices:
@@ -94,6 +104,13 @@ class Cluster:
             if d.name in self.index:
                 raise ClusterError(f"cluster {self.name!r}: duplicate device name {d.name!r}")
             self.index[d.name] = i
+        self.compiled: CompiledTopology | None = None
+        if self.topology is not None:
+            if self.links or self.default_link is not None:
+                raise ClusterError(f"cluster {self.name!r}: give either a 'topology' or flat 'links'/'default_link', "
+                                   "not both")
+            self.compiled = self.topology.compile(self.device_names, f"cluster {self.name!r}")
+            return
         for pair in self.links:
             for dev in pair:
                 if dev not in self.index:
@@ -113,13 +130,36 @@ class Cluster:
         return [d.name for d in self.devices]
 
     def link(self, a: str, b: str) -> Link:
-        """The link between two distinct devices."""
+        """The link between two distinct devices.
+
+        With a topology: the route from `a` to `b` as one link, its bottleneck
+        bandwidth and summed latency (what one transfer on an idle machine sees).
+        """
         if a == b:
             raise ClusterError(f"no link from device {a!r} to itself")
+        if self.compiled is not None:
+            bw, lat = self.link_matrices()
+            i, j = self.index[a], self.index[b]
+            return Link(float(bw[i, j]), float(lat[i, j]))
         return self.links.get(frozenset((a, b))) or self.default_link  # type: ignore[return-value]
 
+    def routes(self) -> Routes:
+        """Each ordered device pair's route as link directions (`placer.topology.Routes`).
+
+        Flat: pair (i, j) has its own direction, the pair's link. Topology: the
+        routes of `placer.topology`, whose link directions pairs share.
+        """
+        if self.compiled is not None:
+            return self.compiled.routes()
+        return flat_routes(*self.link_matrices())
+
     def link_matrices(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(bandwidth, latency)`` as D x D arrays (diagonal: inf bandwidth, 0 latency)."""
+        """``(bandwidth, latency)`` as D x D arrays (diagonal: inf bandwidth, 0 latency).
+
+        With a topology: each route's bottleneck bandwidth and summed latency.
+        """
+        if self.compiled is not None:
+            return self.compiled.matrices()
         n = len(self.devices)
         bw = np.full((n, n), np.inf)
         lat = np.zeros((n, n))
@@ -142,7 +182,8 @@ class Cluster:
         import json
 
         spec = {k: v for k, v in self.to_dict().items() if k not in ("name", "meta")}
-        spec["links"] = sorted(spec["links"], key=lambda l: l["between"])
+        if "links" in spec:
+            spec["links"] = sorted(spec["links"], key=lambda l: l["between"])
         return hashlib.sha256(json.dumps(spec, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:
@@ -150,15 +191,18 @@ class Cluster:
         d: dict[str, Any] = {
             "name": self.name,
             "devices": [dev.to_dict() for dev in self.devices],
-            "links": [
+        }
+        if self.topology is None:
+            d["links"] = [
                 {"between": sorted(pair), "bandwidth": l.bandwidth, "latency": l.latency}
                 for pair, l in self.links.items()
-            ],
-        }
+            ]
         if self.default_link is not None:
             d["default_link"] = {"bandwidth": self.default_link.bandwidth, "latency": self.default_link.latency}
         if self.shared_threads is not None:
             d["shared_threads"] = self.shared_threads
+        if self.topology is not None:
+            d["topology"] = self.topology.to_dict()
         if self.meta:
             d["meta"] = self.meta
         return d
@@ -201,16 +245,17 @@ class Cluster:
                                "'between' (list a link between two devices in 'links')")
         default_link = None if default is None else _link_from_dict(default, f"cluster {name!r}: default_link")
         meta = data.get("meta", {})
+        topology = None
+        if data.get("topology") is not None:
+            if raw_links or default is not None:
+                raise ClusterError(f"cluster {name!r}: give either a 'topology' or flat 'links'/'default_link', "
+                                   "not both")
+            topology = Topology.from_dict(data["topology"], f"cluster {name!r}")
         return cls(name, devices, links, default_link, meta if isinstance(meta, dict) else {},
-                   shared_threads=data.get("shared_threads"))
+                   shared_threads=data.get("shared_threads"), topology=topology)
 
 
-def _positive(value: Any, what: str, where: str, allow_zero: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ClusterError(f"{where}: {what} must be a finite number, got {value!r}")
-    if value < 0 or (value == 0 and not allow_zero):
-        raise ClusterError(f"{where}: {what} must be {'non-negative' if allow_zero else 'positive'}, got {value}")
-    return float(value)
+_positive = positive_number
 
 
 def _device_from_dict(d: Any, k: int, cluster: str) -> Device:

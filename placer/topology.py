@@ -1,0 +1,384 @@
+"""Interconnect topology: devices and switches joined by links, and a route per device pair.
+
+A cluster either gives every pair of devices its own independent link (the
+flat ``links`` / ``default_link`` spec, the idealised model) or a `Topology`:
+switches (PCIe switches, CPU sockets / root complexes, NVSwitch, NICs,
+network switches) and links between devices and switches, as the machine is
+built. Each direction of a link is one shared resource with a bandwidth
+(bytes/s) and a latency (s). A transfer from device a to device b follows the
+route from a to b and uses every link direction on it.
+
+Routes pass through switches only, never through another device (a GPU does
+not forward traffic). Unless the spec gives a pair's route, it is computed
+once per cluster by this rule, which is deterministic:
+
+1. fewest hops (links);
+2. among those, the highest bottleneck bandwidth (the route's slowest link);
+3. then the lowest total latency;
+4. then the lexicographically smallest sequence of node names.
+
+Fewest hops first because that is how PCIe trees (a unique path), NVSwitch
+(one switch between any two GPUs) and minimal InfiniBand routing choose.
+
+The sharing model (how transfers that use the same link direction share it)
+is the simulator's; `docs/topology.md` states it and why.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from placer.errors import ClusterError
+
+MAX_EQUAL_ROUTES = 10_000
+"""Equal-hop routes the rule compares per source device before asking for explicit routes."""
+
+
+@dataclass(frozen=True, slots=True)
+class Switch:
+    """A node that forwards traffic and runs no ops.
+
+    Attributes
+    ----------
+    name : unique among switches and devices, e.g. ``"pcie-switch-0"``.
+    kind : what it is, for people and traces: ``"pcie-switch"``, ``"cpu-socket"``,
+        ``"nvswitch"``, ``"nic"``, ``"ib-switch"`` (any string).
+    """
+
+    name: str
+    kind: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind}
+
+
+@dataclass(frozen=True, slots=True)
+class TopoLink:
+    """A full-duplex link between two nodes (devices or switches).
+
+    Each direction is a separate resource of `bandwidth` bytes/s and `latency` s.
+    `kind` names the technology (``"pcie4-x16"``, ``"nvlink3-x12"``...), for people.
+    """
+
+    a: str
+    b: str
+    bandwidth: float
+    latency: float = 0.0
+    kind: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"between": [self.a, self.b], "bandwidth": self.bandwidth, "latency": self.latency}
+        if self.kind:
+            d["kind"] = self.kind
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """An explicit route from device `src` to device `dst` through the switches `via`, in order."""
+
+    src: str
+    dst: str
+    via: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"from": self.src, "to": self.dst, "via": list(self.via)}
+
+
+class Routes(NamedTuple):
+    """Every device pair's route as the simulator reads it: flat arrays of link directions.
+
+    Link direction ``r`` is a resource of ``bandwidth[r]`` bytes/s and
+    ``latency[r]`` s; the route from device i to device j (D devices) is
+    ``resource[offset[i * D + j]:offset[i * D + j + 1]]``, in order from i
+    to j (empty when i == j).
+    """
+
+    offset: np.ndarray  # int64[D * D + 1]
+    resource: np.ndarray  # int64[total route length]
+    bandwidth: np.ndarray  # float64[R]
+    latency: np.ndarray  # float64[R]
+
+
+@dataclass
+class Topology:
+    """Switches and links joining a cluster's devices, and the routes that override the rule.
+
+    Parameters
+    ----------
+    switches : the nodes that are not devices.
+    links : the links, each between two distinct nodes; one link per pair
+        (parallel links are one link with their summed bandwidth).
+    routes : explicit routes; every other ordered pair takes the rule's route
+        (see the module docstring).
+    """
+
+    switches: list[Switch]
+    links: list[TopoLink]
+    routes: list[Route] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"switches": [s.to_dict() for s in self.switches],
+                             "links": [l.to_dict() for l in self.links]}
+        if self.routes:
+            d["routes"] = [r.to_dict() for r in self.routes]
+        return d
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> "Topology":
+        """Parse the ``topology`` object of a cluster spec (checked against the devices by `compile`)."""
+        if not isinstance(data, dict):
+            raise ClusterError(f"{where}: 'topology' must be an object with 'switches' and 'links'")
+        unknown = sorted(set(data) - {"switches", "links", "routes"})
+        if unknown:
+            raise ClusterError(f"{where}: topology has unknown field(s) {', '.join(map(repr, unknown))} "
+                               "(it takes 'switches', 'links' and 'routes')")
+        raw_sw, raw_links, raw_routes = data.get("switches", []), data.get("links"), data.get("routes", [])
+        if not isinstance(raw_sw, list):
+            raise ClusterError(f"{where}: topology 'switches' must be a list")
+        if not isinstance(raw_links, list) or not raw_links:
+            raise ClusterError(f"{where}: topology 'links' must be a non-empty list")
+        if not isinstance(raw_routes, list):
+            raise ClusterError(f"{where}: topology 'routes' must be a list")
+        switches = []
+        for k, s in enumerate(raw_sw):
+            if not isinstance(s, dict) or not isinstance(s.get("name"), str) or not s["name"]:
+                raise ClusterError(f"{where}: switch #{k}: expected an object with a non-empty 'name'")
+            kind = s.get("kind", "switch")
+            if not isinstance(kind, str) or not kind:
+                raise ClusterError(f"{where}: switch {s['name']!r}: 'kind' must be a non-empty string")
+            switches.append(Switch(s["name"], kind))
+        links = []
+        for k, l in enumerate(raw_links):
+            lw = f"{where}: topology link #{k}"
+            if not isinstance(l, dict):
+                raise ClusterError(f"{lw}: expected an object")
+            between = l.get("between")
+            if not (isinstance(between, list) and len(between) == 2 and all(isinstance(x, str) for x in between)):
+                raise ClusterError(f"{lw}: 'between' must be a list of two node names")
+            lw = f"{lw} ({between[0]!r} - {between[1]!r})"
+            kind = l.get("kind", "")
+            if not isinstance(kind, str):
+                raise ClusterError(f"{lw}: 'kind' must be a string")
+            links.append(TopoLink(between[0], between[1], positive_number(l.get("bandwidth"), "'bandwidth'", lw),
+                                  positive_number(l.get("latency", 0.0), "'latency'", lw, allow_zero=True), kind))
+        routes = []
+        for k, r in enumerate(raw_routes):
+            rw = f"{where}: route #{k}"
+            if not isinstance(r, dict):
+                raise ClusterError(f"{rw}: expected an object with 'from', 'to' and 'via'")
+            src, dst, via = r.get("from"), r.get("to"), r.get("via", [])
+            if not isinstance(src, str) or not isinstance(dst, str):
+                raise ClusterError(f"{rw}: 'from' and 'to' must be device names")
+            if not isinstance(via, list) or not all(isinstance(x, str) for x in via):
+                raise ClusterError(f"{rw}: 'via' must be a list of switch names")
+            routes.append(Route(src, dst, tuple(via)))
+        return cls(switches, links, routes)
+
+    def compile(self, devices: list[str], where: str) -> "CompiledTopology":
+        """Check the topology against the cluster's device names and fix every pair's route.
+
+        Raises
+        ------
+        ClusterError
+            Naming the bad element: an unknown node, a duplicate name or link, a
+            device with no link, a device another cannot reach, a bad explicit route.
+        """
+        return CompiledTopology(self, devices, where)
+
+
+class CompiledTopology:
+    """A checked topology with every ordered device pair's route (node names and link directions).
+
+    Link k of `Topology.links` is directions ``2k`` (a to b) and ``2k + 1`` (b to a).
+    """
+
+    def __init__(self, topology: Topology, devices: list[str], where: str):
+        self.topology = topology
+        self.devices = list(devices)
+        dev_set = set(devices)
+        kinds: dict[str, str] = {d: "device" for d in devices}
+        for s in topology.switches:
+            if s.name in dev_set:
+                raise ClusterError(f"{where}: switch {s.name!r} has the name of a device; give it another name")
+            if s.name in kinds:
+                raise ClusterError(f"{where}: duplicate switch name {s.name!r}")
+            kinds[s.name] = s.kind
+        # adjacency: node -> {neighbour: direction index}
+        self.adj: dict[str, dict[str, int]] = {n: {} for n in kinds}
+        pairs: dict[frozenset, int] = {}
+        for k, l in enumerate(topology.links):
+            lw = f"{where}: topology link #{k} ({l.a!r} - {l.b!r})"
+            for node in (l.a, l.b):
+                if node not in kinds:
+                    raise ClusterError(f"{lw}: unknown node {node!r} (not a device or a switch of the cluster)")
+            if l.a == l.b:
+                raise ClusterError(f"{lw}: joins {l.a!r} to itself")
+            pair = frozenset((l.a, l.b))
+            if pair in pairs:
+                raise ClusterError(f"{lw}: {l.a!r} and {l.b!r} are already joined by topology link #{pairs[pair]}; "
+                                   "give each pair one link (parallel links as one, with their summed bandwidth)")
+            pairs[pair] = k
+            self.adj[l.a][l.b] = 2 * k
+            self.adj[l.b][l.a] = 2 * k + 1
+        for n, nbrs in self.adj.items():
+            if not nbrs:
+                what = "device" if n in dev_set else "switch"
+                raise ClusterError(f"{where}: {what} {n!r} has no link in the topology")
+        self.bandwidth = np.repeat([l.bandwidth for l in topology.links], 2).astype(np.float64)
+        self.latency = np.repeat([l.latency for l in topology.links], 2).astype(np.float64)
+        self.paths: dict[tuple[str, str], tuple[str, ...]] = {}
+        for r in topology.routes:
+            self._explicit(r, kinds, where)
+        for src in devices:
+            self._rule_routes(src, dev_set, where)
+        self._routes = self._build_routes()
+        self._matrices = route_matrices(self._routes, len(devices))
+
+    def _explicit(self, r: Route, kinds: dict[str, str], where: str) -> None:
+        rw = f"{where}: route {r.src!r} -> {r.dst!r}"
+        for end in (r.src, r.dst):
+            if kinds.get(end) != "device":
+                raise ClusterError(f"{rw}: {end!r} is not a device of the cluster")
+        if r.src == r.dst:
+            raise ClusterError(f"{rw}: a route joins two different devices")
+        if (r.src, r.dst) in self.paths:
+            raise ClusterError(f"{rw}: given twice")
+        for node in r.via:
+            if node not in kinds:
+                raise ClusterError(f"{rw}: unknown node {node!r}")
+            if kinds[node] == "device":
+                raise ClusterError(f"{rw}: passes through device {node!r}; routes pass through switches only")
+        path = (r.src, *r.via, r.dst)
+        if len(set(path)) != len(path):
+            raise ClusterError(f"{rw}: visits a node twice")
+        for a, b in zip(path, path[1:]):
+            if b not in self.adj[a]:
+                raise ClusterError(f"{rw}: no link between {a!r} and {b!r}")
+        self.paths[(r.src, r.dst)] = path
+
+    def _rule_routes(self, src: str, dev_set: set[str], where: str) -> None:
+        """Fewest hops, then widest, then lowest latency, then lexicographic (see the module docstring)."""
+        # breadth-first: hop counts, never expanding a device other than the source
+        dist = {src: 0}
+        frontier = [src]
+        while frontier:
+            nxt = []
+            for u in frontier:
+                if u != src and u in dev_set:
+                    continue
+                for v in self.adj[u]:
+                    if v not in dist:
+                        dist[v] = dist[u] + 1
+                        nxt.append(v)
+            frontier = nxt
+        for dst in self.devices:
+            if dst == src or (src, dst) in self.paths:
+                continue
+            if dst not in dist:
+                raise ClusterError(f"{where}: device {src!r} cannot reach device {dst!r} in the topology "
+                                   "(routes pass through switches, never through another device)")
+            best, seen = None, 0
+            stack = [(src,)]
+            while stack:  # every fewest-hop path, along edges that go one hop further from src
+                path = stack.pop()
+                u = path[-1]
+                if u == dst:
+                    seen += 1
+                    if seen > MAX_EQUAL_ROUTES:
+                        raise ClusterError(f"{where}: more than {MAX_EQUAL_ROUTES} equally short routes from "
+                                           f"{src!r} to {dst!r}; give the routes explicitly ('routes')")
+                    dirs = [self.adj[a][b] for a, b in zip(path, path[1:])]
+                    key = (-min(self.bandwidth[r] for r in dirs), sum(self.latency[r] for r in dirs), path)
+                    if best is None or key < best:
+                        best = key
+                    continue
+                if u != src and u in dev_set:
+                    continue
+                for v in self.adj[u]:
+                    if dist.get(v) == dist[u] + 1 and dist[v] <= dist[dst] and (v == dst or v not in dev_set):
+                        stack.append(path + (v,))
+            self.paths[(src, dst)] = best[2]
+
+    def directions(self, src: str, dst: str) -> list[int]:
+        """The link directions of the route from `src` to `dst`, in order."""
+        path = self.paths[(src, dst)]
+        return [self.adj[a][b] for a, b in zip(path, path[1:])]
+
+    def routes(self) -> Routes:
+        """Every ordered device pair's route as flat arrays (device order of the cluster)."""
+        return self._routes
+
+    def matrices(self) -> tuple[np.ndarray, np.ndarray]:
+        """`route_matrices` of the routes: bottleneck bandwidth and summed latency per pair (copies)."""
+        return self._matrices[0].copy(), self._matrices[1].copy()
+
+    def _build_routes(self) -> Routes:
+        D = len(self.devices)
+        offset = np.zeros(D * D + 1, dtype=np.int64)
+        resource: list[int] = []
+        for i, a in enumerate(self.devices):
+            for j, b in enumerate(self.devices):
+                if i != j:
+                    resource += self.directions(a, b)
+                offset[i * D + j + 1] = len(resource)
+        return Routes(offset, np.array(resource, dtype=np.int64), self.bandwidth, self.latency)
+
+
+def flat_routes(bandwidth: np.ndarray, latency: np.ndarray) -> Routes:
+    """The flat model as routes: each ordered pair (i, j) has its own link direction ``i * D + j``.
+
+    A one-hop route's time, latency + bytes / bandwidth, is computed with
+    exactly the arithmetic of the flat model, so flat clusters keep their
+    step times bit for bit.
+    """
+    D = bandwidth.shape[0]
+    offset = np.zeros(D * D + 1, dtype=np.int64)
+    resource = []
+    for i in range(D):
+        for j in range(D):
+            if i != j:
+                resource.append(i * D + j)
+            offset[i * D + j + 1] = len(resource)
+    return Routes(offset, np.array(resource, dtype=np.int64), np.ascontiguousarray(bandwidth.ravel()),
+                  np.ascontiguousarray(latency.ravel()))
+
+
+def route_matrices(routes: Routes, num_devices: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(bandwidth, latency)`` D x D: each route's bottleneck bandwidth and summed latency.
+
+    What one transfer alone on an idle machine sees (the diagonal: inf, 0);
+    the heuristics and the RL features read these.
+    """
+    D = num_devices
+    bw = np.full((D, D), np.inf)
+    lat = np.zeros((D, D))
+    for i in range(D):
+        for j in range(D):
+            if i != j:
+                rs = routes.resource[routes.offset[i * D + j]:routes.offset[i * D + j + 1]]
+                b, s = math.inf, 0.0
+                for r in rs:  # in route order, as the simulator sums them
+                    s += routes.latency[r]
+                    b = min(b, routes.bandwidth[r])
+                bw[i, j], lat[i, j] = b, s
+    return bw, lat
+
+
+def positive_number(value: Any, what: str, where: str, allow_zero: bool = False) -> float:
+    """`value` as a float if it is a finite positive number (or zero, with `allow_zero`).
+
+    Raises
+    ------
+    ClusterError
+        Starting with `where` and naming `what` otherwise (booleans are not numbers).
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ClusterError(f"{where}: {what} must be a finite number, got {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ClusterError(f"{where}: {what} must be {'non-negative' if allow_zero else 'positive'}, got {value}")
+    return float(value)

@@ -1,0 +1,159 @@
+"""Topology clusters: the spec, its errors, the route rule, and the machines built from it."""
+
+import json
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import pytest
+
+from placer import presets
+from placer.cluster import Cluster
+from placer.errors import ClusterError
+
+SCHEMA = json.loads((Path(__file__).parents[2] / "placer" / "schemas" / "cluster.schema.json").read_text())
+DEV = {"peak_flops": 1e13, "memory_bandwidth": 9e11, "memory_bytes": 1.6e10}
+
+SPEC = {
+    "name": "box",
+    "devices": [{"name": n, "kind": k, **DEV} for n, k in (("cpu", "cpu"), ("g0", "gpu"), ("g1", "gpu"), ("g2", "gpu"))],
+    "topology": {
+        "switches": [{"name": "sock", "kind": "cpu-socket"}, {"name": "sw", "kind": "pcie-switch"}],
+        "links": [
+            {"between": ["cpu", "sock"], "bandwidth": 1e11, "latency": 0.0, "kind": "ddr-memory"},
+            {"between": ["sw", "sock"], "bandwidth": 1e10, "latency": 1e-6, "kind": "pcie uplink"},
+            {"between": ["g0", "sw"], "bandwidth": 1e10, "latency": 2e-6},
+            {"between": ["g1", "sw"], "bandwidth": 1e10, "latency": 2e-6},
+            {"between": ["g2", "sock"], "bandwidth": 2e10, "latency": 3e-6},
+            {"between": ["g0", "g1"], "bandwidth": 5e10, "latency": 1e-6, "kind": "nvlink"},
+        ],
+    },
+}
+
+
+def cluster(spec=SPEC) -> Cluster:
+    return Cluster.from_dict(json.loads(json.dumps(spec)))
+
+
+class TestSpec:
+    def test_round_trip(self):
+        c = cluster()
+        assert c.topology is not None and not c.links and c.default_link is None
+        again = Cluster.from_dict(c.to_dict())
+        assert again.to_dict() == c.to_dict()
+        assert "links" not in c.to_dict() and c.to_dict()["topology"]["links"][5]["kind"] == "nvlink"
+
+    def test_validates_against_the_schema(self):
+        jsonschema.validate(SPEC, SCHEMA)
+        for c in presets.all_presets():
+            jsonschema.validate(c.to_dict(), SCHEMA)
+
+    def test_schema_refuses_topology_beside_flat_links(self):
+        spec = dict(SPEC, default_link={"bandwidth": 1e9})
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(spec, SCHEMA)
+
+    def test_fingerprint_sees_the_topology(self):
+        spec = json.loads(json.dumps(SPEC))
+        spec["topology"]["links"][1]["bandwidth"] = 2e10
+        assert cluster().fingerprint != cluster(spec).fingerprint
+
+    def test_flat_spec_unchanged(self):
+        """A flat cluster's spec and fingerprint carry no topology (saved runs keep matching it)."""
+        c = presets.get("4gpu")
+        assert c.topology is None and "topology" not in c.to_dict()
+
+
+class TestRoutes:
+    def test_fewest_hops(self):
+        c = cluster()
+        assert c.compiled.paths[("g0", "cpu")] == ("g0", "sw", "sock", "cpu")
+        assert c.compiled.paths[("g0", "g1")] == ("g0", "g1")  # the direct NVLink, one hop
+        assert c.compiled.paths[("g0", "g2")] == ("g0", "sw", "sock", "g2")
+
+    def test_never_through_a_device(self):
+        """g2 -> g1 could go g2 - sock - sw - g0 - g1? No: g0 is a device; sock - sw - g1 it is."""
+        assert cluster().compiled.paths[("g2", "g1")] == ("g2", "sock", "sw", "g1")
+
+    def test_route_as_one_link(self):
+        """An idle route: bottleneck bandwidth, summed latency."""
+        c = cluster()
+        link = c.link("g0", "cpu")
+        assert link.bandwidth == 1e10 and link.latency == pytest.approx(3e-6)
+        bw, lat = c.link_matrices()
+        assert bw[1, 2] == 5e10 and lat[3, 1] == pytest.approx(6e-6) and bw[0, 0] == np.inf and lat[0, 0] == 0
+
+    def test_widest_among_the_shortest(self):
+        spec = json.loads(json.dumps(SPEC))
+        topo = spec["topology"]
+        topo["switches"].append({"name": "alt", "kind": "pcie-switch"})
+        topo["links"] += [{"between": ["g2", "alt"], "bandwidth": 2e10}, {"between": ["alt", "sw"], "bandwidth": 3e10}]
+        # g2 -> g0: g2 - sock - sw - g0 (bottleneck 1e10) and g2 - alt - sw - g0 (also 1e10 at g0's port): tie on
+        # hops and width; latency: sock path 3 + 1 + 2 us, alt path 0 + 0 + 2 us -> alt
+        assert cluster(spec).compiled.paths[("g2", "g0")] == ("g2", "alt", "sw", "g0")
+
+    def test_lexicographic_last(self):
+        spec = json.loads(json.dumps(SPEC))
+        topo = spec["topology"]
+        topo["switches"].append({"name": "a-twin", "kind": "pcie-switch"})
+        topo["links"] += [{"between": ["a-twin", "sock"], "bandwidth": 1e10, "latency": 1e-6},
+                          {"between": ["a-twin", "g1"], "bandwidth": 1e10, "latency": 2e-6}]
+        assert cluster(spec).compiled.paths[("cpu", "g1")] == ("cpu", "sock", "a-twin", "g1")
+
+    def test_explicit_route_wins(self):
+        spec = json.loads(json.dumps(SPEC))
+        spec["topology"]["routes"] = [{"from": "g0", "to": "g1", "via": ["sw"]}]
+        c = cluster(spec)
+        assert c.compiled.paths[("g0", "g1")] == ("g0", "sw", "g1")
+        assert c.compiled.paths[("g1", "g0")] == ("g1", "g0")  # the other direction still by the rule
+        assert Cluster.from_dict(c.to_dict()).compiled.paths == c.compiled.paths
+
+    def test_routes_as_arrays(self):
+        c = cluster()
+        r = c.routes()
+        D = len(c)
+        g0, cpu = c.index["g0"], c.index["cpu"]
+        dirs = r.resource[r.offset[g0 * D + cpu]:r.offset[g0 * D + cpu + 1]]
+        assert len(dirs) == 3 and r.bandwidth[dirs].min() == 1e10
+        back = r.resource[r.offset[cpu * D + g0]:r.offset[cpu * D + g0 + 1]]
+        assert sorted(d // 2 for d in back) == sorted(d // 2 for d in dirs)  # same links,
+        assert not set(back) & set(dirs)  # other directions
+
+
+def _edit(change):
+    spec = json.loads(json.dumps(SPEC))
+    change(spec)
+    return spec
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda s: s["topology"]["links"].append({"between": ["g0", "nowhere"], "bandwidth": 1}),
+     r"topology link #6 \('g0' - 'nowhere'\): unknown node 'nowhere'"),
+    (lambda s: s["topology"]["links"][2].update(bandwidth=-5), r"link #2 \('g0' - 'sw'\): 'bandwidth' must be positive"),
+    (lambda s: s["topology"]["links"][2].update(latency=-1), r"'latency' must be non-negative"),
+    (lambda s: s["topology"]["links"][2].update(bandwidth=True), r"'bandwidth' must be a finite number"),
+    (lambda s: s["topology"]["links"].append({"between": ["sw", "g1"], "bandwidth": 1}),
+     r"'sw' and 'g1' are already joined by topology link #3"),
+    (lambda s: s["topology"]["links"].append({"between": ["sw", "sw"], "bandwidth": 1}), "joins 'sw' to itself"),
+    (lambda s: s["topology"]["links"].append({"between": ["sw"], "bandwidth": 1}), "two node names"),
+    (lambda s: s["topology"]["switches"].append({"name": "g1"}), "switch 'g1' has the name of a device"),
+    (lambda s: s["topology"]["switches"].append({"name": "sw"}), "duplicate switch name 'sw'"),
+    (lambda s: s["topology"]["switches"].append({"name": "lonely"}), "switch 'lonely' has no link"),
+    (lambda s: s["devices"].append({"name": "g3", "kind": "gpu", **DEV}), "device 'g3' has no link"),
+    (lambda s: s["topology"].update(links=[l for l in s["topology"]["links"] if "g2" not in l["between"]]
+                                    + [{"between": ["g2", "g1"], "bandwidth": 1}]),
+     "device 'cpu' cannot reach device 'g2'"),
+    (lambda s: s["topology"].update(routes=[{"from": "g0", "to": "g2", "via": ["sw", "x"]}]), "unknown node 'x'"),
+    (lambda s: s["topology"].update(routes=[{"from": "g2", "to": "g1", "via": ["sock", "sw", "g0"]}]),
+     "passes through device 'g0'"),
+    (lambda s: s["topology"].update(routes=[{"from": "g0", "to": "g2", "via": ["sw"]}]), "no link between 'sw' and 'g2'"),
+    (lambda s: s["topology"].update(routes=[{"from": "g0", "to": "zz", "via": []}]), "'zz' is not a device"),
+    (lambda s: s["topology"].update(routes=[{"from": "g0", "to": "g1", "via": []}] * 2), "given twice"),
+    (lambda s: s.update(default_link={"bandwidth": 1e9}), "either a 'topology' or flat 'links'"),
+    (lambda s: s["topology"].update(wires=[]), "unknown field.*'wires'"),
+    (lambda s: s["topology"].update(links=[]), "'links' must be a non-empty list"),
+])
+def test_errors_name_the_bad_element(change, message):
+    with pytest.raises(ClusterError, match=message):
+        Cluster.from_dict(_edit(change))
+
