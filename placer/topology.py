@@ -34,10 +34,6 @@ import numpy as np
 
 from placer.errors import ClusterError
 
-MAX_EQUAL_ROUTES = 10_000
-"""Equal-hop routes the rule compares per source device before asking for explicit routes."""
-
-
 @dataclass(frozen=True, slots=True)
 class Switch:
     """A node that forwards traffic and runs no ops.
@@ -261,9 +257,8 @@ class CompiledTopology:
                 raise ClusterError(f"{rw}: no link between {a!r} and {b!r}")
         self.paths[(r.src, r.dst)] = path
 
-    def _rule_routes(self, src: str, dev_set: set[str], where: str) -> None:
-        """Fewest hops, then widest, then lowest latency, then lexicographic (see the module docstring)."""
-        # breadth-first: hop counts, never expanding a device other than the source
+    def _hops(self, src: str, dev_set: set[str], min_bandwidth: float) -> dict[str, int]:
+        """Hops from `src` to each node over links of at least `min_bandwidth`, never through another device."""
         dist = {src: 0}
         frontier = [src]
         while frontier:
@@ -271,38 +266,52 @@ class CompiledTopology:
             for u in frontier:
                 if u != src and u in dev_set:
                     continue
-                for v in self.adj[u]:
-                    if v not in dist:
+                for v, r in self.adj[u].items():
+                    if v not in dist and self.bandwidth[r] >= min_bandwidth:
                         dist[v] = dist[u] + 1
                         nxt.append(v)
             frontier = nxt
-        for dst in self.devices:
-            if dst == src or (src, dst) in self.paths:
-                continue
-            if dst not in dist:
+        return dist
+
+    def _rule_routes(self, src: str, dev_set: set[str], where: str) -> None:
+        """Fewest hops, then widest, then lowest latency, then lexicographic (see the module docstring).
+
+        Exact without listing paths: the fewest hops H(dst) come from a
+        breadth-first search; the widest H-hop route's bottleneck is the
+        largest bandwidth b whose links alone still reach dst in H hops; among
+        H-hop routes over links of at least b, (latency, names) is minimised
+        layer by layer, which is exact because both parts of that key keep
+        their order when the same suffix is appended.
+        """
+        hops = self._hops(src, dev_set, 0.0)
+        wanted = [d for d in self.devices if d != src and (src, d) not in self.paths]
+        for dst in wanted:
+            if dst not in hops:
                 raise ClusterError(f"{where}: device {src!r} cannot reach device {dst!r} in the topology "
                                    "(routes pass through switches, never through another device)")
-            best, seen = None, 0
-            stack = [(src,)]
-            while stack:  # every fewest-hop path, along edges that go one hop further from src
-                path = stack.pop()
-                u = path[-1]
-                if u == dst:
-                    seen += 1
-                    if seen > MAX_EQUAL_ROUTES:
-                        raise ClusterError(f"{where}: more than {MAX_EQUAL_ROUTES} equally short routes from "
-                                           f"{src!r} to {dst!r}; give the routes explicitly ('routes')")
-                    dirs = [self.adj[a][b] for a, b in zip(path, path[1:])]
-                    key = (-min(self.bandwidth[r] for r in dirs), sum(self.latency[r] for r in dirs), path)
-                    if best is None or key < best:
-                        best = key
+        widest: dict[str, float] = {}
+        for b in sorted(set(self.bandwidth.tolist()), reverse=True):
+            if len(widest) == len(wanted):
+                break
+            reach = self._hops(src, dev_set, b)
+            for dst in wanted:
+                if dst not in widest and reach.get(dst) == hops[dst]:
+                    widest[dst] = b
+        layers = sorted(hops, key=hops.__getitem__)
+        for b in sorted(set(widest.values())):
+            best: dict[str, tuple[float, tuple[str, ...]]] = {src: (0.0, (src,))}
+            for u in layers:
+                if u not in best or (u != src and u in dev_set):
                     continue
-                if u != src and u in dev_set:
-                    continue
-                for v in self.adj[u]:
-                    if dist.get(v) == dist[u] + 1 and dist[v] <= dist[dst] and (v == dst or v not in dev_set):
-                        stack.append(path + (v,))
-            self.paths[(src, dst)] = best[2]
+                lat_u, path_u = best[u]
+                for v, r in self.adj[u].items():
+                    if hops.get(v) == hops[u] + 1 and self.bandwidth[r] >= b:
+                        cand = (lat_u + self.latency[r], path_u + (v,))
+                        if v not in best or cand < best[v]:
+                            best[v] = cand
+            for dst in wanted:
+                if widest[dst] == b:
+                    self.paths[(src, dst)] = best[dst][1]
 
     def directions(self, src: str, dst: str) -> list[int]:
         """The link directions of the route from `src` to `dst`, in order."""

@@ -157,3 +157,51 @@ def test_errors_name_the_bad_element(change, message):
     with pytest.raises(ClusterError, match=message):
         Cluster.from_dict(_edit(change))
 
+
+
+def _brute_force_route(c: Cluster, src: str, dst: str) -> tuple[str, ...]:
+    """The rule stated plainly: list every fewest-hop route (through switches only) and take the smallest key."""
+    comp, devices = c.compiled, set(c.device_names)
+    paths, stack = [], [(src,)]
+    while stack:
+        path = stack.pop()
+        if path[-1] == dst:
+            paths.append(path)
+            continue
+        if len(path) > 1 and path[-1] in devices:
+            continue
+        stack += [path + (v,) for v in comp.adj[path[-1]] if v not in path]
+    fewest = min(len(p) for p in paths)
+
+    def key(p):
+        dirs = [comp.adj[a][b] for a, b in zip(p, p[1:])]
+        lat = 0.0
+        for r in dirs:
+            lat += comp.latency[r]
+        return -min(comp.bandwidth[r] for r in dirs), lat, p
+    return min((p for p in paths if len(p) == fewest), key=key)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_rule_matches_listing_every_route(seed):
+    """Random small topologies: the layered computation picks what listing every route picks."""
+    rng = np.random.default_rng(seed)
+    n_dev, n_sw = int(rng.integers(2, 5)), int(rng.integers(1, 5))
+    names = [f"d{i}" for i in range(n_dev)] + [f"s{i}" for i in range(n_sw)]
+    links = {}
+    for i in range(n_dev):  # each device to a switch, the switches in a chain, then random extra links
+        links[frozenset((f"d{i}", f"s{rng.integers(n_sw)}"))] = None
+    for i in range(1, n_sw):
+        links[frozenset((f"s{i - 1}", f"s{i}"))] = None
+    for _ in range(int(rng.integers(0, 6))):
+        a, b = rng.choice(names, size=2, replace=False)
+        links[frozenset((str(a), str(b)))] = None
+    spec = {"name": "r", "devices": [{"name": f"d{i}", "kind": "gpu", **DEV} for i in range(n_dev)],
+            "topology": {"switches": [{"name": f"s{i}"} for i in range(n_sw)],
+                         "links": [{"between": sorted(p), "bandwidth": float(rng.choice([1.0, 2.0, 4.0])),
+                                    "latency": float(rng.choice([0.0, 1.0, 2.0]))} for p in links]}}
+    c = Cluster.from_dict(spec)
+    for a in c.device_names:
+        for b in c.device_names:
+            if a != b:
+                assert c.compiled.paths[(a, b)] == _brute_force_route(c, a, b)
