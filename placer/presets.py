@@ -34,6 +34,9 @@ and the service do.
   chain of tiny ops costs about 0.5 us per op: op overhead 1 us. Their kind
   is ``"cpu-local"``, so op costs profiled on this machine
   (`placer.measure.profile`) apply to them and not to another preset's CPU.
+- ``dgx-a100``, ``dgx-h100``, ``2x-dgx-a100``: machines with an interconnect
+  topology (shared PCIe switches, sockets, NVSwitch, NICs), built in
+  `placer.machines`, whose meta lists the source of every number.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from __future__ import annotations
 import os
 import re
 
+from placer import machines
 from placer.cluster import Cluster, Device, Link
 from placer.errors import ClusterError
 from placer.fileio import read_json_file
@@ -105,6 +109,9 @@ _FIXED = {
     "4gpu-nvlink": lambda: _nvlink(4),
     "8gpu-nvlink": lambda: _nvlink(8),
     "local": lambda: _local(2),
+    "dgx-a100": machines.dgx_a100,
+    "dgx-h100": machines.dgx_h100,
+    "2x-dgx-a100": machines.two_dgx_a100,
 }
 _LOCAL_N = re.compile(r"local:([0-9]+)")
 """Matched whole (`re.fullmatch`): ``$`` let ``local:2\\n`` through, and ``\\d`` any script's digits (``local:٣``)."""

@@ -16,6 +16,8 @@ from pydantic_core import PydanticCustomError
 
 MAX_DEVICES = 256
 """Largest inline cluster: the simulator holds device x device link matrices and op x device times."""
+MAX_TOPOLOGY_NODES = 1024
+"""Most switches in an inline topology (links: at most 8 per node on average)."""
 
 
 # Error body of every 4xx/5xx answer.
@@ -74,6 +76,40 @@ class LinkSpec(BaseModel):
     latency: StrictFloat = 0.0
 
 
+# A switch, link and explicit route of an inline cluster's topology (`placer.topology`).
+class SwitchSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    kind: str = "switch"
+
+
+class TopologyLinkSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    between: list[str] = Field(description="Two node names: devices or switches.")
+    bandwidth: StrictFloat
+    latency: StrictFloat = 0.0
+    kind: str | None = None
+
+
+class RouteSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    from_: str = Field(alias="from")
+    to: str
+    via: list[str] = Field(default_factory=list, description="Switch names in order.")
+
+
+# An inline cluster's topology: switches and links whose directions transfers share.
+class TopologySpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    switches: list[SwitchSpec] = Field(default_factory=list, max_length=MAX_TOPOLOGY_NODES)
+    links: list[TopologyLinkSpec] = Field(max_length=MAX_TOPOLOGY_NODES * 8)
+    routes: list[RouteSpec] = Field(default_factory=list, max_length=MAX_DEVICES * (MAX_DEVICES - 1))
+
+
 # An inline cluster: every field of the cluster file format (`placer/schemas/cluster.schema.json`), so the
 # spec GET /v1/clusters answers for a preset can be sent back as it is.
 class ClusterSpec(BaseModel):
@@ -86,11 +122,13 @@ class ClusterSpec(BaseModel):
     shared_threads: StrictInt | None = Field(
         None, ge=1, description="The devices share one pool of this many threads (logical CPU devices of one "
                                 "TensorFlow process): at most this many ops run at once in the cluster.")
+    topology: TopologySpec | None = Field(None, description="Switches and shared links (docs/topology.md), "
+                                                             "instead of links and default_link.")
     meta: dict[str, Any] = Field(default_factory=dict)
 
     def to_library(self) -> dict[str, Any]:
         """The dict `Cluster.from_dict` reads."""
-        return self.model_dump(exclude_none=True)
+        return self.model_dump(exclude_none=True, by_alias=True)
 
 
 def _preset_or_spec(value: Any, handler: ValidatorFunctionWrapHandler) -> str | ClusterSpec:

@@ -7,7 +7,7 @@ import jsonschema
 import numpy as np
 import pytest
 
-from placer import presets
+from placer import machines, presets
 from placer.cluster import Cluster
 from placer.errors import ClusterError
 
@@ -157,6 +157,47 @@ def test_errors_name_the_bad_element(change, message):
     with pytest.raises(ClusterError, match=message):
         Cluster.from_dict(_edit(change))
 
+
+
+class TestMachines:
+    @pytest.mark.parametrize("name, gpus", [("dgx-a100", 8), ("dgx-h100", 8), ("2x-dgx-a100", 16)])
+    def test_presets_have_sources(self, name, gpus):
+        c = presets.get(name)
+        assert [d.kind for d in c.devices].count("gpu") == gpus
+        assert c.topology is not None and len(c.meta["sources"]) >= 5
+        assert name in presets.names()
+
+    def test_dgx_a100_shape(self):
+        c = presets.get("dgx-a100")
+        paths = c.compiled.paths
+        assert paths[("/device:GPU:0", "/device:GPU:7")] == ("/device:GPU:0", "nvswitch", "/device:GPU:7")
+        assert paths[("/device:GPU:1", "/device:CPU:0")] == ("/device:GPU:1", "pcie-switch0", "socket0", "/device:CPU:0")
+        assert paths[("/device:GPU:6", "/device:CPU:0")][2] == "socket1"  # GPUs 4-7 hang off socket 1
+        bw, _ = c.link_matrices()
+        assert bw[1, 2] == machines.A100_NVLINK3 and bw[0, 1] == machines.A100_PCIE4
+
+    def test_two_dgx_a100_sends_through_the_gpus_own_nic(self):
+        c = presets.get("2x-dgx-a100")
+        a, b = "/job:worker/replica:0/task:0/device:GPU:3", "/job:worker/replica:0/task:1/device:GPU:5"
+        assert c.compiled.paths[(a, b)] == (a, "node0/pcie-switch1", "node0/nic3", "ib-switch", "node1/nic5",
+                                            "node1/pcie-switch2", b)
+        assert c.link(a, b).bandwidth == machines.HDR_IB
+
+    @pytest.mark.parametrize("build, n, name", [(machines.v100_pcie_server, 2, "2gpu"), (machines.v100_pcie_server, 4, "4gpu"),
+                                                (machines.v100_pcie_server, 8, "8gpu"), (machines.dgx1, 4, "4gpu-nvlink"),
+                                                (machines.dgx1, 8, "8gpu-nvlink")])
+    def test_v100_topologies_match_the_flat_presets_devices(self, build, n, name):
+        """Prepared for #45's later step: same devices as the flat preset; not what the name returns yet."""
+        topo, flat = build(n), presets.get(name)
+        assert topo.name == name and [d.to_dict() for d in topo.devices] == [d.to_dict() for d in flat.devices]
+        assert flat.topology is None
+
+    def test_dgx1_nvlink_pairs(self):
+        c = machines.dgx1(8)
+        assert all(sum(k for p, k in machines.DGX1_NVLINKS.items() if g in p) == 6 for g in range(8))
+        assert c.link("/device:GPU:0", "/device:GPU:3").bandwidth == 2 * machines.NVLINK2  # NV2
+        assert c.compiled.paths[("/device:GPU:0", "/device:GPU:5")] == (
+            "/device:GPU:0", "pcie-switch0", "socket0", "socket1", "pcie-switch2", "/device:GPU:5")
 
 
 def _brute_force_route(c: Cluster, src: str, dst: str) -> tuple[str, ...]:
