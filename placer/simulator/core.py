@@ -30,8 +30,8 @@ class GraphArrays(NamedTuple):
     out_bytes: np.ndarray  # [num_ops] bytes of each op's output
     params: np.ndarray  # [num_ops] bytes of weights each op holds
     xfer_time: np.ndarray  # [num_ops] profiled seconds to send the output, -1 where the link model applies
-    bandwidth: np.ndarray  # [D, D] bytes/s between devices (inf on the diagonal)
-    latency: np.ndarray  # [D, D] seconds per transfer (0 on the diagonal)
+    bandwidth: np.ndarray  # [D, D] bytes/s between devices, a route's bottleneck (inf on the diagonal)
+    latency: np.ndarray  # [D, D] seconds per transfer, a route's summed latency (0 on the diagonal)
     memory_bytes: np.ndarray  # [D] capacity of each device
 
 
@@ -136,6 +136,7 @@ class Simulator:
         self.s_off, self.s_idx = graph.successors
         (self.out_bytes, self.params, self.xfer_time, self.bandwidth, self.latency,
          self.memory_bytes) = graph_arrays(graph, cluster)
+        self.routes = cluster.routes()  # the link directions each pair's transfers use (and share)
         # a shared thread pool (logical CPUs of one process) lets a device run several ops at once,
         # but never more than the pool's threads in the whole cluster
         threads = cluster.shared_threads
@@ -185,7 +186,7 @@ class Simulator:
         step, busy, peak, moved = kernel.simulate_one(
             place, self.times, self.rank, self.p_off, self.p_idx, self.s_off, self.s_idx, self.out_bytes,
             self.xfer_time, self.bandwidth, self.latency, dev_params, start, finish, x_start, x_end,
-            self.slots, self.pool,
+            self.slots, self.pool, *self.routes,
         )
         return SimResult(
             step_time=float(step), busy=busy, peak_memory=peak, memory_bytes=self.memory_bytes,
@@ -199,7 +200,7 @@ class Simulator:
         places = check_assignment(np.atleast_2d(assignments), self.graph, self.cluster)
         steps, busy, peaks, moved = kernel.simulate_batch(
             places, self.times, self.rank, self.p_off, self.p_idx, self.s_off, self.s_idx, self.out_bytes,
-            self.xfer_time, self.bandwidth, self.latency, self.params, self.slots, self.pool,
+            self.xfer_time, self.bandwidth, self.latency, self.params, self.slots, self.pool, *self.routes,
         )
         return BatchResult(steps, busy, peaks, moved, (peaks > self.memory_bytes[None, :]).any(axis=1))
 

@@ -14,9 +14,15 @@ the tests hold the two to identical answers):
   that reads it (latency + bytes / bandwidth each, added to the op's time),
   and the copy is there when the op finishes;
 - when an op finishes, its output is sent once to every other device that has
-  a consumer of it; each directed link carries one transfer at a time, in the
-  order transfers were asked for (FIFO), taking latency + bytes / bandwidth
-  (or the op's own ``transfer_time``); transfers overlap with compute;
+  a consumer of it, along the route between the two devices (a list of link
+  directions, `placer.topology.Routes`; a flat cluster's route is one
+  direction of the pair's own link). The transfer starts when every direction
+  on its route is free, in the order transfers were asked for (FIFO), and
+  takes the route's summed latency + bytes / its bottleneck bandwidth (or the
+  op's own ``transfer_time``); each direction on the route is busy for its
+  own latency + bytes / bandwidth from that start (or the ``transfer_time``).
+  On a one-hop route both are latency + bytes / bandwidth, the flat model's
+  arithmetic. Transfers overlap with compute;
 - memory per device: a tensor lives from its producer's start until the last
   of its local consumers finishes and its outgoing sends are done; a received
   copy lives from the start of its transfer until its last consumer there
@@ -31,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from placer.simulator.transfer import transfer_time
+from placer.simulator.transfer import link_time, transfer_time
 
 KIND_FINISH = 0
 KIND_ARRIVE = 1
@@ -85,7 +91,7 @@ def _pop(ht, hk, hv, hw, base, size):
 
 @njit(cache=True)
 def simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer_time, bw, lat,
-                 dev_params, start, finish, x_start, x_end, slots, pool):
+                 dev_params, start, finish, x_start, x_end, slots, pool, route_off, route_res, res_bw, res_lat):
     """Simulate one placement; fills `start`, `finish`, `x_start`, `x_end`.
 
     Parameters
@@ -96,12 +102,16 @@ def simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer
     p_off, p_idx : CSR of distinct producers.
     s_off, s_idx : CSR of distinct consumers.
     out_bytes : float64[n]; xfer_time : float64[n], < 0 where the link model applies.
-    bw, lat : float64[D, D] link bandwidth and latency.
+    bw, lat : float64[D, D] each route's bottleneck bandwidth and summed latency
+        (what a shared pool's thread pays per crossing).
     dev_params : float64[D] weight bytes placed on each device.
     start, finish : float64[n] outputs; x_start, x_end : float64[n, D] outputs
         (-1 where op i sends nothing to device j).
     slots : int64[D] ops a device may run at once (1: the usual device).
     pool : the most ops running at once in the whole cluster (<= 0: no limit).
+    route_off, route_res : the route from device d to e is the link directions
+        ``route_res[route_off[d * D + e]:route_off[d * D + e + 1]]``.
+    res_bw, res_lat : float64[R] bandwidth and latency of each link direction.
 
     Returns
     -------
@@ -147,7 +157,7 @@ def simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer
     running = np.zeros(D, dtype=np.int64)
     running_total = 0
     busy = np.zeros(D)
-    link_free = np.zeros((D, D))
+    link_free = np.zeros(res_bw.shape[0])  # when each link direction is next free
     refs = np.zeros((n, D), dtype=np.int64)  # reads and sends owed to the copy of op i on device d
     cur = np.zeros(D)
     peak = np.zeros(D)
@@ -225,11 +235,30 @@ def simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer
                     refs[v, dw] += 1
                     if x_start[v, dw] < 0.0:
                         owed += 1
-                        dur = transfer_time(xfer_time, out_bytes, v, lat, bw, d, dw)
+                        r0, r1 = route_off[d * D + dw], route_off[d * D + dw + 1]
+                        s = now
+                        for k in range(r0, r1):
+                            if link_free[route_res[k]] > s:
+                                s = link_free[route_res[k]]
                         if pool > 0:
                             dur = 0.0  # done by the op's thread, already in its time
-                        s = max(link_free[d, dw], now)
-                        link_free[d, dw] = s + dur
+                            for k in range(r0, r1):
+                                link_free[route_res[k]] = s
+                        elif xfer_time[v] >= 0.0:
+                            dur = xfer_time[v]
+                            for k in range(r0, r1):
+                                link_free[route_res[k]] = s + dur
+                        else:
+                            route_lat = 0.0
+                            route_bw = np.inf
+                            for k in range(r0, r1):
+                                route_lat += res_lat[route_res[k]]
+                                if res_bw[route_res[k]] < route_bw:
+                                    route_bw = res_bw[route_res[k]]
+                            dur = link_time(route_lat, out_bytes[v], route_bw)
+                            for k in range(r0, r1):
+                                r = route_res[k]
+                                link_free[r] = s + link_time(res_lat[r], out_bytes[v], res_bw[r])
                         x_start[v, dw] = s
                         x_end[v, dw] = s + dur
                         bytes_moved += out_bytes[v]
@@ -277,7 +306,7 @@ def simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer
 
 @njit(cache=True, parallel=True)
 def simulate_batch(places, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer_time, bw, lat, params,
-                   slots, pool):
+                   slots, pool, route_off, route_res, res_bw, res_lat):
     """Simulate K placements (rows of `places`) in parallel; summaries only."""
     K, n = places.shape
     D = times.shape[1]
@@ -295,7 +324,8 @@ def simulate_batch(places, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, x
         x_start = np.empty((n, D))
         x_end = np.empty((n, D))
         s, b, p, mv = simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer_time,
-                                   bw, lat, dev_params, start, finish, x_start, x_end, slots, pool)
+                                   bw, lat, dev_params, start, finish, x_start, x_end, slots, pool,
+                                   route_off, route_res, res_bw, res_lat)
         steps[k] = s
         busy[k] = b
         peaks[k] = p

@@ -2,6 +2,15 @@
 
 It reads as the rules are stated and is about a hundred times slower; the
 tests require both to give identical answers on random graphs and placements.
+
+A transfer from device d to device e follows the route from d to e (a list
+of link directions, `placer.topology.Routes`; in a flat cluster one
+direction of the pair's own link). It starts when its data is ready and every
+direction on its route is free, takes the route's summed latency plus bytes
+over its bottleneck bandwidth, and keeps each direction on its route busy for
+that direction's own latency + bytes / bandwidth from its start (a profiled
+``transfer_time``: for that time). Each direction serves transfers in the
+order they were asked for (FIFO).
 """
 
 from __future__ import annotations
@@ -26,7 +35,8 @@ def simulate_reference(sim, assignment) -> tuple[float, np.ndarray, np.ndarray, 
     slots, pool = sim.slots.tolist(), sim.pool  # ops at once per device; in the whole cluster (<= 0: any)
     running = [0] * D
     busy = np.zeros(D)
-    link_free = np.zeros((D, D))
+    routes = sim.routes
+    link_free = np.zeros(routes.bandwidth.shape[0])  # when each link direction is next free
     start, finish = [0.0] * n, [0.0] * n
     sends = {}  # (op, device) -> (start, end)
     moved = 0.0
@@ -70,11 +80,21 @@ def simulate_reference(sim, assignment) -> tuple[float, np.ndarray, np.ndarray, 
             for w in succ[v]:
                 e = place[w]
                 if e != d and (v, e) not in sends:
-                    dur = sim.xfer_time[v] if sim.xfer_time[v] >= 0 else sim.latency[d, e] + sim.out_bytes[v] / sim.bandwidth[d, e]
+                    route = routes.resource[routes.offset[d * D + e]:routes.offset[d * D + e + 1]].tolist()
+                    nbytes, profiled = sim.out_bytes[v], sim.xfer_time[v]
+                    if profiled >= 0:
+                        dur, holds = profiled, [profiled] * len(route)
+                    else:
+                        latency = 0.0
+                        for r in route:  # in route order, as the kernel sums
+                            latency += routes.latency[r]
+                        dur = latency + nbytes / min(routes.bandwidth[r] for r in route)
+                        holds = [routes.latency[r] + nbytes / routes.bandwidth[r] for r in route]
                     if pool > 0:
-                        dur = 0.0  # already in the op's time
-                    s = max(link_free[d, e], now)
-                    link_free[d, e] = s + dur
+                        dur, holds = 0.0, [0.0] * len(route)  # already in the op's time
+                    s = max([now] + [link_free[r] for r in route])
+                    for r, hold in zip(route, holds):
+                        link_free[r] = s + hold
                     sends[(v, e)] = (s, s + dur)
                     moved += sim.out_bytes[v]
                     heapq.heappush(events, (s + dur, n + rank[v] * D + e, "arrive", v, e))

@@ -6,6 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from placer import presets
+from placer.cluster import Cluster
 from placer.graph import Op, OpGraph
 from placer.simulator import Simulator
 from placer.simulator.reference import simulate_reference
@@ -29,6 +30,27 @@ def graphs_and_placements(draw, max_ops=25, costs=(0.0, 1e-4, 2.5e-4, 1e-3, 3e-3
     g = OpGraph("h", ops)
     placement = np.array(draw(st.lists(st.integers(0, 4), min_size=n, max_size=n)))
     return g, placement
+
+
+@st.composite
+def topologies(draw):
+    """4gpu's five devices on a random topology: each device on a random switch, the switches chained,
+    and random extra links (device-device, device-switch, switch-switch); bandwidths from NVLink-like
+    to slow, latencies from none to large, so shared link directions and multi-hop routes matter."""
+    base = presets.get("4gpu")
+    names = base.device_names
+    n_sw = draw(st.integers(1, 4))
+    nodes = names + [f"sw{i}" for i in range(n_sw)]
+    pairs = {frozenset((d, f"sw{draw(st.integers(0, n_sw - 1))}")) for d in names}
+    pairs |= {frozenset((f"sw{i - 1}", f"sw{i}")) for i in range(1, n_sw)}
+    for _ in range(draw(st.integers(0, 5))):
+        a, b = draw(st.sampled_from(nodes)), draw(st.sampled_from(nodes))
+        if a != b:
+            pairs.add(frozenset((a, b)))
+    links = [{"between": sorted(p), "bandwidth": draw(st.sampled_from([1e9, 1.2e10, 2.5e10, 3e11])),
+              "latency": draw(st.sampled_from([0.0, 1e-6, 1e-5, 1e-3]))} for p in sorted(pairs, key=sorted)]
+    return Cluster.from_dict({"name": "random-topology", "devices": [d.to_dict() for d in base.devices],
+                              "topology": {"switches": [{"name": f"sw{i}"} for i in range(n_sw)], "links": links}})
 
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -106,3 +128,44 @@ def test_reference_agrees_on_a_layered_graph():
     sim = Simulator(g, presets.get("4gpu"))
     a = np.random.default_rng(1).integers(0, 5, len(g))
     assert sim.run(a).step_time == pytest.approx(simulate_reference(sim, a)[0], rel=1e-12)
+
+
+@SETTINGS
+@given(graphs_and_placements(), topologies())
+def test_compiled_kernel_matches_the_reference_on_topologies(case, cluster):
+    g, a = case
+    sim = Simulator(g, cluster)
+    res = sim.run(a)
+    step, busy, peak, moved = simulate_reference(sim, a)
+    assert res.step_time == pytest.approx(step, rel=1e-12, abs=1e-15)
+    np.testing.assert_allclose(res.busy, busy, rtol=1e-12)
+    assert res.bytes_moved == pytest.approx(moved)
+
+
+@SETTINGS
+@given(graphs_and_placements(costs=(1e-4, 2.5e-4, 1e-3, 3e-3)), topologies())
+def test_online_memory_matches_the_interval_reference_on_topologies(case, cluster):
+    g, a = case
+    sim = Simulator(g, cluster)
+    np.testing.assert_allclose(sim.run(a).peak_memory, simulate_reference(sim, a)[2], rtol=1e-12)
+
+
+@SETTINGS
+@given(graphs_and_placements(), topologies())
+def test_step_time_is_at_least_the_lower_bound_on_topologies(case, cluster):
+    g, a = case
+    sim = Simulator(g, cluster)
+    assert sim.run(a).step_time >= sim.lower_bound * (1 - 1e-12)
+
+
+@SETTINGS
+@given(st.lists(graphs_and_placements(max_ops=12), min_size=1, max_size=1), topologies(), st.integers(1, 4),
+       st.integers(0, 99))
+def test_batch_equals_one_by_one_on_topologies(cases, cluster, k, seed):
+    g, _ = cases[0]
+    sim = Simulator(g, cluster)
+    batch = np.random.default_rng(seed).integers(0, 5, size=(k, len(g)))
+    out = sim.run_batch(batch)
+    for i in range(k):
+        assert out.step_time[i] == sim.run(batch[i]).step_time
+
