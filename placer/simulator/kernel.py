@@ -237,9 +237,15 @@ def simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer
                         owed += 1
                         r0, r1 = route_off[d * D + dw], route_off[d * D + dw + 1]
                         s = now
-                        for k in range(r0, r1):
-                            if link_free[route_res[k]] > s:
-                                s = link_free[route_res[k]]
+                        route_lat = 0.0
+                        route_bw = np.inf
+                        for k in range(r0, r1):  # starts when every direction is free; latency, bottleneck
+                            r = route_res[k]
+                            if link_free[r] > s:
+                                s = link_free[r]
+                            route_lat += res_lat[r]
+                            if res_bw[r] < route_bw:
+                                route_bw = res_bw[r]
                         if pool > 0:
                             dur = 0.0  # done by the op's thread, already in its time
                             for k in range(r0, r1):
@@ -249,12 +255,6 @@ def simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer
                             for k in range(r0, r1):
                                 link_free[route_res[k]] = s + dur
                         else:
-                            route_lat = 0.0
-                            route_bw = np.inf
-                            for k in range(r0, r1):
-                                route_lat += res_lat[route_res[k]]
-                                if res_bw[route_res[k]] < route_bw:
-                                    route_bw = res_bw[route_res[k]]
                             dur = link_time(route_lat, out_bytes[v], route_bw)
                             for k in range(r0, r1):
                                 r = route_res[k]
