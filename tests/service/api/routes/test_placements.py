@@ -409,6 +409,18 @@ class TestClusterSpec:
             assert inline.json()["step_time"] == by_name.json()["step_time"]
             assert inline.json()["devices"] == by_name.json()["devices"]
 
+    def test_inline_topology(self, client, graph_id):
+        """A topology spec is accepted inline; a bad one is a 422 naming the bad element."""
+        spec = next(c["spec"] for c in client.get("/v1/clusters").json()["data"] if c["name"] == "dgx-a100")
+        assert client.post("/v1/placements", json={"graph_id": graph_id, "cluster": spec,
+                                                   "method": "round_robin"}).status_code == 201
+        spec["topology"]["links"][0]["between"][1] = "nowhere"
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": spec, "method": "round_robin"})
+        assert r.status_code == 422 and "unknown node 'nowhere'" in r.json()["detail"]
+        spec["topology"]["wires"] = []
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": spec, "method": "round_robin"})
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "cluster", "topology", "wires"]
+
     def test_shared_threads_changes_the_simulation(self, client, graph_id):
         """shared_threads reaches the simulator: one thread for two devices serialises what two would overlap."""
         spec = next(c["spec"] for c in client.get("/v1/clusters").json()["data"] if c["spec"].get("shared_threads"))
