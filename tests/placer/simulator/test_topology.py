@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from placer import presets
+from placer import machines, presets
 from placer.cluster import Cluster, Device, Link
 from placer.simulator import Simulator
 from placer.simulator.reference import simulate_reference
@@ -83,6 +83,17 @@ class TestFanOut:
         g = graph(op("src", cost=0, out=1.2e9), *[op(f"r{i}", ["src"], cost=0) for i in range(1, 8)])
         res = Simulator(g, presets.get("8gpu")).run(np.arange(1, 9))
         assert res.step_time == pytest.approx(10e-6 + 1.2e9 / 12e9)
+
+
+    def test_the_issues_case_on_the_v100_pcie_topology(self):
+        """1.2 GB from GPU:0 to one reader on each of GPU:1..7: about seven single sends, not one (8gpu's 0.100 s)."""
+        g = graph(op("src", cost=0, out=1.2e9), *[op(f"r{i}", ["src"], cost=0) for i in range(1, 8)])
+        c = machines.v100_pcie_server(8)
+        gpus = [c.index[f"/device:GPU:{i}"] for i in range(8)]
+        one = Simulator(graph(op("src", cost=0, out=1.2e9), op("r1", ["src"], cost=0)), c).run(np.array(gpus[:2]))
+        seven = Simulator(g, c).run(np.array(gpus))
+        assert one.step_time == pytest.approx(1.2e9 / 12e9, rel=1e-3)
+        assert seven.step_time == pytest.approx(7 * one.step_time, rel=1e-3)
 
 
 class TestNVLink:
