@@ -14,7 +14,6 @@ is one of two kinds:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 

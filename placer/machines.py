@@ -219,7 +219,8 @@ def _pcie_pairs(n_gpus: int, switches: list[Switch], links: list[TopoLink]) -> N
     for sw in range(n_sw):
         name = f"pcie-switch{sw}"
         switches.append(Switch(name, "pcie-switch"))
-        links.append(TopoLink(name, f"socket{sw * 2 // n_sw if n_sw > 1 else 0}", PCIE3, HOP_LATENCY, "pcie3-x16 uplink"))
+        socket = f"socket{sw * 2 // n_sw if n_sw > 1 else 0}"
+        links.append(TopoLink(name, socket, PCIE3, HOP_LATENCY, "pcie3-x16 uplink"))
         for i in range(2 * sw, min(2 * sw + 2, n_gpus)):
             links.append(TopoLink(f"/device:GPU:{i}", name, PCIE3, PCIE_PORT_LATENCY, "pcie3-x16"))
 

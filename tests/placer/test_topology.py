@@ -16,7 +16,8 @@ DEV = {"peak_flops": 1e13, "memory_bandwidth": 9e11, "memory_bytes": 1.6e10}
 
 SPEC = {
     "name": "box",
-    "devices": [{"name": n, "kind": k, **DEV} for n, k in (("cpu", "cpu"), ("g0", "gpu"), ("g1", "gpu"), ("g2", "gpu"))],
+    "devices": [{"name": n, "kind": k, **DEV}
+                for n, k in (("cpu", "cpu"), ("g0", "gpu"), ("g1", "gpu"), ("g2", "gpu"))],
     "topology": {
         "switches": [{"name": "sock", "kind": "cpu-socket"}, {"name": "sw", "kind": "pcie-switch"}],
         "links": [
@@ -129,7 +130,8 @@ def _edit(change):
 @pytest.mark.parametrize("change, message", [
     (lambda s: s["topology"]["links"].append({"between": ["g0", "nowhere"], "bandwidth": 1}),
      r"topology link #6 \('g0' - 'nowhere'\): unknown node 'nowhere'"),
-    (lambda s: s["topology"]["links"][2].update(bandwidth=-5), r"link #2 \('g0' - 'sw'\): 'bandwidth' must be positive"),
+    (lambda s: s["topology"]["links"][2].update(bandwidth=-5),
+     r"link #2 \('g0' - 'sw'\): 'bandwidth' must be positive"),
     (lambda s: s["topology"]["links"][2].update(latency=-1), r"'latency' must be non-negative"),
     (lambda s: s["topology"]["links"][2].update(bandwidth=True), r"'bandwidth' must be a finite number"),
     (lambda s: s["topology"]["links"].append({"between": ["sw", "g1"], "bandwidth": 1}),
@@ -146,7 +148,8 @@ def _edit(change):
     (lambda s: s["topology"].update(routes=[{"from": "g0", "to": "g2", "via": ["sw", "x"]}]), "unknown node 'x'"),
     (lambda s: s["topology"].update(routes=[{"from": "g2", "to": "g1", "via": ["sock", "sw", "g0"]}]),
      "passes through device 'g0'"),
-    (lambda s: s["topology"].update(routes=[{"from": "g0", "to": "g2", "via": ["sw"]}]), "no link between 'sw' and 'g2'"),
+    (lambda s: s["topology"].update(routes=[{"from": "g0", "to": "g2", "via": ["sw"]}]),
+     "no link between 'sw' and 'g2'"),
     (lambda s: s["topology"].update(routes=[{"from": "g0", "to": "zz", "via": []}]), "'zz' is not a device"),
     (lambda s: s["topology"].update(routes=[{"from": "g0", "to": "g1", "via": []}] * 2), "given twice"),
     (lambda s: s.update(default_link={"bandwidth": 1e9}), "either a 'topology' or flat 'links'"),
@@ -171,7 +174,8 @@ class TestMachines:
         c = presets.get("dgx-a100")
         paths = c.compiled.paths
         assert paths[("/device:GPU:0", "/device:GPU:7")] == ("/device:GPU:0", "nvswitch", "/device:GPU:7")
-        assert paths[("/device:GPU:1", "/device:CPU:0")] == ("/device:GPU:1", "pcie-switch0", "socket0", "/device:CPU:0")
+        assert paths[("/device:GPU:1", "/device:CPU:0")] == (
+            "/device:GPU:1", "pcie-switch0", "socket0", "/device:CPU:0")
         assert paths[("/device:GPU:6", "/device:CPU:0")][2] == "socket1"  # GPUs 4-7 hang off socket 1
         bw, _ = c.link_matrices()
         assert bw[1, 2] == machines.A100_NVLINK3 and bw[0, 1] == machines.A100_PCIE4
@@ -183,9 +187,9 @@ class TestMachines:
                                             "node1/pcie-switch2", b)
         assert c.link(a, b).bandwidth == machines.HDR_IB
 
-    @pytest.mark.parametrize("build, n, name", [(machines.v100_pcie_server, 2, "2gpu"), (machines.v100_pcie_server, 4, "4gpu"),
-                                                (machines.v100_pcie_server, 8, "8gpu"), (machines.dgx1, 4, "4gpu-nvlink"),
-                                                (machines.dgx1, 8, "8gpu-nvlink")])
+    @pytest.mark.parametrize("build, n, name", [
+        (machines.v100_pcie_server, 2, "2gpu"), (machines.v100_pcie_server, 4, "4gpu"),
+        (machines.v100_pcie_server, 8, "8gpu"), (machines.dgx1, 4, "4gpu-nvlink"), (machines.dgx1, 8, "8gpu-nvlink")])
     def test_v100_topologies_match_the_flat_presets_devices(self, build, n, name):
         """Prepared for #45's later step: same devices as the flat preset; not what the name returns yet."""
         topo, flat = build(n), presets.get(name)

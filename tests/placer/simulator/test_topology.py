@@ -150,7 +150,8 @@ class TestCrossNode:
     def test_two_dgx_a100_crossing_goes_at_hdr_speed(self):
         g = graph(op("a", cost=0, out=GB), op("b", ["a"], cost=0))
         c = presets.get("2x-dgx-a100")
-        gpu0, remote = c.index["/job:worker/replica:0/task:0/device:GPU:0"], c.index["/job:worker/replica:0/task:1/device:GPU:0"]
+        gpu0 = c.index["/job:worker/replica:0/task:0/device:GPU:0"]
+        remote = c.index["/job:worker/replica:0/task:1/device:GPU:0"]
         res = Simulator(g, c).run(np.array([gpu0, remote]))
         assert res.step_time == pytest.approx(c.link(c.device_names[gpu0], c.device_names[remote]).latency + GB / 25e9)
 
