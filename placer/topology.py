@@ -229,25 +229,25 @@ class CompiledTopology:
         self.latency = np.repeat([l.latency for l in topology.links], 2).astype(np.float64)
         self.paths: dict[tuple[str, str], tuple[str, ...]] = {}
         for r in topology.routes:
-            self._explicit(r, kinds, where)
+            self._explicit(r, dev_set, where)
         for src in devices:
             self._rule_routes(src, dev_set, where)
         self._routes = self._build_routes()
         self._matrices = route_matrices(self._routes, len(devices))
 
-    def _explicit(self, r: Route, kinds: dict[str, str], where: str) -> None:
+    def _explicit(self, r: Route, dev_set: set[str], where: str) -> None:
         rw = f"{where}: route {r.src!r} -> {r.dst!r}"
         for end in (r.src, r.dst):
-            if kinds.get(end) != "device":
+            if end not in dev_set:
                 raise ClusterError(f"{rw}: {end!r} is not a device of the cluster")
         if r.src == r.dst:
             raise ClusterError(f"{rw}: a route joins two different devices")
         if (r.src, r.dst) in self.paths:
             raise ClusterError(f"{rw}: given twice")
         for node in r.via:
-            if node not in kinds:
+            if node not in self.adj:
                 raise ClusterError(f"{rw}: unknown node {node!r}")
-            if kinds[node] == "device":
+            if node in dev_set:
                 raise ClusterError(f"{rw}: passes through device {node!r}; routes pass through switches only")
         path = (r.src, *r.via, r.dst)
         if len(set(path)) != len(path):
