@@ -346,15 +346,11 @@ def flat_routes(bandwidth: np.ndarray, latency: np.ndarray) -> Routes:
     step times bit for bit.
     """
     D = bandwidth.shape[0]
-    offset = np.zeros(D * D + 1, dtype=np.int64)
-    resource = []
-    for i in range(D):
-        for j in range(D):
-            if i != j:
-                resource.append(i * D + j)
-            offset[i * D + j + 1] = len(resource)
-    return Routes(offset, np.array(resource, dtype=np.int64), np.ascontiguousarray(bandwidth.ravel()),
-                  np.ascontiguousarray(latency.ravel()))
+    pair = np.arange(D * D, dtype=np.int64)
+    off_diagonal = pair // D != pair % D
+    offset = np.concatenate([[0], np.cumsum(off_diagonal)]).astype(np.int64)
+    return Routes(offset, pair[off_diagonal], np.ascontiguousarray(bandwidth.ravel(), dtype=np.float64),
+                  np.ascontiguousarray(latency.ravel(), dtype=np.float64))
 
 
 def route_matrices(routes: Routes, num_devices: int) -> tuple[np.ndarray, np.ndarray]:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from placer import machines, presets
-from placer.cluster import Cluster
+from placer.cluster import Cluster, Link
 from placer.errors import ClusterError
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "placer" / "schemas" / "cluster.schema.json").read_text())
@@ -58,6 +58,17 @@ class TestSpec:
         spec = json.loads(json.dumps(SPEC))
         spec["topology"]["links"][1]["bandwidth"] = 2e10
         assert cluster().fingerprint != cluster(spec).fingerprint
+
+    def test_topology_and_flat_links_exclude_each_other(self):
+        c = cluster()
+        with pytest.raises(ClusterError, match="either a 'topology' or flat 'links'"):
+            Cluster("both", c.devices, default_link=Link(1e9, 0.0), topology=c.topology)
+
+    def test_flat_routes_are_one_direction_per_pair(self):
+        r = presets.get("2gpu").routes()
+        assert r.offset.tolist() == [0, 0, 1, 2, 3, 3, 4, 5, 6, 6]
+        assert r.resource.tolist() == [1, 2, 3, 5, 6, 7]
+        assert r.bandwidth[1] == 12e9 and r.latency[5] == 10e-6
 
     def test_flat_spec_unchanged(self):
         """A flat cluster's spec and fingerprint carry no topology (saved runs keep matching it)."""
