@@ -44,12 +44,12 @@ A100_SXM4_80GB = dict(kind="gpu", peak_flops=19.5e12, memory_bandwidth=2039e9, m
                       op_overhead=GPU_OP_OVERHEAD)
 EPYC_7742_X2 = dict(kind="cpu", peak_flops=2 * 64 * 2.25e9 * 32, memory_bandwidth=2 * 204.8e9,
                     memory_bytes=2048 * GIB, op_overhead=CPU_OP_OVERHEAD)
-A100_NVLINK3 = 252 * GB  # 12 links x 25 GB/s = 300 GB/s per direction, at the 84% H100 p2p tests reach
+A100_NVLINK3 = 272 * GB  # measured p2p writes (12 links x 25 GB/s = 300 GB/s nominal per direction)
 A100_PCIE4 = 25.13 * GB  # measured host<->device, x16 Gen4
 EPYC_XGMI = 4 * 16 * 16e9 * 128 / 130 / 8  # four x16 xGMI-2 links at 16 GT/s, per direction
 EPYC_DDR4 = 204.8 * GB  # 8 channels of DDR4-3200 per socket
 HDR_IB = 25 * GB  # 200 Gb/s per direction
-NVLINK_LATENCY = 1 * US  # per hop; two hops GPU -> NVSwitch -> GPU
+NVLINK_LATENCY = 1.5 * US  # per hop; two hops GPU -> NVSwitch -> GPU: the measured ~3 us
 PCIE_PORT_LATENCY = 9 * US  # a small cudaMemcpy: launch + DMA set-up, on the GPU's port
 HOP_LATENCY = 0.5 * US  # a PCIe switch, socket or IB switch hop
 IB_LATENCY = 1 * US  # NIC <-> IB switch, each side
@@ -60,17 +60,17 @@ DGX_A100_SOURCES = [
     "(GPUs 0-3 on socket 0, 4-7 on socket 1), 2 TB DDR4 (640 GB model)",
     "NVIDIA A100 datasheet: 19.5 TFLOP/s FP32, 2,039 GB/s HBM2e (80 GB SXM), NVLink 3 600 GB/s bidirectional "
     "(12 links x 25 GB/s per direction)",
-    "NVLink 3 effective 252 GB/s per direction: 300 GB/s at the 84% of nominal that p2pBandwidthLatencyTest "
-    "reaches on HGX H100 (376 of 450 GB/s, github.com/NVIDIA/nccl/issues/1264); not measured on A100 here",
+    "NVLink 3 272 GB/s per direction and about 3 us a copy: p2pBandwidthLatencyTest on an 8x A100-SXM4-80GB "
+    "node (unidirectional P2P writes 265-276 GB/s, P2P write latency 2.5-3.5 us; GPUs 0-3 on NUMA node 0, 4-7 on "
+    "node 1; github.com/LLMServe/DistServe/issues/3)",
     "PCIe 4.0 x16 25.13 GB/s: nvbandwidth host_to_device_memcpy_sm on A100-SXM4 "
     "(github.com/NVIDIA/nvbandwidth/issues/42); the switch uplinks are x16 Gen4 too",
     "AMD EPYC 7742: 64 cores, 2.25 GHz base, 2x256-bit FMA (32 FP32 FLOP/cycle/core): 4.6 TFLOP/s per socket; "
     "8 channels DDR4-3200: 204.8 GB/s per socket; sockets joined by 4 x16 xGMI-2 links at 16 GT/s "
     "(126 GB/s per direction, nominal, not measured)",
     "ConnectX-6 HDR InfiniBand: 200 Gb/s = 25 GB/s per direction (datasheet); about 1 us NIC + switch latency",
-    "latency: a small copy over PCIe about 10 us including its launch (CUDA samples' bandwidthTest class of "
-    "hosts, as the V100 presets); an NVLink copy about 2 us (p2pBandwidthLatencyTest reports 2-3 us on NVSwitch "
-    "systems); approximate",
+    "latency: a small copy over PCIe about 10 us including its launch (as the V100 presets; the same node's "
+    "GPU-to-GPU copies through the host took 24 us, two PCIe crossings); approximate",
 ]
 
 
@@ -169,7 +169,7 @@ DGX_H100_SOURCES = [
     "7.2 TFLOP/s per socket; 8 channels DDR5-4800: 307.2 GB/s per socket; 4 UPI 2.0 links at 16 GT/s "
     "(32 GB/s per direction each, nominal, not measured)",
     "ConnectX-7: 400 Gb/s = 50 GB/s per direction (datasheet)",
-    "latency as in dgx-a100 (approximate)",
+    "latency as in dgx-a100 (approximate, not measured on H100)",
 ]
 
 
