@@ -244,12 +244,7 @@ class Cluster:
                                "'between' (list a link between two devices in 'links')")
         default_link = None if default is None else _link_from_dict(default, f"cluster {name!r}: default_link")
         meta = data.get("meta", {})
-        topology = None
-        if data.get("topology") is not None:
-            if raw_links or default is not None:
-                raise ClusterError(f"cluster {name!r}: give either a 'topology' or flat 'links'/'default_link', "
-                                   "not both")
-            topology = Topology.from_dict(data["topology"], f"cluster {name!r}")
+        topology = None if data.get("topology") is None else Topology.from_dict(data["topology"], f"cluster {name!r}")
         return cls(name, devices, links, default_link, meta if isinstance(meta, dict) else {},
                    shared_threads=data.get("shared_threads"), topology=topology)
 
