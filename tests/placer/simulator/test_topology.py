@@ -147,6 +147,18 @@ class TestCrossNode:
         assert (res.transfer_start[1, 2], res.transfer_end[1, 2]) == (2.0, 3.0)
         assert both_ways(res, sim, a) == 4.0
 
+    def test_two_dgx_a100_one_gpu_to_two_remote_gpus_shares_its_nic(self):
+        """GPU:0 of node 0 sends 1 GB to GPU:0 and GPU:1 of node 1: both through its NIC 0, one after the other."""
+        c = presets.get("2x-dgx-a100")
+        src = c.index["/job:worker/replica:0/task:0/device:GPU:0"]
+        dst = [c.index[f"/job:worker/replica:0/task:1/device:GPU:{i}"] for i in (0, 1)]
+        g = graph(op("a", cost=0, out=GB), op("b", ["a"], cost=0), op("c", ["a"], cost=0))
+        res = Simulator(g, c).run(np.array([src, *dst]))
+        first, second = sorted(res.transfer_start[0, dst])
+        assert second - first == pytest.approx(GB / 25e9 + 1e-6)  # NIC 0 -> IB switch is busy that long
+        assert res.step_time == pytest.approx(second + c.link(c.device_names[src], c.device_names[dst[1]]).latency
+                                              + GB / 25e9)
+
     def test_two_dgx_a100_crossing_goes_at_hdr_speed(self):
         g = graph(op("a", cost=0, out=GB), op("b", ["a"], cost=0))
         c = presets.get("2x-dgx-a100")
