@@ -57,7 +57,9 @@ IB_LATENCY = 1 * US  # NIC <-> IB switch, each side
 DGX_A100_SOURCES = [
     "NVIDIA DGX A100 User Guide and 'NVIDIA DGX A100 System Architecture' (WP-10083-001): 8x A100 SXM4 on 6 "
     "NVSwitches, 2x AMD EPYC 7742, 4 PCIe Gen4 switches each joining 2 GPUs and 2 ConnectX-6 HDR NICs to a socket "
-    "(GPUs 0-3 on socket 0, 4-7 on socket 1), 2 TB DDR4 (640 GB model)",
+    "(GPUs 0-3 on socket 0, 4-7 on socket 1), 2 TB DDR4 (640 GB model); nvidia-smi topo -m of a DGX A100 shows "
+    "GPU pairs (0,1), (2,3)... each PXB to the same two NICs, GPUs 0-3 on NUMA nodes of socket 0 "
+    "(github.com/NVIDIA/nccl/issues/1505)",
     "NVIDIA A100 datasheet: 19.5 TFLOP/s FP32, 2,039 GB/s HBM2e (80 GB SXM), NVLink 3 600 GB/s bidirectional "
     "(12 links x 25 GB/s per direction)",
     "NVLink 3 272 GB/s per direction and about 3 us a copy: p2pBandwidthLatencyTest on an 8x A100-SXM4-80GB "
@@ -158,7 +160,8 @@ DGX_H100_SOURCES = [
     "NVIDIA DGX H100 User Guide / datasheet: 8x H100 SXM5 80 GB, 4 NVSwitch chips (NVLink 4, 900 GB/s "
     "bidirectional per GPU), 2x Intel Xeon Platinum 8480C, 2 TB DDR5, 8x ConnectX-7 400 Gb/s; GPUs paired with "
     "NICs behind PCIe Gen5 switches, laid out here as in DGX A100 (2 GPUs + 2 NICs per switch, GPUs 0-3 on "
-    "socket 0)",
+    "socket 0): nvidia-smi topo -m of an 8x H100 node with two 56-core Xeons shows NV18 between all GPUs, "
+    "GPUs 0 and 1 PXB to the same NICs and GPUs 0-3 on NUMA node 0 (github.com/deepseek-ai/DeepEP/issues/145)",
     "NVIDIA H100 SXM5 datasheet: 67 TFLOP/s FP32, 3.35 TB/s HBM3",
     "NVLink 4 376 GB/s per direction: p2pBandwidthLatencyTest unidirectional P2P writes on HGX H100 SXM "
     "(371-377 GB/s, github.com/NVIDIA/nccl/issues/1264)",
