@@ -31,6 +31,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     )),
     ("cluster/presets", (
         "placer.cluster",
+        "placer.topology",  # a cluster's switches, shared links and routes
+        "placer.machines",  # real machines as topology clusters, which presets name
         "placer.presets",
         "placer.cost_model",  # op times from a graph and a cluster's devices
         "placer.placement",  # the Placement contract: names ops of a graph and devices of a cluster
