@@ -49,7 +49,7 @@ from placer.cli.common import add_grouping_flags, check_at_least, check_budget, 
 from placer.errors import PlacerError, interrupted  # noqa: E402
 from placer.graph_io import load_graph  # noqa: E402
 from placer.placers import registry  # noqa: E402
-from placer.rl.trainer import TrainConfig  # noqa: E402
+from placer.rl.config import WARM_STARTS, TrainConfig  # noqa: E402
 from placer.synthetic import layered_graph  # noqa: E402
 
 
@@ -147,19 +147,17 @@ def train_config(args) -> TrainConfig:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The command line; a grouping flag not given is `placer train`'s default (`TrainConfig`'s)."""
+    """The command line; each setting not given is `placer train`'s default (`TrainConfig`'s)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--budget-seconds", type=float, default=600.0, help="RL budget per graph and cluster")
     ap.add_argument("--graphs", nargs="*", help="graph files (default: graphs/*.json.gz)")
     ap.add_argument("--clusters", nargs="+", default=["2gpu", "4gpu"])
-    ap.add_argument("--samples", type=int, default=32)
-    ap.add_argument("--groups", type=int, default=256)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--warm-start", choices=("heuristic", "none"), default="heuristic")
+    ap.add_argument("--samples", type=int, default=TrainConfig.samples)
+    ap.add_argument("--groups", type=int, default=TrainConfig.groups)
+    ap.add_argument("--seed", type=int, default=TrainConfig.seed)
+    ap.add_argument("--warm-start", choices=WARM_STARTS, default=TrainConfig.warm_start)
     ap.add_argument("--starts", type=int, default=1, help="race this many heuristic warm starts (default 1)")
-    add_grouping_flags(ap, "default: as placer train, on; rows of other groupings belong in another --out",
-                       critical_default="default: as placer train, off; rows of other groupings belong in "
-                                        "another --out")
+    add_grouping_flags(ap, TrainConfig, ", as placer train; rows of other groupings belong in another --out")
     ap.add_argument("--against", nargs="*", default=[], metavar="JSON",
                     help="earlier bench_rl_*.json results to compare each row with (same graph and cluster)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "rl"), help="results folder")
@@ -175,7 +173,8 @@ def check_args(args) -> None:
     """A PlacerError for settings no run can have, before any work (an unknown cluster would otherwise stop the
     benchmark after the runs before it)."""
     check_budget(args.budget_seconds)
-    check_at_least(args, "samples", "groups", "starts")
+    check_at_least(args, "starts")
+    train_config(args).check()
     for cname in args.clusters:
         presets.get(cname)
 

@@ -14,6 +14,8 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Str
                       ValidatorFunctionWrapHandler, WrapValidator, model_validator)
 from pydantic_core import PydanticCustomError
 
+from placer.rl.config import WARM_STARTS, TrainConfig, rule_of
+
 MAX_DEVICES = 256
 """Largest inline cluster: the simulator holds device x device link matrices and op x device times."""
 MAX_TOPOLOGY_NODES = 1024
@@ -235,21 +237,25 @@ class PlacementsPublic(BaseModel):
     count: int
 
 
-# Options of the trainer (``placer train`` flags); unset ones keep its defaults.
+# Options of the trainer (``placer train`` flags); unset ones keep its defaults. Defaults and lower bounds are
+# `TrainConfig`'s; the upper bounds are this service's.
 class TrainOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     steps: int | None = Field(None, ge=1, le=10_000_000, description="Stop after this many REINFORCE steps "
                                                                      "(default: no limit; budget_seconds ends it).")
-    samples: int | None = Field(None, ge=1, le=4096, description="Placements sampled per step (default 32).")
-    groups: int | None = Field(None, ge=1, le=4096, description="Most groups the ops are coarsened into "
-                                                               "(default 256; with init, the policy's).")
-    warm_start: Literal["heuristic", "none"] | None = Field(
-        None, description="Imitate the best heuristic first ('heuristic', the default; with init the default is "
-                          "'none': start from the policy's answer).")
-    warm_start_search: float | None = Field(None, ge=0, le=60, description="First improve that heuristic "
-                                                                           "placement by local search for this "
-                                                                           "long (seconds; default 0: not).")
+    samples: int | None = Field(None, ge=rule_of(TrainConfig, "samples").least, le=4096,
+                                description=f"Placements sampled per step (default {TrainConfig.samples}).")
+    groups: int | None = Field(None, ge=rule_of(TrainConfig, "groups").least, le=4096,
+                               description=f"Most groups the ops are coarsened into (default {TrainConfig.groups}; "
+                                           "with init, the policy's).")
+    warm_start: Literal[WARM_STARTS] | None = Field(
+        None, description=f"'heuristic': imitate the best heuristic first; 'none': do not ('{TrainConfig.warm_start}'"
+                          ", the default; with init the default is 'none': start from the policy's answer).")
+    warm_start_search: float | None = Field(
+        None, ge=rule_of(TrainConfig, "warm_start_search").least, le=60,
+        description="First improve that heuristic placement by local search for this long (seconds; default "
+                    f"{TrainConfig.warm_start_search:g}: not).")
     starts: int | None = Field(None, ge=1, le=8, description="Race REINFORCE from this many of the fastest "
                                                              "heuristic placements, keeping the faster half each "
                                                              "round (successive halving; default 1).")

@@ -38,20 +38,27 @@ def add_objective(p: argparse.ArgumentParser, help: str, default: str | None = "
     p.add_argument("--objective", choices=OBJECTIVES, default=default, help=help)
 
 
-def add_grouping_flags(p: argparse.ArgumentParser, default: str, critical_default: str | None = None) -> None:
+def add_grouping_flags(p: argparse.ArgumentParser, config: type | None, remark: str,
+                       critical_remark: str | None = None) -> None:
     """``--[no-]kind-groups``, ``--[no-]balanced-groups`` and ``--[no-]critical-groups``
     (`placer.grouping.group_graph`'s ``split_kinds``, ``balanced`` and ``split_critical``), for the commands
-    that train a policy; `default` ends each help text (`critical_default`, when given, that of the last).
+    that train a policy. Each help text ends with the default of `config` (a `placer.rl.config` class; None:
+    no default is said) and `remark` (`critical_remark`, when given, for the last).
     Unset flags are None, so a command can tell "not given" from "off"."""
+    from placer.rl.config import on_off
+
+    def said(flag: str, text: str) -> str:
+        return f"({'' if config is None else f'default {on_off(getattr(config, flag))}'}{text})"
+
     p.add_argument("--kind-groups", action=argparse.BooleanOptionalAction, default=None,
                    help="group apart ops that run fastest on different kinds of device (the tiny ops a host CPU "
-                        f"runs faster than a GPU), so they can go there ({default})")
+                        f"runs faster than a GPU), so they can go there {said('kind_groups', remark)}")
     p.add_argument("--balanced-groups", action=argparse.BooleanOptionalAction, default=None,
                    help="before letting a group take more than 2/G of the compute, merge small groups that are "
-                        f"neighbours in topological order ({default})")
+                        f"neighbours in topological order {said('balanced_groups', remark)}")
     p.add_argument("--critical-groups", action=argparse.BooleanOptionalAction, default=None,
                    help="group the ops on a critical path apart from the rest, so the path can stay on one device "
-                        f"({critical_default or default})")
+                        f"{said('critical_groups', remark if critical_remark is None else critical_remark)}")
 
 
 def add_run_folder(p: argparse.ArgumentParser) -> None:
@@ -191,6 +198,29 @@ def check_at_least(args: argparse.Namespace, *options: str, least: int = 1) -> N
         value = getattr(args, option)
         if value is not None and value < least:
             raise PlacerError(f"--{option.replace('_', '-')} must be {bound}, got {value}")
+
+
+def checked_config(config):
+    """`config` (a `placer.rl.config` instance) after its `check`, its error naming the flag, not the field:
+    "--samples must be an integer of at least 2 (...)", where the config says "samples must ...".
+
+    Raises
+    ------
+    PlacerError
+        On the first value no run can use.
+    """
+    from dataclasses import fields
+
+    from placer.errors import PlacerError
+
+    try:
+        return config.check()
+    except PlacerError as e:
+        message = str(e)
+        for f in fields(config):
+            if message.startswith(f"{f.name} must "):
+                raise PlacerError(f"--{f.name.replace('_', '-')}{message[len(f.name):]}") from None
+        raise
 
 
 def add_refine_sweeps(p: argparse.ArgumentParser) -> None:

@@ -25,9 +25,12 @@ from placer.cli.common import (ProgressLine, StopOnSignal, add_graph_and_cluster
 
 CHECKPOINT_EVERY_SECONDS = 30.0
 DEFAULT_BUDGET_SECONDS = 600.0
+DEFAULT_RAY_WORKERS = 2
 
 
 def add_parser(sub) -> None:
+    from placer.rl.config import WARM_STARTS, TrainConfig
+
     p = sub.add_parser("train", help="train the learned placer (REINFORCE) on one graph and cluster",
                        description="Train the seq2seq placement policy with REINFORCE against the simulator. "
                                    "Writes DIR/best_placement.json, history.csv, curve.png, progress.json and a "
@@ -40,23 +43,27 @@ def add_parser(sub) -> None:
                         "finishes); start-up (importing TensorFlow, loading the graph: a few seconds) and "
                         f"--refine-seconds come on top (default {DEFAULT_BUDGET_SECONDS:g} unless --steps is given)")
     p.add_argument("--steps", type=int, default=None, metavar="N", help="stop after N REINFORCE steps in all")
-    p.add_argument("--seed", type=int, default=None, help="seed of weights and samples (default 0)")
-    p.add_argument("--samples", type=int, default=None, metavar="K", help="placements sampled per step (default 32)")
-    p.add_argument("--groups", type=int, default=None, metavar="G", help="most groups the ops are coarsened into "
-                                                                         "(default 256; with --init the policy's)")
+    p.add_argument("--seed", type=int, default=None, help=f"seed of weights and samples (default {TrainConfig.seed})")
+    p.add_argument("--samples", type=int, default=None, metavar="K",
+                   help=f"placements sampled per step (default {TrainConfig.samples})")
+    p.add_argument("--groups", type=int, default=None, metavar="G",
+                   help=f"most groups the ops are coarsened into (default {TrainConfig.groups}; with --init the "
+                        "policy's)")
     add_objective(p, default=None,
-                  help="reward from the simulated step time (default) or from the pipelined max device load "
-                       "(throughput; progress and history then report max loads in the *step_time columns)")
-    p.add_argument("--warm-start", choices=("heuristic", "none"), default=None,
-                   help="'heuristic' (default): first imitate the best heuristic placement; "
-                        "'none': the paper's cold start. With --init the default is 'none' (start from the "
+                  help=f"reward from the simulated step time or from the pipelined max device load (throughput; "
+                       f"progress and history then report max loads in the *step_time columns; default "
+                       f"{TrainConfig.objective})")
+    p.add_argument("--warm-start", choices=WARM_STARTS, default=None,
+                   help="'heuristic': first imitate the best heuristic placement; 'none': the paper's cold start "
+                        f"(default {TrainConfig.warm_start!r}). With --init the default is 'none' (start from the "
                         "policy alone); 'heuristic' first imitates the best heuristic where it beats the policy")
     p.add_argument("--warm-start-search", type=float, default=None, metavar="S",
                    help="first improve the heuristic warm start by S seconds of local search in the simulator "
-                        "(step time objective; default 0: imitate the heuristic as it is); where REINFORCE "
+                        f"(step time objective; default {TrainConfig.warm_start_search:g}: imitate the heuristic "
+                        "as it is); where REINFORCE "
                         "starts decides much of where it ends (README: Learned placer)")
-    add_grouping_flags(p, "default on; not with --init, whose policy decides its groups",
-                       critical_default="default off; not with --init")
+    add_grouping_flags(p, TrainConfig, "; not with --init, whose policy decides its groups",
+                       critical_remark="; not with --init")
     p.add_argument("--starts", type=int, default=None, metavar="K",
                    help="race REINFORCE from the K fastest distinct heuristic placements (2-8), keeping the "
                         "faster half each round until one start has the rest of the budget (successive halving; "
@@ -73,7 +80,8 @@ def add_parser(sub) -> None:
                    help="score each step's samples on Ray workers (simulated, or with --reward measured timed in "
                         "TensorFlow on each worker's machine): 'auto' (a running Ray cluster, else a local one) "
                         "or a Ray address; without it nothing starts Ray")
-    p.add_argument("--ray-workers", type=int, default=None, metavar="N", help="with --ray: Ray workers (default 2)")
+    p.add_argument("--ray-workers", type=int, default=None, metavar="N",
+                   help=f"with --ray: Ray workers (default {DEFAULT_RAY_WORKERS})")
     p.add_argument("--reward", choices=("simulated", "measured"), default="simulated",
                    help="simulated (default): step times from the simulator; measured: each sample run for real "
                         "in TensorFlow (slow; the graph must carry its GraphDef, see `placer measure`)")
@@ -99,9 +107,7 @@ def run(args) -> int:
             flag = flag if value else flag.replace("--", "--no-", 1)
             raise PlacerError(f"{flag} does not go with --init: a fine-tune groups ops as its policy was trained to "
                               "(the policy card says how)")
-    if args.warm_start_search is not None and not args.warm_start_search >= 0:
-        raise PlacerError(f"--warm-start-search must be 0 or more seconds, got {args.warm_start_search!r}")
-    if args.warm_start_search:
+    if args.warm_start_search is not None and args.warm_start_search > 0:
         if args.objective == "throughput":
             raise PlacerError("--warm-start-search improves step time, not 'throughput'")
         if args.warm_start == "none" or (args.init is not None and args.warm_start != "heuristic"):
@@ -109,10 +115,10 @@ def run(args) -> int:
                               + (": with --init, add --warm-start heuristic" if args.init is not None else
                                  ", not --warm-start none"))
     _check_starts(args)
-    from placer.cli.common import load_graph_and_cluster
-    from placer.rl.trainer import TrainConfig
+    from placer.cli.common import checked_config, load_graph_and_cluster
+    from placer.rl.config import TrainConfig
 
-    TrainConfig(**_given(args)).check()
+    checked_config(TrainConfig(**_given(args)))
     graph, cluster = load_graph_and_cluster(args)
     saved, raced = _saved_run(args, out, graph, cluster)
     policy = None
@@ -295,8 +301,8 @@ class _Session:
                 if getattr(self.args, "ray", None):
                     from placer.measure.distributed import RaySimulator
 
-                    self.trainer.sim = RaySimulator(self.trainer.sim, self.args.ray,
-                                                 2 if self.args.ray_workers is None else self.args.ray_workers)
+                    workers = DEFAULT_RAY_WORKERS if self.args.ray_workers is None else self.args.ray_workers
+                    self.trainer.sim = RaySimulator(self.trainer.sim, self.args.ray, workers)
                 self._write_progress("running")
                 reason = self._loop(resumed)
             except BaseException as e:

@@ -54,6 +54,7 @@ from placer.errors import PlacerError, uninterruptible
 from placer.graph import OpGraph
 from placer.fileio import read_json_file, write_atomic
 from placer.placers.refine import SEARCHED, descend
+from placer.rl.config import PretrainConfig, default_of
 from placer.rl.features import (NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, DecodeContext, decode_context,
                                  device_features, group_features)
 from placer.grouping import Grouping, group_graph
@@ -66,80 +67,9 @@ STATE_FILE = "pretrain_state.json"
 TEACHERS_FILE = "teachers.json"
 CHECKPOINT_DIR = "checkpoint"
 POLICY_DIR = "policy"
-EXPORT_RULES = ("validation", "last")
 CHECKPOINT_EVERY_SECONDS = 60.0
 EVAL_EVERY_SECONDS = 60.0
-DEFAULT_TEACHERS = ("single", "expert", "metis", "heft", "m_topo")
-"""Heuristics whose best placement each environment imitates: the ones that take at most a second or two
-on a 10k-op graph. Adding m_etf and pipeline_dp (``placer pretrain --teachers``; 4.4 minutes of set-up for
-the corpus) made 14 of 90 teachers faster, 0.5% in geometric mean, and the policy no better (README)."""
-
-
-@dataclass
-class PretrainConfig:
-    """Hyperparameters of a pre-training run (saved with it; a resume must match)."""
-
-    samples: int = 16
-    """K: placements sampled per REINFORCE step."""
-    groups: int = 128
-    """G: the most groups a graph is coarsened into (zero-shot placement uses the same)."""
-    hidden: int = 64
-    """LSTM units and attention width."""
-    load_aware: bool = False
-    """The decoder also reads the devices' load so far (`placer.rl.policy.PolicyConfig.load_aware`)."""
-    kind_groups: bool = False
-    """Ops that run fastest on different kinds of device are grouped apart (`placer.grouping.group_graph`'s
-    ``split_kinds``): groups of tiny ops the host CPU runs faster than a GPU become choices of their own."""
-    balanced_groups: bool = False
-    """Small groups that are neighbours in topological order merge before any group may exceed its compute
-    share (`placer.grouping.group_graph`'s ``balanced``)."""
-    critical_groups: bool = False
-    """Ops on a critical path are grouped apart from the rest (`placer.grouping.group_graph`'s
-    ``split_critical``), so a policy can keep the path on one device."""
-    learning_rate: float = 1e-3
-    imitation_learning_rate: float = 3e-3
-    imitation_fraction: float = 0.4
-    """Share of the budget spent imitating the teachers before REINFORCE."""
-    entropy_weight: float = 0.005
-    baseline_decay: float = 0.9
-    clip_norm: float = 1.0
-    oom_penalty: float = 1.0
-    seed: int = 0
-    teachers: tuple[str, ...] = DEFAULT_TEACHERS
-    refine_teachers: float = 0.0
-    """Seconds of local search (`placer.placers.refine.descend`, in the environment's groups) improving each
-    training pair's teacher; 0: the heuristics' own. Validation pairs keep theirs, so their ratios compare
-    across runs."""
-    export: str = "validation"
-    """What ``DIR/policy`` holds: "validation", the evaluated checkpoint fastest on the validation graphs, or
-    "last", the latest one. It changes no training, so a resume may change it."""
-
-    def check(self) -> "PretrainConfig":
-        for name in ("samples", "groups", "hidden"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise PlacerError(f"{name} must be a positive integer, got {v!r}")
-        if self.samples < 2:
-            raise PlacerError("samples must be at least 2 (the advantage compares samples)")
-        if not 0 <= self.imitation_fraction <= 1:
-            raise PlacerError(f"imitation_fraction must be in [0, 1], got {self.imitation_fraction!r}")
-        if self.export not in EXPORT_RULES:
-            raise PlacerError(f"export must be one of {', '.join(EXPORT_RULES)}; got {self.export!r}")
-        from placer.placers import registry
-
-        heuristics = registry.names(heuristic_only=True)
-        unknown = [t for t in self.teachers if t not in heuristics]
-        if not self.teachers or unknown:
-            raise PlacerError(f"teachers must be heuristic placers ({', '.join(heuristics)}); "
-                              f"got {list(self.teachers)!r}")
-        if not (isinstance(self.refine_teachers, (int, float)) and math.isfinite(self.refine_teachers)
-                and self.refine_teachers >= 0):
-            raise PlacerError(f"refine_teachers must be a number of seconds >= 0, got {self.refine_teachers!r}")
-        for name in ("learning_rate", "imitation_learning_rate", "clip_norm"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise PlacerError(f"{name} must be a positive number, got {v!r}")
-        return self
+DEFAULT_TEACHERS = default_of(PretrainConfig, "teachers")
 
 
 @dataclass

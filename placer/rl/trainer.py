@@ -40,15 +40,15 @@ from placer.cluster import Cluster
 from placer.cost_model import op_time_matrix
 from placer.errors import PlacerError, uninterruptible
 from placer.graph import OpGraph
-from placer.objectives import OBJECTIVES, ThroughputModel
+from placer.objectives import ThroughputModel
 from placer.placement import Placement
 from placer.rl.features import (NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, DecodeContext, decode_context,
                                  device_features, group_features)
-from placer.grouping import DEFAULT_MAX_GROUPS, Grouping, group_graph
+from placer.rl.config import TrainConfig
+from placer.grouping import Grouping, group_graph
 from placer.rl.policy import MAX_DEVICES, PolicyConfig, reinforce_update
 from placer.simulator import Simulator
 
-WARM_STARTS = ("heuristic", "none")
 JIT_MIN_GROUPS = 64
 """Below this many groups the decoder loop is short and XLA's compile time does not pay off."""
 IMITATION_LR_FACTOR = 5.0
@@ -58,92 +58,6 @@ IMITATION_TARGET = 0.9
 PENDING_IMITATION = "pending_imitation"
 """Warm-start key of an imitation still to run (`train` runs it); a fine-tune's start sets it
 (`placer.rl.finetune`)."""
-
-
-@dataclass
-class TrainConfig:
-    """Hyperparameters of one training run (saved with its checkpoints)."""
-
-    samples: int = 32
-    """K: placements sampled and simulated per step."""
-    groups: int = DEFAULT_MAX_GROUPS
-    """G: the most groups the ops are coarsened into."""
-    hidden: int = 64
-    """LSTM units (encoder per direction, decoder) and attention width."""
-    load_aware: bool = False
-    """The decoder also reads the devices' load so far (`placer.rl.policy.PolicyConfig.load_aware`); set
-    from the policy when fine-tuning one that does."""
-    kind_groups: bool = True
-    """Ops that run fastest on different kinds of device are grouped apart (`placer.grouping.group_graph`'s
-    ``split_kinds``), so groups of tiny ops can go to the host CPU; set from the policy when fine-tuning.
-    On by default, with `balanced_groups`, since 10-minute RL on both beat heavy-edge groups alone
-    (README: Learned placer); runs saved before then resume as they were (`config_from_saved`)."""
-    balanced_groups: bool = True
-    """Small groups that are neighbours in topological order merge before any group may exceed its compute
-    share (`placer.grouping.group_graph`'s ``balanced``)."""
-    critical_groups: bool = False
-    """Ops on a critical path are grouped apart from the rest (`placer.grouping.group_graph`'s
-    ``split_critical``); set from the policy when fine-tuning."""
-    learning_rate: float = 2e-3
-    """Adam step size."""
-    entropy_weight: float = 0.01
-    """Weight of the entropy bonus (keeps exploring)."""
-    baseline_decay: float = 0.9
-    """EMA decay of the reward baseline."""
-    clip_norm: float = 1.0
-    """Global gradient-norm clip."""
-    oom_penalty: float = 1.0
-    """Reward subtracted from an out-of-memory placement, times (1 + its worst overflow)."""
-    replay_best: bool = True
-    """Put the best placement seen so far among each step's samples (self-imitation: its advantage
-    pulls the policy toward it whenever it beats the baseline). False: plain on-policy REINFORCE."""
-    warm_start: str = "heuristic"
-    """'heuristic': imitate the best heuristic first; 'none': the paper's cold start."""
-    warm_start_search: float = 0.0
-    """Seconds of local search (`placer.placers.refine`) that first improve the heuristic the warm start
-    chose (step time objective; 0: none). Where the trainer is given its reference, it takes it as is."""
-    imitation_steps: int = 200
-    """Most supervised steps of the warm start."""
-    seed: int = 0
-    """Seeds the weights and every sample."""
-    objective: str = "step_time"
-    """What the reward measures: 'step_time' (the simulator's step, as the paper) or 'throughput' (the
-    pipelined max device load); the step statistics' *_step_time then hold max loads."""
-    jit: bool | None = None
-    """Compile the passes with XLA (fast steps, 10-30 s to compile); False: plain graph mode (quicker
-    to trace, as fast for few groups); None: XLA from `JIT_MIN_GROUPS` groups on."""
-
-    def check(self) -> "TrainConfig":
-        """Raise PlacerError on a value no run can use."""
-        for name in ("samples", "groups", "hidden", "imitation_steps"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise PlacerError(f"{name} must be a positive integer, got {v!r}")
-        if self.samples < 2:
-            raise PlacerError("samples must be at least 2 (the advantage compares samples)")
-        for name in ("learning_rate", "clip_norm"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise PlacerError(f"{name} must be a positive number, got {v!r}")
-        for name in ("entropy_weight", "oom_penalty"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
-                raise PlacerError(f"{name} must be a non-negative number, got {v!r}")
-        if not 0 <= self.baseline_decay < 1:
-            raise PlacerError(f"baseline_decay must be in [0, 1), got {self.baseline_decay!r}")
-        if self.objective not in OBJECTIVES:
-            raise PlacerError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
-        if self.warm_start not in WARM_STARTS:
-            raise PlacerError(f"warm_start must be one of {', '.join(WARM_STARTS)}, got {self.warm_start!r}")
-        s = self.warm_start_search
-        if not (isinstance(s, (int, float)) and math.isfinite(s) and s >= 0):
-            raise PlacerError(f"warm_start_search must be a non-negative number of seconds, got {s!r}")
-        if s > 0 and (self.warm_start != "heuristic" or self.objective != "step_time"):
-            raise PlacerError("warm_start_search improves a heuristic warm start's step time; this run has "
-                              f"warm_start {self.warm_start!r} and objective {self.objective!r}")
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or not 0 <= self.seed < 2**31:
-            raise PlacerError(f"seed must be an integer in [0, 2**31), got {self.seed!r}")
-        return self
 
 
 SAVED_BEFORE_GROUPING_DEFAULTS = {"kind_groups": False, "balanced_groups": False}

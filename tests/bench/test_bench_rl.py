@@ -93,7 +93,7 @@ def test_a_kept_row_of_the_same_settings_is_kept(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["--budget-seconds", "-5"], "--budget-seconds must be positive, got -5"),
-    (["--samples", "0"], "--samples must be at least 1, got 0"),
+    (["--samples", "0"], r"samples must be an integer of at least 2 \(the advantage compares samples\), got 0"),
     (["--clusters", "2gpu", "9gpu"], "unknown cluster preset '9gpu'"),
 ])
 def test_bad_settings_are_refused_before_any_run(argv, message):
