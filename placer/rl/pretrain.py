@@ -12,7 +12,7 @@ Two phases share the budget:
 1. imitation (behaviour cloning, as GDP and Placeto warm-start): maximise the
    log-probability of each environment's teacher placement;
 2. REINFORCE, as in `placer.rl.trainer`, but across environments: K samples
-   per step from one environment, reward ``-sqrt(step_time / lower_bound)``
+   per step from one environment, rewards and advantages as `placer.rl.reinforce`
    (the same scale on every graph), one EMA baseline per environment, and the
    environment's best placement so far replayed among the samples
    (self-imitation), the teacher being the first best.
@@ -54,6 +54,7 @@ from placer.errors import PlacerError, uninterruptible
 from placer.graph import OpGraph
 from placer.fileio import read_json_file, write_atomic
 from placer.placers.refine import SEARCHED, descend
+from placer.rl import reinforce
 from placer.rl.config import PretrainConfig, default_of
 from placer.rl.features import (NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, DecodeContext, decode_context,
                                  device_features, group_features)
@@ -92,9 +93,8 @@ class Environment:
         """``(step_time [K], oom [K], reward [K])`` of placements of groups ``[K, G]``."""
         res = self.sim.run_batch(self.grouping.expand(group_devices))
         overflow = np.max(res.peak_memory / self.sim.memory_bytes[None, :] - 1.0, axis=1)
-        reward = -np.sqrt(res.step_time / self.sim.lower_bound)
-        reward = reward - res.oom * oom_penalty * (1.0 + np.maximum(overflow, 0.0))
-        return res.step_time, res.oom, reward
+        return res.step_time, res.oom, reinforce.rewards(res.step_time, res.oom, overflow, self.sim.lower_bound,
+                                                         oom_penalty)
 
 
 @dataclass
@@ -375,8 +375,8 @@ class Pretrainer:
 
     def _offer_best(self, env: Environment, devices: np.ndarray, step_time: np.ndarray, oom: np.ndarray) -> None:
         s = self.state.envs[env.key]
-        k = int(np.lexsort((step_time, oom))[0])
-        if (not oom[k] and s.best_oom) or (bool(oom[k]) == s.best_oom and step_time[k] < s.best_step_time):
+        k = reinforce.best_sample(step_time, oom)
+        if reinforce.better(float(step_time[k]), bool(oom[k]), s.best_step_time, s.best_oom):
             s.best_step_time, s.best_oom, s.best_devices = float(step_time[k]), bool(oom[k]), devices[k].tolist()
 
     def imitation_step(self) -> dict[str, Any]:
@@ -417,11 +417,11 @@ class Pretrainer:
         env, actions, entropy, step_time, oom, reward = rollout
         es = s.envs[env.key]
         g, d, c = self._consts[env.key]
-        baseline = float(reward.mean()) if es.baseline is None else es.baseline
-        advantage = np.clip((reward - baseline) / (reward.std() + 1e-6), -5.0, 5.0).astype(np.float32)
+        baseline = reinforce.baseline_now(es.baseline, reward)
+        advantage = reinforce.advantages(reward, baseline)
         loss, norm, _, _ = self._update(g, d, c, tf.constant(actions, tf.int32), tf.constant(advantage),
                                         tf.constant(float(cfg.entropy_weight)))
-        es.baseline = cfg.baseline_decay * baseline + (1 - cfg.baseline_decay) * float(reward.mean())
+        es.baseline = reinforce.next_baseline(baseline, reward, cfg.baseline_decay)
         self._offer_best(env, actions, step_time, oom)
         s.step += 1
         s.samples += len(actions)

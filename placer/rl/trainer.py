@@ -1,16 +1,12 @@
 """REINFORCE training of the placement policy against the simulator.
 
 One step: decode K placements in one batched pass, expand them from groups to
-ops, score all K in one call of the simulator, turn step times into rewards,
-and take one policy-gradient step:
+ops, score all K in one call of the simulator, turn step times into rewards
+and advantages (`placer.rl.reinforce`), and take one policy-gradient step:
 
-    reward     r_k = -sqrt(step_time_k / lower_bound) - [oom_k] * oom_penalty * (1 + overflow_k)
-    advantage  A_k = clip((r_k - b) / (std(r) + eps), -5, 5),  b an EMA of mean rewards
     loss       -mean_k(A_k * log p(placement_k)) - entropy_weight * mean_k(entropy_k)
 
-with Adam and global-norm gradient clipping. Dividing by the step time's
-lower bound puts every graph on the same reward scale (1 is perfect), which a
-policy trained across graphs needs.
+with Adam and global-norm gradient clipping.
 
 Improvements on the paper, each optional: the best placement seen so far
 replayed as one of the K samples of every step (``replay_best``; a form of
@@ -44,6 +40,7 @@ from placer.objectives import ThroughputModel
 from placer.placement import Placement
 from placer.rl.features import (NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, DecodeContext, decode_context,
                                  device_features, group_features)
+from placer.rl import reinforce
 from placer.rl.config import TrainConfig
 from placer.grouping import Grouping, group_graph
 from placer.rl.policy import MAX_DEVICES, PolicyConfig, reinforce_update
@@ -82,7 +79,8 @@ class Best:
     """The placement itself where the groups cannot express it (`TrainerState.floor`)."""
 
     def better(self, step_time: float, oom: bool) -> bool:
-        return (not oom and self.oom) or (oom == self.oom and step_time < self.step_time)
+        """Whether a placement of `step_time` and `oom` beats this one (`placer.rl.reinforce.better`)."""
+        return reinforce.better(step_time, oom, self.step_time, self.oom)
 
 
 @dataclass
@@ -363,20 +361,17 @@ class Trainer:
             return self._score_throughput(op_devices)
         res = self.sim.run_batch(op_devices)
         overflow = np.max(res.peak_memory / self.sim.memory_bytes[None, :] - 1.0, axis=1)
-        reward = -np.sqrt(res.step_time / _reward_scale(self.sim.lower_bound))
-        reward = reward - res.oom * self.config.oom_penalty * (1.0 + np.maximum(overflow, 0.0))
-        return res.step_time, res.oom, reward
+        return res.step_time, res.oom, reinforce.rewards(res.step_time, res.oom, overflow, self.sim.lower_bound,
+                                                         self.config.oom_penalty)
 
     def _score_throughput(self, ops: np.ndarray):
         """Max load per placement; OOM when some device's weights exceed its memory."""
         cost, oom, overflow = throughput_cost(self.throughput, ops)
-        reward = -np.sqrt(cost / _reward_scale(self.throughput_bound))
-        reward = reward - oom * self.config.oom_penalty * (1.0 + np.maximum(overflow, 0.0))
-        return cost, oom, reward
+        return cost, oom, reinforce.rewards(cost, oom, overflow, self.throughput_bound, self.config.oom_penalty)
 
     def _track_best(self, group_devices: np.ndarray, step_time: np.ndarray, oom: np.ndarray, step: int,
                     elapsed: float) -> None:
-        k = int(np.lexsort((step_time, oom))[0])
+        k = reinforce.best_sample(step_time, oom)
         if self.state.best.better(float(step_time[k]), bool(oom[k])):
             self.state.best = Best(float(step_time[k]), bool(oom[k]), group_devices[k].tolist(), step, elapsed)
 
@@ -454,10 +449,9 @@ class Trainer:
         (step, samples, baseline, best). `train` runs it `placer.errors.uninterruptible`, so that the
         weights and the step count a checkpoint saves describe the same step."""
         s = self.state
-        baseline = float(r.reward.mean()) if s.baseline is None else s.baseline
-        advantage = np.clip((r.reward - baseline) / (r.reward.std() + 1e-6), -5.0, 5.0)
-        loss, norm, _ = self.update(r.actions, advantage.astype(np.float32))
-        s.baseline = self.config.baseline_decay * baseline + (1 - self.config.baseline_decay) * float(r.reward.mean())
+        baseline = reinforce.baseline_now(s.baseline, r.reward)
+        loss, norm, _ = self.update(r.actions, reinforce.advantages(r.reward, baseline))
+        s.baseline = reinforce.next_baseline(baseline, r.reward, self.config.baseline_decay)
         dt = time.perf_counter() - r.started
         s.elapsed_seconds += dt
         self._track_best(r.actions, r.step_time, r.oom, s.step + 1, s.elapsed_seconds)
@@ -493,12 +487,6 @@ class Trainer:
             placement.objective = "throughput"
             placement.max_load = self.throughput.max_load(ops)
         return placement
-
-
-def _reward_scale(bound: float) -> float:
-    """What step times are divided by in the reward: the lower bound, or 1 s where it is 0 (ops that all cost
-    nothing): -sqrt(t / 0) was NaN (0 / 0) or -inf, and the first update made the policy's weights NaN."""
-    return bound if bound > 0 else 1.0
 
 
 def train(trainer: Trainer, *, budget_seconds: float | None = None, max_steps: int | None = None,
