@@ -321,13 +321,12 @@ class _Session:
         return 0
 
     def _loop(self, resumed: bool) -> str:
-        import time
-
         from placer.rl import race
-        from placer.rl.trainer import PENDING_IMITATION
+        from placer.rl.run_folder import HISTORY_FILE, Cadence, History
+        from placer.rl.trainer import PENDING_IMITATION, StepStats
 
         trainer = self.trainer
-        history = _History(self.out / "history.csv", keep_until=trainer.state.step if resumed else 0)
+        history = History(self.out / HISTORY_FILE, StepStats.FIELDS, keep_until=trainer.state.step if resumed else 0)
         bar = ProgressLine(self.args.steps, self.budget, self.unit)
         pending = trainer.state.warm_start.get(PENDING_IMITATION)
         if self.racing:
@@ -337,17 +336,16 @@ class _Session:
             bar.note("warm start: imitating the policy's best zero-shot sample...")
         elif pending == "heuristic" or (not trainer.state.warm_start and trainer.config.warm_start == "heuristic"):
             bar.note("warm start: imitating the best heuristic...")
-        last_save = time.monotonic()
+        checkpoints = Cadence(CHECKPOINT_EVERY_SECONDS)
 
         def on_step(stats) -> None:
-            nonlocal last_save
             self.last = stats
-            history.append(stats)
+            history.append({k: getattr(stats, k) for k in StepStats.FIELDS})
             self._write_progress("running")
             bar.show(stats)
-            if time.monotonic() - last_save > CHECKPOINT_EVERY_SECONDS:
+            if checkpoints.due():
                 self._save()
-                last_save = time.monotonic()
+                checkpoints.done()
 
         try:
             return race.run(trainer, budget_seconds=self.budget, max_steps=self.args.steps, on_step=on_step,
@@ -384,7 +382,7 @@ class _Session:
                                  error=None if stopped else f"{type(e).__name__}: {e}")
             raise
         self._write_progress("done" if reason == "done" else "interrupted")
-        _plot(self.out / "history.csv", self.out / "curve.png", self.trainer)
+        self._plot()
         if self.args.json:
             t = self.trainer
             best = t.best_placement() if t.state.best.group_devices else None
@@ -433,11 +431,22 @@ class _Session:
         save_placement(refined, self.out / "refined_placement.json")
         return refined
 
+    def _plot(self) -> None:
+        """curve.png from history.csv."""
+        from placer.rl.run_folder import CURVE_FILE, HISTORY_FILE, plot_training_curve
+
+        t = self.trainer
+        imitated = imitated_heuristic(t.state.warm_start)
+        throughput = getattr(t, "throughput", None) is not None
+        plot_training_curve(self.out / HISTORY_FILE, self.out / CURVE_FILE,
+                            title=f"{t.graph.name} on {t.cluster.name}",
+                            bound=t.throughput_bound if throughput else t.sim.lower_bound, throughput=throughput,
+                            heuristic=(imitated["heuristic"], imitated["heuristic_step_time"]) if imitated else None)
+
     def _write_progress(self, state: str, error: str | None = None) -> None:
-        import json
         import math
 
-        from placer.fileio import write_atomic
+        from placer.rl.run_folder import write_progress
 
         t = self.trainer
         s = t.state if t is not None else None
@@ -453,70 +462,7 @@ class _Session:
             "entropy": self.last.entropy if self.last else None,
             "error": error,
         }
-        write_atomic(self.out / "progress.json", json.dumps(data).encode())
-
-
-class _History:
-    """history.csv, one row per step, appended as steps finish (rows past a resumed checkpoint dropped)."""
-
-    def __init__(self, path, keep_until: int):
-        import csv
-
-        from placer.rl.trainer import StepStats
-
-        rows = []
-        if keep_until > 0 and path.exists():
-            with open(path, newline="") as f:
-                rows = [r for r in csv.DictReader(f) if int(r["step"]) <= keep_until]
-        self.file = open(path, "w", newline="")
-        self.writer = csv.DictWriter(self.file, fieldnames=StepStats.FIELDS)
-        self.writer.writeheader()
-        self.writer.writerows(rows)
-        self.file.flush()
-
-    def append(self, stats) -> None:
-        self.writer.writerow({k: getattr(stats, k) for k in self.writer.fieldnames})
-        self.file.flush()
-
-    def close(self) -> None:
-        self.file.close()
-
-
-def _plot(history_path, png_path, trainer) -> None:
-    """curve.png: each step's best and mean sample, and the best so far, against wall time."""
-    import csv
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    with open(history_path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
-    if rows:
-        t = [float(r["elapsed_seconds"]) for r in rows]
-        ax.scatter(t, [float(r["mean_step_time"]) * 1e3 for r in rows], s=4, alpha=0.35, label="mean of samples")
-        ax.scatter(t, [float(r["min_step_time"]) * 1e3 for r in rows], s=4, alpha=0.6, label="best sample of step")
-        ax.step(t, [float(r["best_step_time"]) * 1e3 for r in rows], where="post", color="k", label="best so far")
-    imitated = imitated_heuristic(trainer.state.warm_start)
-    if imitated:
-        ax.axhline(imitated["heuristic_step_time"] * 1e3, color="tab:red", ls="--", lw=1,
-                   label=f"best heuristic ({imitated['heuristic']})")
-    throughput = getattr(trainer, "throughput", None) is not None
-    bound = trainer.throughput_bound if throughput else trainer.sim.lower_bound
-    ax.axhline(bound * 1e3, color="tab:green", ls=":", lw=1, label="lower bound")
-    ax.set_xlabel("wall time (s)")
-    ax.set_ylabel("max device load (ms: 1000 x the graph's time unit)" if throughput else "simulated step time (ms)")
-    ax.set_title(f"{trainer.graph.name} on {trainer.cluster.name}")
-    if rows:
-        lo = bound * 1e3 * 0.95
-        hi = min(max(float(r["mean_step_time"]) for r in rows), 3 * float(rows[-1]["best_step_time"])) * 1e3
-        ax.set_ylim(lo, max(hi, lo * 1.2))
-    ax.legend(fontsize=7, loc="upper right")
-    fig.tight_layout()
-    fig.savefig(png_path)
-    plt.close(fig)
+        write_progress(self.out, data)
 
 
 def _ms(seconds: float, unit: float = 1.0) -> str:

@@ -39,7 +39,6 @@ zero-shot placement and fine-tuning load. ``resume=True`` continues.
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import time
@@ -61,6 +60,7 @@ from placer.rl.features import (NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, DecodeC
 from placer.grouping import Grouping, group_graph
 from placer.rl.numpy_policy import decode as numpy_decode
 from placer.rl.policy import MAX_DEVICES, reinforce_update
+from placer.rl.run_folder import CURVE_FILE, HISTORY_FILE, Cadence, History, plot_pretraining_curve, write_progress
 from placer.rl.saved_policy import assign_to, load_policy, save_policy, weights_of
 from placer.simulator import Simulator
 
@@ -644,31 +644,6 @@ def save_teachers(out: Path, envs: list[Environment], kind_groups: bool = False,
     write_atomic(out / TEACHERS_FILE, json.dumps(data).encode())
 
 
-def plot_curve(p: Pretrainer, png: Path) -> None:
-    """curve.png: the greedy policy's geometric-mean step time relative to the teachers, over time."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    ev = [e for e in p.state.evals if math.isfinite(e["geomean_ratio"])]
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
-    if ev:
-        ax.plot([e["elapsed_seconds"] for e in ev], [e["geomean_ratio"] for e in ev], "o-", label="greedy policy")
-        val = [e for e in ev if math.isfinite(e.get("validation_geomean_ratio", math.inf))]
-        if val:
-            ax.plot([e["elapsed_seconds"] for e in val], [e["validation_geomean_ratio"] for e in val], "s-",
-                    label="greedy, validation graphs (never trained on)")
-    ax.axhline(1.0, color="tab:red", ls="--", lw=1, label="teacher (best cheap heuristic)")
-    ax.set_xlabel("wall time (s)")
-    ax.set_ylabel("step time / teacher's (geometric mean)")
-    ax.set_title(f"pre-training over {len(p.envs)} graph-cluster pairs")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(png)
-    plt.close(fig)
-
-
 def run(p: Pretrainer, out: Path, *, budget_seconds: float, name: str = "pretrained", version: str = "1",
         on_step: Callable[[dict[str, Any]], None] | None = None, should_stop: Callable[[], bool] = lambda: False,
         resumed: bool = False, on_temperature: Callable[[float, float], None] | None = None,
@@ -683,16 +658,8 @@ def run(p: Pretrainer, out: Path, *, budget_seconds: float, name: str = "pretrai
     hears each one measured); `should_stop` stops that too, and a resume chooses it again.
     """
     s = p.state
-    hist_path = out / "history.csv"
-    rows = []
-    if resumed and hist_path.exists():
-        with open(hist_path, newline="") as f:  # flushed at checkpoints: a kill can leave a row cut short
-            rows = [r for r in csv.DictReader(f) if None not in r.values() and int(r["step"]) <= s.step]
-    f = open(hist_path, "w", newline="")
-    writer = csv.DictWriter(f, fieldnames=HISTORY_FIELDS)
-    writer.writeheader()
-    writer.writerows(rows)
-    last_save = last_eval = time.monotonic()
+    history = History(out / HISTORY_FILE, HISTORY_FIELDS, keep_until=s.step if resumed else 0, flush_every_row=False)
+    evaluations, checkpoints = Cadence(EVAL_EVERY_SECONDS), Cadence(CHECKPOINT_EVERY_SECONDS)
     if not s.evals:
         export(p, out, name, version)
     reason = "done"
@@ -709,24 +676,24 @@ def run(p: Pretrainer, out: Path, *, budget_seconds: float, name: str = "pretrai
                 row = p.imitation_step() if imitating else p.reinforce_learn(rollout)
                 s.elapsed_seconds += time.perf_counter() - t0
                 row["elapsed_seconds"] = s.elapsed_seconds
-                writer.writerow(row)
+                history.append(row)
                 if on_step is not None:
                     on_step(row)
             now = time.monotonic()
-            if now - last_eval > EVAL_EVERY_SECONDS:
+            if evaluations.due(now):
                 export(p, out, name, version)
-                last_eval = now
-            if now - last_save > CHECKPOINT_EVERY_SECONDS:
-                f.flush()
+                evaluations.done(now)
+            if checkpoints.due(now):
+                history.flush()
                 save(p, out, name, version)
                 _progress(out, p, budget_seconds, "running")
-                last_save = now
+                checkpoints.done(now)
     finally:
-        f.close()
+        history.close()
         export(p, out, name, version)
         save(p, out, name, version)
         _progress(out, p, budget_seconds, "done" if reason == "done" else "interrupted")
-        plot_curve(p, out / "curve.png")
+        plot_pretraining_curve(p.state.evals, out / CURVE_FILE, pairs=len(p.envs))
     if reason == "done" and p.validation:
         if tune_sampling(p, out, on_temperature, should_stop) is None:  # stopped: a resume tunes again
             reason = "interrupted"
@@ -761,4 +728,4 @@ def _progress(out: Path, p: Pretrainer, budget: float, state: str) -> None:
             "samples": p.state.samples, "elapsed_seconds": p.state.elapsed_seconds, "budget_seconds": budget,
             "greedy_geomean_ratio": last.get("geomean_ratio"),
             "validation_geomean_ratio": last.get("validation_geomean_ratio"), "exported": p.exported or None}
-    write_atomic(out / "progress.json", json.dumps(data).encode())
+    write_progress(out, data)
