@@ -19,6 +19,7 @@ from placer.errors import PlacerError
 from placer.graph import OpGraph
 from placer.placement import Placement
 from placer.placers import registry
+from placer.placers.best import rank
 import placer.rl  # noqa: F401  (registers method rl: placer.rl.method)
 
 log = logging.getLogger("placer.service")
@@ -178,7 +179,7 @@ def place_best(graph: OpGraph, cluster: Cluster, *, objective: str = "step_time"
                                              budget_seconds)
     if not results:
         raise PlacerError(f"method 'best': no heuristic produced a placement: {problems}")
-    best = min(results, key=lambda p: (p.oom, _finite(p.step_time)))
+    best = results[rank([p.step_time for p in results], [p.oom for p in results])[0]]
     best.meta["best_of"] = list(step_times)
     best.meta.update(problems)
     return best, step_times
@@ -222,10 +223,6 @@ def _run_all(names: list[str], graph: OpGraph, cluster: Cluster, objective: str,
         step_times[name] = p.step_time
     problems = {k: v for k, v in (("failed", failed), ("skipped", skipped)) if v}
     return results, step_times, problems
-
-
-def _finite(x: float | None) -> float:
-    return x if x is not None and math.isfinite(x) else math.inf
 
 
 def zero_shot(graph: OpGraph, cluster: Cluster, seed: int = 0) -> Placement | None:

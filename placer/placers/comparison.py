@@ -14,6 +14,7 @@ from placer.cluster import Cluster
 from placer.errors import interrupted
 from placer.graph import OpGraph
 from placer.placers import registry
+from placer.placers.best import rank
 from placer.placers.refine import refine
 
 ROW_FIELDS = ("graph", "cluster", "method", "step_time", "lower_bound", "oom", "place_seconds")
@@ -108,13 +109,15 @@ def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: lis
 
 
 def winners(rows: list[dict[str, Any]], by: str = "step_time") -> dict[tuple[str, str], str]:
-    """The method with the smallest `by` (``step_time`` or ``max_load``) that fits, per (graph, cluster)."""
-    best: dict[tuple[str, str], tuple[float, str]] = {}
+    """The best method by `by` (``step_time`` or ``max_load``; `placer.placers.best.rank`) per (graph, cluster),
+    where one fits with a finite `by`."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
-        t = r.get(by)
-        if t is None or r.get("oom") or not math.isfinite(t):
-            continue
-        key = (r["graph"], r["cluster"])
-        if key not in best or t < best[key][0]:
-            best[key] = (t, r["method"])
-    return {k: m for k, (_, m) in best.items()}
+        groups.setdefault((r["graph"], r["cluster"]), []).append(r)
+    best: dict[tuple[str, str], str] = {}
+    for key, group in groups.items():
+        first = group[rank([r.get(by) for r in group], [bool(r.get("oom")) for r in group])[0]]
+        t = first.get(by)
+        if t is not None and not first.get("oom") and math.isfinite(t):
+            best[key] = first["method"]
+    return best

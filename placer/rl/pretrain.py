@@ -52,6 +52,7 @@ from placer.cluster import Cluster
 from placer.errors import PlacerError, uninterruptible
 from placer.graph import OpGraph
 from placer.fileio import read_json_file, write_atomic
+from placer.placers import best
 from placer.placers.refine import SEARCHED, descend
 from placer.rl import reinforce
 from placer.rl.config import PretrainConfig, default_of
@@ -209,24 +210,20 @@ def validation_entries(manifest: dict[str, Any]) -> list[dict[str, Any]]:
 
 def teacher_placement(graph: OpGraph, cluster: Cluster, sim: Simulator, grouping: Grouping,
                       teachers: tuple[str, ...]) -> tuple[str, np.ndarray, float]:
-    """The fastest (non-OOM first) of the teachers' placements once projected onto groups."""
-    from placer.placers import registry
+    """The best of the teachers' placements and every single device once projected onto groups
+    (`placer.placers.best`: fitting first, then fastest; the teachers before single devices among equals):
+    its name, device per group ``[G]`` and step time."""
+    weights = sim.times.min(axis=1)
 
-    names, rows = [], []
-    for name in teachers:
-        try:
-            p = registry.place(name, graph, cluster)
-        except PlacerError:
-            continue
-        rows.append(grouping.project(p.assignment(graph, cluster), len(cluster), weights=sim.times.min(axis=1)))
-        names.append(name)
-    for d in range(len(cluster)):  # every single device, so there is always a teacher
-        rows.append(np.full(grouping.num_groups, d, dtype=np.int64))
-        names.append(f"single_device:{cluster.devices[d].name}")
-    rows = np.stack(rows)
-    res = sim.run_batch(grouping.expand(rows))
-    k = int(np.lexsort((res.step_time, res.oom))[0])
-    return names[k], rows[k], float(res.step_time[k])
+    def grouped(assignment: np.ndarray) -> np.ndarray:
+        return grouping.project(assignment, len(cluster), weights=weights)
+
+    def score(assignments: np.ndarray):
+        res = sim.run_batch(grouping.expand(np.stack([grouped(a) for a in assignments])))
+        return res.step_time, res.oom
+
+    found = best.ranked_heuristics(graph, cluster, [*teachers, *best.single_devices(cluster)], score=score)[0]
+    return found.name, grouped(found.assignment), found.cost
 
 
 def canonical_labels(devices: np.ndarray, cluster: Cluster) -> np.ndarray:

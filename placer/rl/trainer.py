@@ -38,6 +38,8 @@ from placer.errors import PlacerError, uninterruptible
 from placer.graph import OpGraph
 from placer.objectives import ThroughputModel
 from placer.placement import Placement
+from placer.placers import best
+from placer.placers.best import Candidate
 from placer.rl.features import (NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, DecodeContext, decode_context,
                                  device_features, group_features)
 from placer.rl import reinforce
@@ -167,38 +169,22 @@ def throughput_cost(model: ThroughputModel, ops: np.ndarray) -> tuple[np.ndarray
 
 def ranked_heuristics(graph: OpGraph, cluster: Cluster, objective: str = "step_time", *,
                       sim: Simulator | None = None, throughput: ThroughputModel | None = None,
-                      ) -> list[tuple[str, np.ndarray, float, bool]]:
-    """Every registered heuristic's placement and each single device, fastest first.
+                      ) -> list[Candidate]:
+    """Every single device and every registered heuristic, best first for `objective`
+    (`placer.placers.best.ranked_heuristics`: those that fit first, then by cost, equals in that order).
 
-    Returns ``(name, device per op, cost, oom)`` sorted with placements that fit
-    first, then by cost (the simulated step time, or the max load with
-    ``objective="throughput"``). A heuristic that cannot place the graph is
-    left out. `sim` and `throughput` reuse a caller's models.
+    Returns ``(name, device per op, cost, oom)`` candidates; the cost is the simulated step time, or the max
+    load with ``objective="throughput"``. `sim` and `throughput` reuse a caller's models.
     """
-    from placer.placers import registry
+    score = None
+    if objective == "throughput":
+        sim = sim or Simulator(graph, cluster)
+        model = throughput if throughput is not None else ThroughputModel(graph, cluster, sim.times)
 
-    sim = sim or Simulator(graph, cluster)
-    if objective == "throughput" and throughput is None:
-        throughput = ThroughputModel(graph, cluster, sim.times)
-
-    def scored(name: str, assignment: np.ndarray, step_time: float | None = None, oom: bool | None = None):
-        if objective == "throughput":
-            cost, over, _ = throughput_cost(throughput, assignment[None, :])
-            return name, assignment, float(cost[0]), bool(over[0])
-        if step_time is None:
-            r = sim.run(assignment)
-            step_time, oom = r.step_time, r.oom
-        return name, assignment, float(step_time), bool(oom)
-
-    candidates = [scored(f"single_device:{cluster.devices[d].name}", np.full(len(graph), d, dtype=np.int64))
-                  for d in range(len(cluster))]
-    for name in registry.names(heuristic_only=True):
-        try:
-            p = registry.place(name, graph, cluster, objective=objective)
-        except PlacerError:
-            continue
-        candidates.append(scored(name, p.assignment(graph, cluster), p.step_time, p.oom))
-    return sorted(candidates, key=lambda c: (c[3], c[2]))
+        def score(ops: np.ndarray):
+            cost, over, _ = throughput_cost(model, ops)
+            return cost, over
+    return best.ranked_heuristics(graph, cluster, objective=objective, score=score, sim=sim)
 
 
 def searched_reference(graph: OpGraph, cluster: Cluster, reference: tuple[str, np.ndarray, float],

@@ -1,0 +1,36 @@
+"""`placer.placers.best`: the one rule that picks the best heuristic placement."""
+
+import math
+
+import numpy as np
+
+from placer import presets
+from placer.placers import best, registry
+from placer.synthetic import layered_graph
+
+
+def test_fitting_beats_oom_then_the_lower_cost_then_the_first_named():
+    costs = [3.0, 1.0, None, 2.0, 2.0, math.nan]
+    ooms = [False, True, False, False, False, False]
+    assert best.rank(costs, ooms) == [3, 4, 0, 2, 5, 1]
+
+
+def test_every_heuristic_and_single_device_is_ranked_with_the_simulators_step_time():
+    graph, cluster = layered_graph(40, seed=1), presets.get("2gpu")
+    ranked = best.ranked_heuristics(graph, cluster)
+    names = [c.name for c in ranked]
+    assert set(names) >= set(best.single_devices(cluster))
+    assert [(c.oom, c.cost) for c in ranked] == sorted((c.oom, c.cost) for c in ranked)
+    top = ranked[0]
+    if not top.name.startswith(best.SINGLE_DEVICE):
+        assert registry.place(top.name, graph, cluster).step_time == top.cost
+
+
+def test_a_score_ranks_the_candidates_instead():
+    """Here the fewest ops off device 0 scores best; among equals, candidates stay in the order named."""
+    graph, cluster = layered_graph(30, seed=2), presets.get("2gpu")
+    names = ["single", *best.single_devices(cluster)]
+    ranked = best.ranked_heuristics(graph, cluster, names,
+                                    score=lambda a: (np.sum(a != 0, axis=1).astype(float), np.zeros(len(a), bool)))
+    assert ranked[0].name == best.single_devices(cluster)[0] and ranked[-1].name == best.single_devices(cluster)[-1]
+    assert all(c.cost == float(np.sum(c.assignment != 0)) for c in ranked)
