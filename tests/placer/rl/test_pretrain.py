@@ -11,6 +11,7 @@ from placer.errors import PlacerError
 from placer.graph_io import load_graph, save_graph
 from placer.placers.refine import SEARCHED
 from placer.rl import pretrain
+from placer.rl.pretrain import environment, loop
 from placer.rl.saved_policy import load_policy
 from placer.synthetic import layered_graph
 
@@ -215,8 +216,8 @@ def test_validation_graphs_choose_the_exported_checkpoint(session, tmp_path, mon
     envs = session["envs"]
     train, val = [e for e in envs if len(e.graph) == 60], [e for e in envs if len(e.graph) != 60]
     p = pretrain.Pretrainer(train, CONFIG, validation=val)
-    monkeypatch.setattr(pretrain, "EVAL_EVERY_SECONDS", 0.0)  # evaluate after every step
-    monkeypatch.setattr(pretrain, "CHECKPOINT_EVERY_SECONDS", 0.0)
+    monkeypatch.setattr(loop, "EVAL_EVERY_SECONDS", 0.0)  # evaluate after every step
+    monkeypatch.setattr(loop, "CHECKPOINT_EVERY_SECONDS", 0.0)
     assert pretrain.run(p, tmp_path, budget_seconds=600.0, name="t", version="1", max_steps=6) == "done"
     evals = p.state.evals
     assert len(evals) > 3 and all(set(e["validation_ratios"]) == {v.key for v in val} for e in evals)
@@ -261,7 +262,7 @@ def test_export_last_exports_the_latest_checkpoint_and_a_resume_may_change_the_r
     train, val = [e for e in envs if len(e.graph) == 60], [e for e in envs if len(e.graph) != 60]
     last = replace(CONFIG, export="last")
     p = pretrain.Pretrainer(train, last, validation=val)
-    monkeypatch.setattr(pretrain, "EVAL_EVERY_SECONDS", 0.0)
+    monkeypatch.setattr(loop, "EVAL_EVERY_SECONDS", 0.0)
     assert pretrain.run(p, tmp_path, budget_seconds=2.0, name="t", version="1") == "done"
     final = p.state.evals[-1]
     card = load_policy(tmp_path / pretrain.POLICY_DIR).card
@@ -500,7 +501,7 @@ def test_teachers_placed_before_an_interrupt_are_kept(tmp_path, capsys, monkeypa
     assert list(pretrain.load_teachers(out)) == ["layered40@2gpu"]
     teacher, searched = pretrain.teacher_placement, []
     monkeypatch.setattr(pretrain, "make_environment", build)
-    monkeypatch.setattr(pretrain, "teacher_placement", lambda graph, *rest: searched.append(graph.name)
+    monkeypatch.setattr(environment, "teacher_placement", lambda graph, *rest: searched.append(graph.name)
                         or teacher(graph, *rest))
     assert main(args) == 0
     assert searched == ["layered50"] and sorted(pretrain.load_teachers(out)) == ["layered40@2gpu", "layered50@2gpu"]
