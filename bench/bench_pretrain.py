@@ -84,6 +84,7 @@ from placer.errors import interrupted  # noqa: E402
 from placer.fileio import write_atomic  # noqa: E402
 from placer.graph_io import load_graph  # noqa: E402
 from placer.placers import registry  # noqa: E402
+from placer.rl.config import PretrainConfig, TrainConfig  # noqa: E402
 
 from bench.bench_rl import grouping_label  # noqa: E402
 
@@ -492,10 +493,11 @@ def main() -> int:
     parser.add_argument("--finetune-budget", type=float, default=90.0)
     parser.add_argument("--finetune-600-budget", type=float, default=900.0,
                         help="stage finetune_600's most seconds (it stops after a fifth of the 10-minute run's steps)")
-    parser.add_argument("--groups", type=int, default=128, help="per-graph RL's G")
+    parser.add_argument("--groups", type=int, default=PretrainConfig.groups,
+                        help=f"per-graph RL's G (default {PretrainConfig.groups}, pre-training's)")
     parser.add_argument("--best-of", type=int, default=None,
                         help="K of the best-of-K decoding (default: the service's, zero_shot.DEFAULT_SAMPLES)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=TrainConfig.seed)
     parser.add_argument("--refine-seconds", type=float, default=2.0, help="stage refine: local search seconds")
     parser.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES))
     parser.add_argument("--redo", nargs="*", choices=STAGES, default=[])
