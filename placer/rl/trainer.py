@@ -36,15 +36,15 @@ from placer.cluster import Cluster
 from placer.cost_model import op_time_matrix
 from placer.errors import PlacerError, uninterruptible
 from placer.graph import OpGraph
+from placer.grouping import Grouping, group_graph
 from placer.objectives import ThroughputModel
 from placer.placement import Placement
 from placer.placers import best
 from placer.placers.best import Candidate
-from placer.rl.features import (NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, DecodeContext, decode_context,
-                                 device_features, group_features)
 from placer.rl import reinforce
 from placer.rl.config import TrainConfig
-from placer.grouping import Grouping, group_graph
+from placer.rl.features import (NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, DecodeContext, decode_context,
+                                 device_features, group_features)
 from placer.rl.policy import MAX_DEVICES, PolicyConfig, reinforce_update
 from placer.simulator import Simulator
 

@@ -19,14 +19,14 @@ import numpy as np
 
 from placer.cluster import Cluster
 from placer.errors import PlacerError
-from placer.graph import OpGraph
 from placer.fileio import read_json_file, write_atomic
+from placer.graph import OpGraph
+from placer.grouping import Grouping, group_graph
 from placer.placers import best
 from placer.placers.refine import SEARCHED, descend
 from placer.rl import reinforce
 from placer.rl.config import PretrainConfig, default_of
 from placer.rl.features import DecodeContext, decode_context, device_features, group_features
-from placer.grouping import Grouping, group_graph
 from placer.rl.policy import MAX_DEVICES
 from placer.simulator import Simulator
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from placer.cluster import Cluster
 from placer.errors import PlacerError
-from placer.graph import OpGraph
 from placer.fileio import read_json_file, write_atomic
+from placer.graph import OpGraph
 from placer.rl.config import PretrainConfig
 from placer.rl.pretrain.environment import env_key
 from placer.rl.pretrain.pretrainer import Pretrainer, PretrainState
