@@ -45,7 +45,7 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 ROOT = Path(__file__).resolve().parents[1]
 
 from placer import presets  # noqa: E402
-from placer.cli.common import add_grouping_flags, check_at_least, check_budget, run_script  # noqa: E402
+from placer.cli.common import add_grouping_flags, check_at_least, check_budget, config_help, run_script  # noqa: E402
 from placer.errors import PlacerError, interrupted  # noqa: E402
 from placer.graph_io import load_graph  # noqa: E402
 from placer.placers import registry  # noqa: E402
@@ -148,7 +148,7 @@ def train_config(args) -> TrainConfig:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line; each setting not given is `placer train`'s default (`TrainConfig`'s)."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=config_help("TrainConfig"))
     ap.add_argument("--budget-seconds", type=float, default=600.0, help="RL budget per graph and cluster")
     ap.add_argument("--graphs", nargs="*", help="graph files (default: graphs/*.json.gz)")
     ap.add_argument("--clusters", nargs="+", default=["2gpu", "4gpu"])
@@ -157,7 +157,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=TrainConfig.seed)
     ap.add_argument("--warm-start", choices=WARM_STARTS, default=TrainConfig.warm_start)
     ap.add_argument("--starts", type=int, default=1, help="race this many heuristic warm starts (default 1)")
-    add_grouping_flags(ap, TrainConfig, ", as placer train; rows of other groupings belong in another --out")
+    add_grouping_flags(ap, ", as placer train; rows of other groupings belong in another --out")
     ap.add_argument("--against", nargs="*", default=[], metavar="JSON",
                     help="earlier bench_rl_*.json results to compare each row with (same graph and cluster)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "rl"), help="results folder")

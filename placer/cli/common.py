@@ -18,9 +18,51 @@ from typing import Any, Callable, Iterable, Sequence
 
 GRAPH_FILE_HELP = "graph file (.json or .json.gz)"
 CLUSTER_HELP = "preset name (see `placer clusters`) or cluster JSON file"
-# `placer.objectives.OBJECTIVES`, repeated so that parsing the command line imports no numba
-# (tests/placer/cli/test_common.py checks the two agree).
+# `placer.objectives.OBJECTIVES` and `placer.rl.config.WARM_STARTS`, repeated so that parsing the command line
+# imports no numba (importing placer.rl registers method rl); tests/placer/cli/test_common.py checks they agree.
 OBJECTIVES = ("step_time", "throughput")
+WARM_STARTS = ("heuristic", "none")
+
+
+class _Said:
+    """A config default as a help text says it: a flag "on" or "off", a tuple its items, else as formatted."""
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def __format__(self, spec: str) -> str:
+        if isinstance(self.value, bool):
+            return "on" if self.value else "off"
+        if isinstance(self.value, tuple):
+            return " ".join(map(str, self.value))
+        return format(self.value, spec)
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+class ConfigHelp(argparse.HelpFormatter):
+    """Help texts that say the defaults of a `placer.rl.config` class (`config`) as ``{field}``
+    (``{field!r}``, ``{field:g}``), filled in when help is printed rather than when the parser is built:
+    importing `placer.rl` loads numba, and every command's parser is built for ``placer --help``."""
+
+    config = "TrainConfig"
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = super()._get_help_string(action)
+        if not text or "{" not in text:
+            return text
+        from dataclasses import fields
+
+        from placer.rl import config
+
+        cls = getattr(config, self.config)
+        return text.format_map({f.name: _Said(getattr(cls, f.name)) for f in fields(cls)})
+
+
+def config_help(config: str) -> type[argparse.HelpFormatter]:
+    """A `ConfigHelp` for the `placer.rl.config` class named `config` (e.g. ``"PretrainConfig"``)."""
+    return type(f"{config}Help", (ConfigHelp,), {"config": config})
 
 
 # -- options several commands take ---------------------------------------------
@@ -38,27 +80,22 @@ def add_objective(p: argparse.ArgumentParser, help: str, default: str | None = "
     p.add_argument("--objective", choices=OBJECTIVES, default=default, help=help)
 
 
-def add_grouping_flags(p: argparse.ArgumentParser, config: type | None, remark: str,
-                       critical_remark: str | None = None) -> None:
+def add_grouping_flags(p: argparse.ArgumentParser, remark: str, critical_remark: str | None = None) -> None:
     """``--[no-]kind-groups``, ``--[no-]balanced-groups`` and ``--[no-]critical-groups``
     (`placer.grouping.group_graph`'s ``split_kinds``, ``balanced`` and ``split_critical``), for the commands
-    that train a policy. Each help text ends with the default of `config` (a `placer.rl.config` class; None:
-    no default is said) and `remark` (`critical_remark`, when given, for the last).
+    that train a policy. Each help text ends with its default, from the parser's `ConfigHelp`, and `remark`
+    (`critical_remark`, when given, for the last).
     Unset flags are None, so a command can tell "not given" from "off"."""
-    from placer.rl.config import on_off
-
-    def said(flag: str, text: str) -> str:
-        return f"({'' if config is None else f'default {on_off(getattr(config, flag))}'}{text})"
-
+    critical_remark = remark if critical_remark is None else critical_remark
     p.add_argument("--kind-groups", action=argparse.BooleanOptionalAction, default=None,
                    help="group apart ops that run fastest on different kinds of device (the tiny ops a host CPU "
-                        f"runs faster than a GPU), so they can go there {said('kind_groups', remark)}")
+                        f"runs faster than a GPU), so they can go there (default {{kind_groups}}{remark})")
     p.add_argument("--balanced-groups", action=argparse.BooleanOptionalAction, default=None,
                    help="before letting a group take more than 2/G of the compute, merge small groups that are "
-                        f"neighbours in topological order {said('balanced_groups', remark)}")
+                        f"neighbours in topological order (default {{balanced_groups}}{remark})")
     p.add_argument("--critical-groups", action=argparse.BooleanOptionalAction, default=None,
                    help="group the ops on a critical path apart from the rest, so the path can stay on one device "
-                        f"{said('critical_groups', remark if critical_remark is None else critical_remark)}")
+                        f"(default {{critical_groups}}{critical_remark})")
 
 
 def add_run_folder(p: argparse.ArgumentParser) -> None:

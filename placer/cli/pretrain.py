@@ -13,19 +13,18 @@ given change them). ``--init POLICY`` continues pre-training from a policy
 from __future__ import annotations
 
 from placer.cli.common import (LogLines, StopOnSignal, add_grouping_flags, add_json_flag, add_run_folder,
-                               check_budget, checked_config, check_name, check_resume, run_folder)
+                               check_budget, check_name, check_resume, checked_config, config_help, run_folder)
 
 DEFAULT_CLUSTERS = ("2gpu", "4gpu", "8gpu")
 DEFAULT_BUDGET_SECONDS = 1800.0
 
 
 def add_parser(sub) -> None:
-    from placer.rl.config import PretrainConfig as C
-
     p = sub.add_parser("pretrain", help="pre-train one placement policy over a corpus of graphs and clusters",
                        description="Pre-train the placement policy over a corpus (imitation of cheap heuristics, "
                                    "then REINFORCE across graphs and clusters). The policy is exported to "
-                                   "DIR/policy for zero-shot placement and fine-tuning.")
+                                   "DIR/policy for zero-shot placement and fine-tuning.",
+                       formatter_class=config_help("PretrainConfig"))  # {field}: PretrainConfig's default
     p.add_argument("corpus", help="corpus folder or its manifest.json (see corpus/make_corpus.py)")
     p.add_argument("--cluster", nargs="+", default=list(DEFAULT_CLUSTERS), metavar="C",
                    help=f"presets or cluster files to train on (default: {' '.join(DEFAULT_CLUSTERS)})")
@@ -33,32 +32,31 @@ def add_parser(sub) -> None:
     p.add_argument("--budget-seconds", type=float, default=DEFAULT_BUDGET_SECONDS, metavar="S",
                    help=f"wall-clock budget of the training steps, resumes included (default {DEFAULT_BUDGET_SECONDS:g})")
     p.add_argument("--groups", type=int, default=None, metavar="G",
-                   help=f"most groups per graph (default {C.groups}, or the --init policy's)")
+                   help="most groups per graph (default {groups}, or the --init policy's)")
     p.add_argument("--samples", type=int, default=None, metavar="K",
-                   help=f"samples per REINFORCE step (default {C.samples})")
-    p.add_argument("--hidden", type=int, default=None, help=f"LSTM units (default {C.hidden}, or the --init policy's)")
-    p.add_argument("--seed", type=int, default=None, help=f"seed of weights and samples (default {C.seed})")
+                   help="samples per REINFORCE step (default {samples})")
+    p.add_argument("--hidden", type=int, default=None, help="LSTM units (default {hidden}, or the --init policy's)")
+    p.add_argument("--seed", type=int, default=None, help="seed of weights and samples (default {seed})")
     p.add_argument("--load-aware", action="store_true", default=None,
                    help="the decoder also reads each device's load so far (compute, memory, share of the group's "
                         "inputs, how much slower and how much later the group would finish there); with --init, "
-                        f"its load weights start at zero (default {'on' if C.load_aware else 'off'}, or as the "
-                        "--init policy)")
-    add_grouping_flags(p, C, ", or as the --init policy")
+                        "its load weights start at zero (default {load_aware}, or as the --init policy)")
+    add_grouping_flags(p, ", or as the --init policy")
     p.add_argument("--teachers", nargs="+", default=None, metavar="METHOD",
                    help="heuristics whose fastest placement each graph imitates first "
-                        f"(default: the fast ones, {' '.join(C.teachers)})")
+                        "(default: the fast ones, {teachers})")
     p.add_argument("--refine-teachers", type=float, default=None, metavar="S",
                    help="improve each training pair's teacher by S seconds of local search in the simulator "
-                        f"before imitating it (default {C.refine_teachers:g}; validation pairs keep theirs)")
+                        "before imitating it (default {refine_teachers:g}; validation pairs keep theirs)")
     p.add_argument("--init", metavar="POLICY",
                    help="start from this policy folder's weights, or 'shipped' for the package's own, instead of "
                         "random ones (pre-training continued; ignored by --resume, whose checkpoint holds the weights)")
     p.add_argument("--imitation-fraction", type=float, default=None, metavar="F",
                    help="share of the budget spent imitating the teachers before REINFORCE "
-                        f"(default {C.imitation_fraction:g}; 0 with --init)")
+                        "(default {imitation_fraction:g}; 0 with --init)")
     p.add_argument("--export", default=None, metavar="RULE",
                    help="what DIR/policy holds: 'validation', the checkpoint fastest on the validation graphs, or "
-                        f"'last', the latest (default {C.export!r})")
+                        "'last', the latest (default {export!r})")
     p.add_argument("--max-graphs", type=int, default=None, metavar="N", help="use only the first N training graphs")
     p.add_argument("--graphs", nargs="+", default=None, metavar="NAME",
                    help="train on these of the corpus's training graphs only (names from its manifest; "

@@ -19,9 +19,9 @@ the run "interrupted" and exit with code 130.
 
 from __future__ import annotations
 
-from placer.cli.common import (ProgressLine, StopOnSignal, add_graph_and_cluster, add_grouping_flags, add_json_flag,
-                               add_objective, add_refine_sweeps, add_run_folder, check_at_least, check_budget, check_refine,
-                               check_resume, run_folder, seconds_per_unit)
+from placer.cli.common import (WARM_STARTS, ProgressLine, StopOnSignal, add_graph_and_cluster, add_grouping_flags,
+                               add_json_flag, add_objective, add_refine_sweeps, add_run_folder, check_at_least,
+                               check_budget, check_refine, check_resume, config_help, run_folder, seconds_per_unit)
 
 CHECKPOINT_EVERY_SECONDS = 30.0
 DEFAULT_BUDGET_SECONDS = 600.0
@@ -29,12 +29,11 @@ DEFAULT_RAY_WORKERS = 2
 
 
 def add_parser(sub) -> None:
-    from placer.rl.config import WARM_STARTS, TrainConfig
-
     p = sub.add_parser("train", help="train the learned placer (REINFORCE) on one graph and cluster",
                        description="Train the seq2seq placement policy with REINFORCE against the simulator. "
                                    "Writes DIR/best_placement.json, history.csv, curve.png, progress.json and a "
-                                   "checkpoint; Ctrl-C or SIGTERM saves and stops, --resume continues.")
+                                   "checkpoint; Ctrl-C or SIGTERM saves and stops, --resume continues.",
+                       formatter_class=config_help("TrainConfig"))  # {field}: TrainConfig's default
     add_graph_and_cluster(p)
     add_run_folder(p)
     p.add_argument("--budget-seconds", type=float, default=None, metavar="S",
@@ -43,27 +42,23 @@ def add_parser(sub) -> None:
                         "finishes); start-up (importing TensorFlow, loading the graph: a few seconds) and "
                         f"--refine-seconds come on top (default {DEFAULT_BUDGET_SECONDS:g} unless --steps is given)")
     p.add_argument("--steps", type=int, default=None, metavar="N", help="stop after N REINFORCE steps in all")
-    p.add_argument("--seed", type=int, default=None, help=f"seed of weights and samples (default {TrainConfig.seed})")
+    p.add_argument("--seed", type=int, default=None, help="seed of weights and samples (default {seed})")
     p.add_argument("--samples", type=int, default=None, metavar="K",
-                   help=f"placements sampled per step (default {TrainConfig.samples})")
+                   help="placements sampled per step (default {samples})")
     p.add_argument("--groups", type=int, default=None, metavar="G",
-                   help=f"most groups the ops are coarsened into (default {TrainConfig.groups}; with --init the "
-                        "policy's)")
+                   help="most groups the ops are coarsened into (default {groups}; with --init the policy's)")
     add_objective(p, default=None,
-                  help=f"reward from the simulated step time or from the pipelined max device load (throughput; "
-                       f"progress and history then report max loads in the *step_time columns; default "
-                       f"{TrainConfig.objective})")
+                  help="reward from the simulated step time or from the pipelined max device load (throughput; "
+                       "progress and history then report max loads in the *step_time columns; default {objective})")
     p.add_argument("--warm-start", choices=WARM_STARTS, default=None,
                    help="'heuristic': first imitate the best heuristic placement; 'none': the paper's cold start "
-                        f"(default {TrainConfig.warm_start!r}). With --init the default is 'none' (start from the "
-                        "policy alone); 'heuristic' first imitates the best heuristic where it beats the policy")
+                        "(default {warm_start!r}). With --init the default is 'none' (start from the policy "
+                        "alone); 'heuristic' first imitates the best heuristic where it beats the policy")
     p.add_argument("--warm-start-search", type=float, default=None, metavar="S",
                    help="first improve the heuristic warm start by S seconds of local search in the simulator "
-                        f"(step time objective; default {TrainConfig.warm_start_search:g}: imitate the heuristic "
-                        "as it is); where REINFORCE "
-                        "starts decides much of where it ends (README: Learned placer)")
-    add_grouping_flags(p, TrainConfig, "; not with --init, whose policy decides its groups",
-                       critical_remark="; not with --init")
+                        "(step time objective; default {warm_start_search:g}: imitate the heuristic as it is); "
+                        "where REINFORCE starts decides much of where it ends (README: Learned placer)")
+    add_grouping_flags(p, "; not with --init, whose policy decides its groups", critical_remark="; not with --init")
     p.add_argument("--starts", type=int, default=None, metavar="K",
                    help="race REINFORCE from the K fastest distinct heuristic placements (2-8), keeping the "
                         "faster half each round until one start has the rest of the budget (successive halving; "

@@ -12,8 +12,7 @@ Every field carries its `Rule` (what values a run can use) in its metadata;
 `RLConfig.check` applies them all, then the cross-field checks a subclass
 adds. The command line (``placer train``, ``placer pretrain``), the
 service's ``TrainOptions`` and the benchmarks read defaults and rules from
-here (`default_of`, `rule_of`), so none is written twice. It imports only the standard library at
-module level, since every command's ``--help`` reads it.
+here (`default_of`, `rule_of`), so none is written twice.
 """
 
 from __future__ import annotations

@@ -16,6 +16,23 @@ def test_objective_choices_match_the_objectives_module():
     assert common.OBJECTIVES == OBJECTIVES
 
 
+def test_warm_start_choices_match_the_config():
+    """The CLI repeats the list to stay free of numba at parse time; the two must agree."""
+    from placer.rl.config import WARM_STARTS
+
+    assert common.WARM_STARTS == WARM_STARTS
+
+
+def test_help_says_the_configs_defaults_when_printed():
+    import argparse
+
+    p = argparse.ArgumentParser(formatter_class=common.config_help("PretrainConfig"))
+    p.add_argument("--samples", help="K (default {samples})")
+    common.add_grouping_flags(p, "; or the policy's")
+    text = " ".join(p.format_help().split())
+    assert "K (default 16)" in text and "(default off; or the policy's)" in text
+
+
 def test_run_folder_refuses_a_file(tmp_path):
     (tmp_path / "f").write_text("x")
     with pytest.raises(PlacerError, match="is a file, not a folder"):
