@@ -239,14 +239,41 @@ class _Session:
         return isinstance(self.trainer, Race)
 
     # -- set-up ----------------------------------------------------------------
+    def _scorer(self):
+        """What makes the trainer's scorer from its simulator (`placer.rl.trainer.Trainer`'s ``scorer``):
+        None for the simulator itself; with --reward measured, step times timed in TensorFlow; with --ray,
+        on Ray workers."""
+        args = self.args
+        measured, ray = getattr(args, "reward", "simulated") == "measured", getattr(args, "ray", None)
+        if not measured and not ray:
+            return None
+
+        def scorer(sim):
+            if measured:
+                from placer.measure.reward import MeasuredSimulator
+
+                sim = MeasuredSimulator(sim)
+            if ray:
+                from placer.measure.distributed import RaySimulator
+
+                sim = RaySimulator(sim, ray, DEFAULT_RAY_WORKERS if args.ray_workers is None else args.ray_workers)
+            return sim
+
+        return scorer
+
     def _make_trainer(self):
+        from placer.errors import PlacerError
         from placer.rl import checkpoint
         from placer.rl.race import restore_race
         from placer.rl.trainer import TrainConfig, Trainer
 
         args, graph, cluster, saved = self.args, self.graph, self.cluster, self.saved
         given = _given(args)
+        scorer = self._scorer()
         if self.raced is not None:
+            if scorer is not None:
+                raise PlacerError(f"the run in {str(self.out)!r} races heuristic warm starts in the simulator; it "
+                                  "does not go with --ray or --reward measured")
             return restore_race(graph, cluster, self.out, self.raced), True
         starts = getattr(args, "starts", None)
         if saved is None and starts is not None and starts > 1:
@@ -257,13 +284,13 @@ class _Session:
 
                 heuristic = given.pop("warm_start", "none") == "heuristic"
                 return fine_tuner(graph, cluster, self.policy, TrainConfig(**given), heuristic=heuristic,
-                                  groups=given.get("groups")), False
-            return Trainer(graph, cluster, TrainConfig(**given)), False
+                                  groups=given.get("groups"), scorer=scorer), False
+            return Trainer(graph, cluster, TrainConfig(**given), scorer=scorer), False
         from placer.rl.finetune import WARM_START_METHOD, FineTuner
 
         fine_tuning = saved.get("state", {}).get("warm_start", {}).get("method") == WARM_START_METHOD
         trainer = (FineTuner if fine_tuning else Trainer)(graph, cluster, checkpoint.config_of(saved),
-                                                          reference=checkpoint.reference_of(saved))
+                                                          reference=checkpoint.reference_of(saved), scorer=scorer)
         checkpoint.restore(trainer, self.out, saved)
         return trainer, True
 
@@ -289,15 +316,6 @@ class _Session:
         with self.stop:
             try:
                 self.trainer, resumed = self._make_trainer()
-                if getattr(self.args, "reward", "simulated") == "measured":
-                    from placer.measure.reward import MeasuredSimulator
-
-                    self.trainer.sim = MeasuredSimulator(self.trainer.sim)
-                if getattr(self.args, "ray", None):
-                    from placer.measure.distributed import RaySimulator
-
-                    workers = DEFAULT_RAY_WORKERS if self.args.ray_workers is None else self.args.ray_workers
-                    self.trainer.sim = RaySimulator(self.trainer.sim, self.args.ray, workers)
                 self._write_progress("running")
                 reason = self._loop(resumed)
             except BaseException as e:

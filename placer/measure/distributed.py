@@ -1,6 +1,6 @@
 """Scoring a training step's samples on Ray workers.
 
-`RaySimulator` stands in for a trainer's `Simulator`: ``run_batch`` splits the
+`RaySimulator` scores a trainer's samples (its ``scorer``): ``run_batch`` splits the
 K sampled placements into one chunk per worker, each worker (a Ray actor
 holding its own `Simulator` of the same graph and cluster) simulates its
 chunk, and the results are joined in the original order. The simulation is
@@ -11,9 +11,10 @@ Given a `MeasuredSimulator` (``--reward measured --ray``), each worker builds
 its own from the graph (which carries its GraphDef) and times its chunk in
 TensorFlow on the devices of the machine it runs on: measurement, the slow
 part, spreads over the Ray cluster (one worker per machine is what keeps the
-timings clean; two on one machine share its cores). Everything else (``run``, ``lower_bound``, ``times``...) is the
-local simulator's. Ray is imported only here, so nothing starts Ray unless
-``placer train --ray`` asks for it.
+timings clean; two on one machine share its cores). It scores and nothing
+else: bounds, memory and the heuristics stay the trainer's own simulator's.
+Ray is imported only here, so nothing starts Ray unless ``placer train --ray``
+asks for it.
 
 It wraps a `Simulator` or a `MeasuredSimulator` and knows nothing of the
 learned placer, so it sits with measurement; the trainer is handed one by
@@ -31,7 +32,7 @@ from placer.simulator.core import BatchResult, Simulator
 
 
 class RaySimulator:
-    """A `Simulator` whose ``run_batch`` runs on `workers` Ray actors.
+    """A trainer's scorer: a `Simulator`'s ``run_batch``, run on `workers` Ray actors.
 
     Parameters
     ----------
@@ -54,7 +55,6 @@ class RaySimulator:
             raise PlacerError(f"Ray workers must be at least 1, got {workers}")
         from placer.measure.reward import MeasuredSimulator
 
-        self._local = sim
         measure = {"warmup": sim.warmup, "runs": sim.runs} if isinstance(sim, MeasuredSimulator) else None
         if not ray.is_initialized():
             try:
@@ -91,9 +91,6 @@ class RaySimulator:
         cluster_ref = ray.put(sim.cluster.to_dict())
         self._ray = ray
         self._workers = [_Worker.remote(graph_ref, cluster_ref, measure) for _ in range(workers)]
-
-    def __getattr__(self, name):
-        return getattr(self._local, name)
 
     def run_batch(self, assignments: np.ndarray) -> BatchResult:
         """Simulate K placements (``[K, num_ops]``) on the workers; rows in the input's order."""

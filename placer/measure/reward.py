@@ -1,6 +1,6 @@
 """Measured rewards: a trainer's samples timed in TensorFlow instead of simulated.
 
-`MeasuredSimulator` stands in for a trainer's `Simulator` (``placer train
+`MeasuredSimulator` scores a trainer's samples (its ``scorer``, ``placer train
 --reward measured``, the paper's setting): ``run_batch`` runs each sampled
 placement for real (`PlacedStep` on the cluster's logical CPU devices or
 GPUs) and reports the median of a few steps as its step time. Memory and
@@ -18,7 +18,7 @@ from placer.simulator.core import BatchResult, Simulator
 
 
 class MeasuredSimulator:
-    """A `Simulator` whose ``run_batch`` step times are measured in TensorFlow.
+    """A trainer's scorer: a `Simulator`'s ``run_batch`` with step times measured in TensorFlow.
 
     Parameters
     ----------
@@ -45,8 +45,15 @@ class MeasuredSimulator:
         if warmup < 0 or runs < 1:
             raise PlacerError(f"need warmup >= 0 and runs >= 1, got {warmup} and {runs}")
 
-    def __getattr__(self, name):
-        return getattr(self._local, name)
+    @property
+    def graph(self):
+        """The graph placed (the simulator's)."""
+        return self._local.graph
+
+    @property
+    def cluster(self):
+        """The cluster placed on (the simulator's)."""
+        return self._local.cluster
 
     def measure(self, assignment: np.ndarray) -> float:
         """Median real step time of one placement (device index per op)."""

@@ -46,7 +46,8 @@ from placer.cluster import Cluster
 from placer.graph import OpGraph
 from placer.placement import Placement
 from placer.rl.saved_policy import SavedPolicy, assign_to
-from placer.rl.trainer import IMITATION_TARGET, PENDING_IMITATION, Best, TrainConfig, Trainer
+from placer.rl.trainer import IMITATION_TARGET, PENDING_IMITATION, Best, Scorer, TrainConfig, Trainer
+from placer.simulator import Simulator
 from placer.rl.zero_shot import DEFAULT_SAMPLES, candidate_placements, fastest
 
 WARM_START_METHOD = "policy"
@@ -109,7 +110,8 @@ def fine_tune_config(policy: SavedPolicy, config: TrainConfig | None = None, heu
 
 def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: TrainConfig | None = None, *,
                heuristic: bool = False, reference: tuple[str, np.ndarray, float] | None = None,
-               samples: int = DEFAULT_SAMPLES, groups: int | None = None) -> FineTuner:
+               samples: int = DEFAULT_SAMPLES, groups: int | None = None,
+               scorer: Callable[[Simulator], Scorer] | None = None) -> FineTuner:
     """A trainer for `graph` on `cluster` starting from `policy`, its zero-shot placement already scored.
 
     Parameters
@@ -123,6 +125,8 @@ def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: Tr
     samples : K of the zero-shot start (0: the greedy placement alone).
     groups : G, the most groups (default: the policy's own, or its pool member's); `config`'s ``groups``
         is not read, since it always holds a value (the from-scratch default).
+    scorer : what scores the steps' samples (`Trainer`'s); the start is scored by the simulator, as the
+        service's zero-shot answer is.
     """
     t0 = time.perf_counter()
     seed = (config or TrainConfig()).seed
@@ -130,7 +134,8 @@ def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: Tr
     coarse = answer is not None and groups is None and policy.groups < policy.trained_groups
     if coarse:  # a member pooled at fewer groups than it learned on: fine-tune it on its own (`start_from_answer`)
         policy = policy.at_groups(policy.trained_groups)
-    trainer = FineTuner(graph, cluster, fine_tune_config(policy, config, heuristic), reference=reference)
+    trainer = FineTuner(graph, cluster, fine_tune_config(policy, config, heuristic), reference=reference,
+                        scorer=scorer)
     assign_to(trainer.policy, policy)
     start = (start_from_answer(trainer, policy, answer, samples) if coarse
              else start_from_policy(trainer, policy, samples, seed))
@@ -209,7 +214,7 @@ def start_from_policy(trainer: Trainer, policy: SavedPolicy, samples: int = DEFA
 
     candidates = candidate_placements(policy, trainer.group_feats.numpy(), device_features(trainer.cluster), samples,
                                       trainer.config.seed if seed is None else seed, trainer.context)
-    step_time, oom, _ = trainer.score(candidates)
+    step_time, oom, _ = trainer.score(candidates, simulated=True)
     k = fastest(step_time, oom)
     trainer.state.best = Best(float(step_time[k]), bool(oom[k]), candidates[k].tolist(), 0, 0.0)
     trainer.state.warm_start = {"method": WARM_START_METHOD, "policy": {**policy.describe(), "fine_tuned": False},
@@ -232,7 +237,7 @@ def start_from_answer(trainer: Trainer, policy: SavedPolicy, answer: Placement, 
     """
     ops = answer.assignment(trainer.graph, trainer.cluster)
     projected = trainer.grouping.project(ops, len(trainer.cluster), weights=trainer.times.min(axis=1))
-    step_time, oom, _ = trainer.score_ops(np.stack([ops, trainer.grouping.expand(projected)]))
+    step_time, oom, _ = trainer.score_ops(np.stack([ops, trainer.grouping.expand(projected)]), simulated=True)
     trainer.state.floor = Best(float(step_time[0]), bool(oom[0]), projected.tolist(), 0, 0.0, op_devices=ops.tolist())
     trainer.state.best = Best(float(step_time[1]), bool(oom[1]), projected.tolist(), 0, 0.0)
     trainer.state.warm_start = {

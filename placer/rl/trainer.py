@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
@@ -57,6 +57,13 @@ IMITATION_TARGET = 0.9
 PENDING_IMITATION = "pending_imitation"
 """Warm-start key of an imitation still to run (`train` runs it); a fine-tune's start sets it
 (`placer.rl.finetune`)."""
+
+
+class Scorer(Protocol):
+    """What scores a step's samples: ``run_batch(assignments [K, num_ops])`` as `Simulator.run_batch` answers
+    (the simulator itself, `placer.measure.reward.MeasuredSimulator` or `placer.measure.distributed.RaySimulator`)."""
+
+    def run_batch(self, assignments: np.ndarray): ...
 
 
 SAVED_BEFORE_GROUPING_DEFAULTS = {"kind_groups": False, "balanced_groups": False}
@@ -212,6 +219,9 @@ class Trainer:
     reference : ``(name, device per op, step time)`` of the placement a
         heuristic warm start imitates, when the caller already has it;
         by default every registered heuristic runs and the fastest is taken.
+    scorer : makes, from the trainer's simulator, what scores the samples of each step and the warm
+        start's placement (`Scorer`; ``placer train --reward measured``, ``--ray``); by default the
+        simulator itself. Bounds, memory, the heuristics and the returned placement are the simulator's.
 
     Raises
     ------
@@ -220,7 +230,8 @@ class Trainer:
     """
 
     def __init__(self, graph: OpGraph, cluster: Cluster, config: TrainConfig | None = None, *,
-                 reference: tuple[str, np.ndarray, float] | None = None):
+                 reference: tuple[str, np.ndarray, float] | None = None,
+                 scorer: Callable[[Simulator], Scorer] | None = None):
         import tensorflow as tf
 
         from placer.rl.optimizer import Adam
@@ -232,6 +243,7 @@ class Trainer:
                               f"{MAX_DEVICES}")
         self.graph, self.cluster = graph, cluster
         self.sim = Simulator(graph, cluster)
+        self.scorer: Scorer = self.sim if scorer is None else scorer(self.sim)
         self.times = self.sim.times
         self.throughput = ThroughputModel(graph, cluster, self.times) if self.config.objective == "throughput" else None
         self.throughput_bound = self.throughput.lower_bound() if self.throughput is not None else None
@@ -334,18 +346,19 @@ class Trainer:
         return float(loss), float(norm), logp.numpy()
 
     # -- rewards -------------------------------------------------------------
-    def score(self, group_devices: np.ndarray):
-        """Simulate placements of groups ``[K, G]``: ``(step_time [K], oom [K], reward [K])``.
+    def score(self, group_devices: np.ndarray, *, simulated: bool = False):
+        """Score placements of groups ``[K, G]`` with the scorer (the simulator when `simulated`):
+        ``(step_time [K], oom [K], reward [K])``.
 
         With the throughput objective the first array holds max loads.
         """
-        return self.score_ops(self.grouping.expand(group_devices))
+        return self.score_ops(self.grouping.expand(group_devices), simulated=simulated)
 
-    def score_ops(self, op_devices: np.ndarray):
+    def score_ops(self, op_devices: np.ndarray, *, simulated: bool = False):
         """`score` for placements of ops ``[K, num_ops]``."""
         if self.throughput is not None:
             return self._score_throughput(op_devices)
-        res = self.sim.run_batch(op_devices)
+        res = (self.sim if simulated else self.scorer).run_batch(op_devices)
         overflow = np.max(res.peak_memory / self.sim.memory_bytes[None, :] - 1.0, axis=1)
         return res.step_time, res.oom, reinforce.rewards(res.step_time, res.oom, overflow, self.sim.lower_bound,
                                                          self.config.oom_penalty)

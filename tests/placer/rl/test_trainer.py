@@ -131,3 +131,23 @@ def test_a_graph_whose_ops_cost_nothing_trains_without_nan():
     assert train(trainer, max_steps=3, on_step=rows.append) == "done"
     assert all(np.isfinite(r.mean_reward) and np.isfinite(r.loss) for r in rows)
     assert trainer.best_placement().step_time == 0.0
+
+
+def test_a_scorer_scores_the_samples_and_the_simulator_the_rest(chains, pair):
+    """``placer train --reward measured`` and ``--ray`` hand the trainer a scorer; bounds stay the simulator's."""
+    scored = []
+
+    class Counting:
+        def __init__(self, sim):
+            self.sim = sim
+
+        def run_batch(self, assignments):
+            scored.append(len(assignments))
+            return self.sim.run_batch(assignments)
+
+    trainer = Trainer(chains, pair, _config(samples=4), scorer=Counting)
+    assert isinstance(trainer.scorer, Counting) and trainer.scorer.sim is trainer.sim
+    train(trainer, max_steps=2)
+    assert scored == [4, 4]
+    trainer.score(np.zeros((3, trainer.grouping.num_groups), dtype=np.int64), simulated=True)
+    assert scored == [4, 4]
