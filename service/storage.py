@@ -6,11 +6,19 @@ directory, WAL journal, ``synchronous=FULL``, so a row the service answered
 for is on disk before the answer leaves and survives a crash or restart.
 Records are plain dataclasses; bodies (graphs, placements) are stored as
 bytes / JSON text and parsed by the caller.
+
+Every record has an ``owner``: the tenant (API key) that created it, or None
+for the admin (the admin key, the single tenant of a service without keys,
+and every row stored before tenancy existed). Reads and deletes take a
+``tenant``: None sees every row (the admin), a tenant id only its own rows
+(and the bundled example graphs, which everyone may read). Filtering is done
+in the SQL statement, so no caller can forget it after the fact.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -41,6 +49,8 @@ class GraphRecord:
     created_at: float
     size_bytes: int = 0
     data: bytes | None = field(default=None, repr=False)
+    owner: str | None = None
+    """Tenant that stored it; None: the admin (bundled graphs, rows from before tenancy)."""
 
 
 @dataclass
@@ -55,6 +65,12 @@ class PlacementRecord:
     created_at: float
     body: dict[str, Any]
     job_id: str | None = None
+    owner: str | None = None
+    """Tenant that asked for it; None: the admin."""
+    cluster_spec: dict[str, Any] | None = None
+    """The cluster file form of the cluster it was placed on, inline or preset, so that every later view
+    (trace, GET, web page) uses that cluster, not whatever now has its name; None in rows stored before
+    it was kept (their cluster is then looked up by name)."""
 
 
 @dataclass
@@ -81,23 +97,30 @@ class JobRecord:
     """Trainer options (steps, samples, groups, warm_start), passed as ``placer train`` flags."""
     retries: int = 0
     """Times the service resumed the job after its process was killed from outside (`service.jobs.MAX_RETRIES`)."""
+    owner: str | None = None
+    """Tenant that started it; None: the admin."""
 
 
 class Storage(Protocol):
-    """What the service needs from a database; every method is thread-safe."""
+    """What the service needs from a database; every method is thread-safe.
+
+    `tenant` narrows a read or delete to one tenant's rows; None (the default) is the admin's view, every row.
+    """
 
     def add_graph(self, *, record: GraphRecord) -> None: ...
-    def get_graph(self, *, graph_id: str, with_data: bool = False) -> GraphRecord | None: ...
-    def list_graphs(self, *, limit: int, offset: int) -> list[GraphRecord]: ...
+    def get_graph(self, *, graph_id: str, with_data: bool = False, tenant: str | None = None
+                  ) -> GraphRecord | None: ...
+    def list_graphs(self, *, limit: int, offset: int, tenant: str | None = None) -> list[GraphRecord]: ...
     def bundled_sources(self) -> set[str]: ...
     def add_bundled_graph(self, *, record: GraphRecord) -> bool: ...
-    def delete_graph(self, *, graph_id: str) -> bool: ...
+    def delete_graph(self, *, graph_id: str, tenant: str | None = None) -> bool: ...
     def add_placement(self, *, record: PlacementRecord) -> None: ...
-    def get_placement(self, *, placement_id: str) -> PlacementRecord | None: ...
-    def list_placements(self, *, limit: int, offset: int) -> list[PlacementRecord]: ...
+    def get_placement(self, *, placement_id: str, tenant: str | None = None) -> PlacementRecord | None: ...
+    def list_placements(self, *, limit: int, offset: int, tenant: str | None = None) -> list[PlacementRecord]: ...
     def add_job(self, *, record: JobRecord, max_queued: int | None = None) -> bool: ...
-    def get_job(self, *, job_id: str) -> JobRecord | None: ...
-    def list_jobs(self, *, limit: int, offset: int, states: tuple[str, ...] = ()) -> list[JobRecord]: ...
+    def get_job(self, *, job_id: str, tenant: str | None = None) -> JobRecord | None: ...
+    def list_jobs(self, *, limit: int, offset: int, states: tuple[str, ...] = (),
+                  tenant: str | None = None) -> list[JobRecord]: ...
     def update_job(self, *, job_id: str, if_state: tuple[str, ...] = (), **changes: Any) -> JobRecord | None: ...
     def close(self) -> None: ...
 
@@ -105,18 +128,19 @@ class Storage(Protocol):
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS graphs (
     id TEXT PRIMARY KEY, name TEXT NOT NULL, num_ops INTEGER NOT NULL, num_edges INTEGER NOT NULL,
-    source TEXT NOT NULL, created_at REAL NOT NULL, size_bytes INTEGER NOT NULL, data BLOB NOT NULL
+    source TEXT NOT NULL, created_at REAL NOT NULL, size_bytes INTEGER NOT NULL, data BLOB NOT NULL,
+    owner TEXT
 );
 CREATE TABLE IF NOT EXISTS placements (
     id TEXT PRIMARY KEY, graph_id TEXT, method TEXT NOT NULL, cluster TEXT NOT NULL,
-    step_time REAL, created_at REAL NOT NULL, body TEXT NOT NULL, job_id TEXT
+    step_time REAL, created_at REAL NOT NULL, body TEXT NOT NULL, job_id TEXT, owner TEXT, cluster_spec TEXT
 );
 CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY, graph_id TEXT, graph_name TEXT NOT NULL, cluster TEXT NOT NULL,
     budget_seconds REAL NOT NULL, seed INTEGER NOT NULL, state TEXT NOT NULL, job_dir TEXT NOT NULL,
     created_at REAL NOT NULL, updated_at REAL NOT NULL, pid INTEGER, error TEXT,
     resume INTEGER NOT NULL DEFAULT 0, attempts INTEGER NOT NULL DEFAULT 0,
-    options TEXT NOT NULL DEFAULT '{}', retries INTEGER NOT NULL DEFAULT 0
+    options TEXT NOT NULL DEFAULT '{}', retries INTEGER NOT NULL DEFAULT 0, owner TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
 CREATE TABLE IF NOT EXISTS bundled_graphs (
@@ -124,12 +148,22 @@ CREATE TABLE IF NOT EXISTS bundled_graphs (
 );
 """
 
-_GRAPH_META = "id, name, num_ops, num_edges, source, created_at, size_bytes"
+_GRAPH_META = "id, name, num_ops, num_edges, source, created_at, size_bytes, owner"
+_PLACEMENT_COLUMNS = "id, graph_id, method, cluster, step_time, created_at, body, job_id, owner, cluster_spec"
+_NEW_COLUMNS = {
+    "graphs": (("owner", "TEXT"),),
+    "placements": (("owner", "TEXT"), ("cluster_spec", "TEXT")),
+    "jobs": (("options", "TEXT NOT NULL DEFAULT '{}'"), ("retries", "INTEGER NOT NULL DEFAULT 0"), ("owner", "TEXT")),
+}
+"""Columns added since the first version, which `_migrate` adds to an older file (an owner of NULL: the admin's)."""
 _JOB_FIELDS = [f.name for f in fields(JobRecord)]
 
 
 _BUSY_SECONDS = 30.0
 """How long a statement waits for another process's lock on the database before giving up."""
+_RESERVE_BYTES = 8 * 2**20
+"""Disk space the storage keeps in a file beside the database and gives back when the disk is full, so that
+a DELETE (a write, in WAL mode) can still run and free space."""
 
 
 class SQLiteStorage:
@@ -143,10 +177,14 @@ class SQLiteStorage:
 
     def __init__(self, path: str):
         self.path = path
+        self._reserve = None if path == ":memory:" else Path(path + ".reserve")
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         try:
             self._db = sqlite3.connect(path, check_same_thread=False, timeout=_BUSY_SECONDS, isolation_level=None)
+            # A new file gives the pages of deleted rows back to the file system (`_deleting`); an older
+            # file keeps them for its next rows (setting this takes effect only before the first table).
+            self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
             self._use_wal()
             self._db.execute("PRAGMA synchronous=FULL")
             had_bundled = self._has_table("bundled_graphs")
@@ -155,6 +193,27 @@ class SQLiteStorage:
         except sqlite3.Error as e:
             raise StorageError(f"cannot open SQLite database {path!r}: {e}") from None
         self._lock = threading.Lock()
+        self._make_reserve()
+
+    def _make_reserve(self) -> None:
+        """Fill the reserve file up to `_RESERVE_BYTES` where there is room (never fatal: without room, a
+        delete on a full disk finds none to give back)."""
+        if self._reserve is None:
+            return
+        try:
+            if self._reserve.exists() and self._reserve.stat().st_size >= _RESERVE_BYTES:
+                return
+            with open(self._reserve, "wb") as f:
+                os.posix_fallocate(f.fileno(), 0, _RESERVE_BYTES)
+        except OSError:
+            self._reserve.unlink(missing_ok=True)
+
+    def _release_reserve(self) -> bool:
+        """Give the reserve file's space back to the file system; False if there was none."""
+        if self._reserve is None or not self._reserve.exists():
+            return False
+        self._reserve.unlink(missing_ok=True)
+        return True
 
     def _use_wal(self) -> None:
         """Switch the file to WAL, retrying while another process opens it too: the switch needs the file to
@@ -177,14 +236,17 @@ class SQLiteStorage:
     def _migrate(self, had_bundled: bool) -> None:
         """Bring a file made by an older version up to date (its data keeps working).
 
-        Jobs gain the ``options`` and ``retries`` columns. Bundled graphs an older version
-        stored are recorded as stored, so they are not stored again.
+        Tables gain the columns of `_NEW_COLUMNS`: rows stored before tenancy have no owner, so they
+        belong to the admin. Bundled graphs an older version stored are recorded as stored, so they are
+        not stored again.
         """
-        have = {row[1] for row in self._db.execute("PRAGMA table_info(jobs)")}
-        for column, kind in (("options", "TEXT NOT NULL DEFAULT '{}'"), ("retries", "INTEGER NOT NULL DEFAULT 0")):
-            if column not in have:
+        for table, columns in _NEW_COLUMNS.items():
+            have = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            for column, kind in columns:
+                if column in have:
+                    continue
                 try:
-                    self._db.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
+                    self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
                 except sqlite3.OperationalError as e:  # another worker, opening the file too, added it first
                     if "duplicate column" not in str(e):
                         raise
@@ -222,21 +284,25 @@ class SQLiteStorage:
         if record.data is None:
             raise ValueError("a graph record needs its data")
         self._db.execute(
-            "INSERT INTO graphs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO graphs ({_GRAPH_META}, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (record.id, record.name, record.num_ops, record.num_edges, record.source,
-             record.created_at, record.size_bytes, record.data),
+             record.created_at, record.size_bytes, record.owner, record.data),
         )
 
-    def get_graph(self, *, graph_id: str, with_data: bool = False) -> GraphRecord | None:
+    def get_graph(self, *, graph_id: str, with_data: bool = False, tenant: str | None = None
+                  ) -> GraphRecord | None:
         cols = _GRAPH_META + (", data" if with_data else "")
-        rows = self._rows(f"SELECT {cols} FROM graphs WHERE id = ?", (graph_id,))
-        return GraphRecord(*rows[0]) if rows else None
+        where, params = _readable_graphs(tenant)
+        rows = self._rows(f"SELECT {cols} FROM graphs WHERE id = ?{where}", (graph_id, *params))
+        return _graph(rows[0]) if rows else None
 
-    def list_graphs(self, *, limit: int, offset: int) -> list[GraphRecord]:
+    def list_graphs(self, *, limit: int, offset: int, tenant: str | None = None) -> list[GraphRecord]:
+        where, params = _readable_graphs(tenant)
         rows = self._rows(
-            f"SELECT {_GRAPH_META} FROM graphs ORDER BY created_at, id LIMIT ? OFFSET ?", (limit, offset)
+            f"SELECT {_GRAPH_META} FROM graphs WHERE 1{where} ORDER BY created_at, id LIMIT ? OFFSET ?",
+            (*params, limit, offset),
         )
-        return [GraphRecord(*r) for r in rows]
+        return [_graph(r) for r in rows]
 
     def bundled_sources(self) -> set[str]:
         """Sources of every bundled graph ever stored, deleted ones included (see `add_bundled_graph`)."""
@@ -263,23 +329,54 @@ class SQLiteStorage:
                 raise
         return fresh
 
-    def delete_graph(self, *, graph_id: str) -> bool:
-        return self._run("DELETE FROM graphs WHERE id = ?", (graph_id,)).rowcount > 0
+    def delete_graph(self, *, graph_id: str, tenant: str | None = None) -> bool:
+        """Delete a graph the tenant owns (the admin: any); True if one was deleted."""
+        where, params = _owned(tenant)
+        return self._deleting(f"DELETE FROM graphs WHERE id = ?{where}", (graph_id, *params)) > 0
+
+    def _deleting(self, sql: str, params: tuple) -> int:
+        """Run a DELETE, even on a full disk; the number of rows deleted.
+
+        In WAL mode a delete is a write like any other: with the disk full it
+        failed (507), so space could not be freed through the API. Where the
+        disk is full, the reserve file (`_RESERVE_BYTES`, made when the database is opened) is given back to
+        make room for the delete, and the freed pages are returned to the file system
+        (``incremental_vacuum``, then a WAL checkpoint).
+        """
+        try:
+            return self._run(sql, params).rowcount
+        except StorageFull:
+            if not self._release_reserve():
+                raise
+        deleted = self._run(sql, params).rowcount
+        with self._lock:
+            try:
+                self._db.execute("PRAGMA incremental_vacuum")
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error:  # the rows are deleted; giving pages back is a bonus
+                pass
+        self._make_reserve()
+        return deleted
 
     # -- placements ------------------------------------------------------
     def add_placement(self, *, record: PlacementRecord) -> None:
         self._run(
-            "INSERT INTO placements VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO placements ({_PLACEMENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (record.id, record.graph_id, record.method, record.cluster, record.step_time,
-             record.created_at, json.dumps(record.body), record.job_id),
+             record.created_at, json.dumps(record.body), record.job_id, record.owner,
+             None if record.cluster_spec is None else json.dumps(record.cluster_spec)),
         )
 
-    def get_placement(self, *, placement_id: str) -> PlacementRecord | None:
-        rows = self._rows("SELECT * FROM placements WHERE id = ?", (placement_id,))
+    def get_placement(self, *, placement_id: str, tenant: str | None = None) -> PlacementRecord | None:
+        where, params = _owned(tenant)
+        rows = self._rows(f"SELECT {_PLACEMENT_COLUMNS} FROM placements WHERE id = ?{where}",
+                          (placement_id, *params))
         return _placement(rows[0]) if rows else None
 
-    def list_placements(self, *, limit: int, offset: int) -> list[PlacementRecord]:
-        rows = self._rows("SELECT * FROM placements ORDER BY created_at, id LIMIT ? OFFSET ?", (limit, offset))
+    def list_placements(self, *, limit: int, offset: int, tenant: str | None = None) -> list[PlacementRecord]:
+        where, params = _owned(tenant)
+        rows = self._rows(f"SELECT {_PLACEMENT_COLUMNS} FROM placements WHERE 1{where} "
+                          "ORDER BY created_at, id LIMIT ? OFFSET ?", (*params, limit, offset))
         return [_placement(r) for r in rows]
 
     # -- jobs ------------------------------------------------------------
@@ -300,15 +397,19 @@ class SQLiteStorage:
             params += (max_queued,)
         return self._run(sql, params).rowcount == 1
 
-    def get_job(self, *, job_id: str) -> JobRecord | None:
-        rows = self._rows(f"SELECT {', '.join(_JOB_FIELDS)} FROM jobs WHERE id = ?", (job_id,))
+    def get_job(self, *, job_id: str, tenant: str | None = None) -> JobRecord | None:
+        where, params = _owned(tenant)
+        rows = self._rows(f"SELECT {', '.join(_JOB_FIELDS)} FROM jobs WHERE id = ?{where}", (job_id, *params))
         return _job(rows[0]) if rows else None
 
-    def list_jobs(self, *, limit: int, offset: int, states: tuple[str, ...] = ()) -> list[JobRecord]:
-        where = f"WHERE state IN ({', '.join('?' for _ in states)})" if states else ""
+    def list_jobs(self, *, limit: int, offset: int, states: tuple[str, ...] = (),
+                  tenant: str | None = None) -> list[JobRecord]:
+        where, params = _owned(tenant)
+        if states:
+            where += f" AND state IN ({', '.join('?' for _ in states)})"
         rows = self._rows(
-            f"SELECT {', '.join(_JOB_FIELDS)} FROM jobs {where} ORDER BY created_at, id LIMIT ? OFFSET ?",
-            (*states, limit, offset),
+            f"SELECT {', '.join(_JOB_FIELDS)} FROM jobs WHERE 1{where} ORDER BY created_at, id LIMIT ? OFFSET ?",
+            (*params, *states, limit, offset),
         )
         return [_job(r) for r in rows]
 
@@ -337,9 +438,27 @@ class SQLiteStorage:
             self._db.close()
 
 
+def _owned(tenant: str | None) -> tuple[str, tuple]:
+    """The SQL condition (to append after a WHERE) and parameters for the rows `tenant` owns; None: every row."""
+    return ("", ()) if tenant is None else (" AND owner = ?", (tenant,))
+
+
+def _readable_graphs(tenant: str | None) -> tuple[str, tuple]:
+    """As `_owned`, plus the bundled example graphs, which every tenant may read (only the admin deletes them)."""
+    return ("", ()) if tenant is None else (" AND (owner = ? OR (owner IS NULL AND source LIKE 'bundled:%'))",
+                                            (tenant,))
+
+
+def _graph(row: tuple) -> GraphRecord:
+    gid, name, num_ops, num_edges, source, created_at, size_bytes, owner, *data = row
+    return GraphRecord(gid, name, num_ops, num_edges, source, created_at, size_bytes,
+                       data=data[0] if data else None, owner=owner)
+
+
 def _placement(row: tuple) -> PlacementRecord:
-    pid, graph_id, method, cluster, step_time, created_at, body, job_id = row
-    return PlacementRecord(pid, graph_id, method, cluster, step_time, created_at, json.loads(body), job_id)
+    pid, graph_id, method, cluster, step_time, created_at, body, job_id, owner, spec = row
+    return PlacementRecord(pid, graph_id, method, cluster, step_time, created_at, json.loads(body), job_id,
+                           owner=owner, cluster_spec=None if spec is None else json.loads(spec))
 
 
 def _job(row: tuple) -> JobRecord:

@@ -139,3 +139,86 @@ def test_a_job_past_the_queue_limit_is_not_stored(tmp_path):
     assert s.add_job(record=_job("j_3"), max_queued=2)  # one left the queue
     assert s.add_job(record=_job("j_4"))  # no limit asked for
     s.close()
+
+
+def test_old_database_rows_belong_to_the_admin(tmp_path):
+    """Rows stored before tenancy have no owner: the admin's (every row), never another key's."""
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE graphs (id TEXT PRIMARY KEY, name TEXT NOT NULL, num_ops INTEGER NOT NULL,"
+               " num_edges INTEGER NOT NULL, source TEXT NOT NULL, created_at REAL NOT NULL,"
+               " size_bytes INTEGER NOT NULL, data BLOB NOT NULL)")
+    db.execute("CREATE TABLE placements (id TEXT PRIMARY KEY, graph_id TEXT, method TEXT NOT NULL,"
+               " cluster TEXT NOT NULL, step_time REAL, created_at REAL NOT NULL, body TEXT NOT NULL, job_id TEXT)")
+    db.execute("INSERT INTO graphs VALUES ('g_1', 'n', 3, 2, 'json', 1, 4, x'00')")
+    db.execute("INSERT INTO placements VALUES ('p_1', 'g_1', 'm', '2gpu', 1.0, 1, '{}', NULL)")
+    db.commit()
+    db.close()
+    s = open_storage(f"sqlite:///{path}")
+    assert s.get_graph(graph_id="g_1").owner is None and s.get_graph(graph_id="g_1", tenant="k_a") is None
+    placement = s.get_placement(placement_id="p_1")
+    assert placement.owner is None and placement.cluster_spec is None
+    assert s.list_placements(limit=10, offset=0, tenant="k_a") == []
+    assert not s.delete_graph(graph_id="g_1", tenant="k_a") and s.delete_graph(graph_id="g_1")
+    s.close()
+
+
+def test_tenant_reads_its_own_rows(tmp_path):
+    s = open_storage(f"sqlite:///{tmp_path}/t.db")
+    s.add_graph(record=GraphRecord(**{**_graph("g_a").__dict__, "owner": "k_a"}))
+    s.add_graph(record=GraphRecord(**{**_graph("g_b").__dict__, "owner": "k_b"}))
+    s.add_job(record=JobRecord(**{**_job("j_a").__dict__, "owner": "k_a"}))
+    s.add_placement(record=PlacementRecord(id="p_a", graph_id="g_a", method="m", cluster="c", step_time=1.0,
+                                           created_at=1.0, body={}, owner="k_a", cluster_spec={"name": "c"}))
+    assert [g.id for g in s.list_graphs(limit=10, offset=0, tenant="k_a")] == ["g_a"]
+    assert s.get_graph(graph_id="g_b", tenant="k_a") is None and s.get_graph(graph_id="g_b").owner == "k_b"
+    assert s.get_job(job_id="j_a", tenant="k_b") is None and s.get_job(job_id="j_a", tenant="k_a").owner == "k_a"
+    assert s.list_jobs(limit=10, offset=0, tenant="k_b") == []
+    assert s.get_placement(placement_id="p_a", tenant="k_a").cluster_spec == {"name": "c"}
+    assert s.get_placement(placement_id="p_a", tenant="k_b") is None
+    s.close()
+
+
+_FILL_DISK = """
+import os, sys, time
+from service.storage import GraphRecord, StorageFull, open_storage
+s = open_storage(f"sqlite:///{sys.argv[1]}/placer.db")
+n = 0
+try:
+    while True:
+        n += 1
+        s.add_graph(record=GraphRecord(id=f"g_{n}", name="n", num_ops=1, num_edges=0, source="json",
+                                       created_at=time.time(), size_bytes=1, data=os.urandom(300_000)))
+except StorageFull:
+    pass
+assert s.delete_graph(graph_id="g_1") and s.delete_graph(graph_id="g_2"), "nothing deleted"
+s.add_graph(record=GraphRecord(id="g_new", name="n", num_ops=1, num_edges=0, source="json",
+                               created_at=time.time(), size_bytes=1, data=os.urandom(200_000)))
+print("ok")
+"""
+
+
+def test_delete_frees_space_on_a_full_disk(tmp_path):
+    """On a really full file system (a 20 MB tmpfs, mounted in a user namespace) a DELETE succeeds and what
+    it frees takes new rows; it was a 507 (in WAL mode a delete is a write), so space could not be freed."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare(1) to mount a small file system")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    probe = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
+                            f"mount -t tmpfs -o size=20m tmpfs {disk}"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs in a user namespace here: {probe.stderr.decode().strip()}")
+    script = tmp_path / "fill.py"
+    script.write_text(_FILL_DISK)
+    r = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
+                        f"mount -t tmpfs -o size=20m tmpfs {disk} && exec {sys.executable} {script} {disk}"],
+                       capture_output=True, text=True, timeout=120, env=os.environ)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
