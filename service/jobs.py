@@ -16,6 +16,13 @@ A monitor thread reaps finished processes and starts queued jobs, at most
 ``max_running_jobs`` at once. On start-up, jobs a crash or restart left
 "running" are stopped if their process outlived the service, then queued to
 resume from their checkpoint; none is left "running".
+
+A training process dies with the service (Linux: the parent-death signal,
+SIGTERM, so it checkpoints first): after ``kill -9`` of the service it does
+not train on unsupervised until the next start, which resumes it. The
+process is started by the monitor thread only, which lives as long as the
+service: the parent-death signal fires when the *thread* that started the
+process ends, and a request thread of the pool ends when idle.
 """
 
 from __future__ import annotations
@@ -29,10 +36,11 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from placer.cluster import Cluster
 from placer.graph import OpGraph
@@ -93,6 +101,9 @@ class JobRunner:
         """Set when the service is told to stop, before it drains its requests (see `close_soon`)."""
         self._stopping = False
         self._thread: threading.Thread | None = None
+        self._rounds = threading.Condition()
+        self._rounds_started = 0
+        self._rounds_done = 0
 
     # -- life cycle ------------------------------------------------------
     def start(self) -> None:
@@ -113,7 +124,7 @@ class JobRunner:
                      self.settings.data_dir)
         self._thread = threading.Thread(target=self._run, name="placer-jobs", daemon=True)
         self._thread.start()
-        self.poll()
+        self._poll_soon()
 
     def _try_own(self) -> bool:
         """Take the runner lock without waiting; True if this process now owns the jobs."""
@@ -163,15 +174,17 @@ class JobRunner:
 
     # -- requests --------------------------------------------------------
     def submit(self, *, graph: OpGraph, cluster: Cluster, graph_id: str | None,
-               budget_seconds: float, seed: int, options: dict[str, Any] | None = None) -> JobRecord:
-        """Write the job's inputs, record it as queued, and start it if a slot is free."""
+               budget_seconds: float, seed: int, options: dict[str, Any] | None = None,
+               owner: str | None = None) -> JobRecord:
+        """Write the job's inputs, record it as queued (owned by `owner`), and wake the monitor, which
+        starts it if a slot is free."""
         job_id = new_id("j")
         job_dir = (self.settings.jobs_dir / job_id).resolve()
         now = time.time()
         record = JobRecord(
             id=job_id, graph_id=graph_id, graph_name=graph.name, cluster=cluster.name,
             budget_seconds=float(budget_seconds), seed=int(seed), state="queued",
-            job_dir=str(job_dir), created_at=now, updated_at=now, options=dict(options or {}),
+            job_dir=str(job_dir), created_at=now, updated_at=now, options=dict(options or {}), owner=owner,
         )
         try:
             save_graph(graph, job_dir / "graph.json.gz")
@@ -186,11 +199,14 @@ class JobRunner:
             shutil.rmtree(job_dir, ignore_errors=True)
             raise JobQueueFull(f"{self.settings.max_queued_jobs} jobs are already waiting (max_queued_jobs); "
                                "try again later")
-        self.poll()
+        self._poll_soon()
         return self.storage.get_job(job_id=job_id) or record
 
-    def cancel(self, job_id: str) -> JobRecord | None:
-        """Cancel a queued or running job (SIGTERM: it checkpoints and exits); finished jobs stay as they are."""
+    def cancel(self, job_id: str, tenant: str | None = None) -> JobRecord | None:
+        """Cancel a queued or running job `tenant` owns (None: any; SIGTERM: it checkpoints and exits); finished
+        jobs stay as they are. None if `tenant` has no such job."""
+        if self.storage.get_job(job_id=job_id, tenant=tenant) is None:
+            return None
         with self._lock:
             # Each change names the state it expects: the owner (maybe another process) may start or
             # finish the job meanwhile, and a cancel decided on an older read would undo that (a job
@@ -199,8 +215,9 @@ class JobRunner:
             if record is not None and record.state == "running":
                 # The owner of the process sees "cancelling" at its next poll and sends SIGTERM.
                 record = self.storage.update_job(job_id=job_id, if_state=("running",), state="cancelling")
-                self.poll()
-            return record
+        if record is not None and record.state == "cancelling":
+            self._poll_soon()
+        return record
 
     def check_capacity(self) -> None:
         """Refuse a new job while ``max_queued_jobs`` jobs already wait for a slot: early, before a request
@@ -251,12 +268,30 @@ class JobRunner:
 
     def _loop(self) -> None:
         while not self._halt.is_set():
+            with self._rounds:
+                self._rounds_started += 1
+                round_ = self._rounds_started
             try:
                 self.poll()
             except Exception:  # the monitor must outlive any one bad job
                 log.exception("job monitor: poll failed")
+            with self._rounds:
+                self._rounds_done = round_
+                self._rounds.notify_all()
             self._wake.wait(self.settings.job_poll_seconds)
             self._wake.clear()
+
+    def _poll_soon(self, timeout: float = 5.0) -> None:
+        """Have the monitor poll now (it alone starts processes: see the module's docstring) and wait, at most
+        `timeout` seconds, for a poll begun after this call to end: a job submitted to a free slot is
+        running when `submit` returns, as when requests polled themselves."""
+        if not self.owner or self._thread is None or not self._thread.is_alive():
+            self._wake.set()
+            return
+        with self._rounds:
+            wanted = self._rounds_started + 1
+            self._wake.set()
+            self._rounds.wait_for(lambda: self._rounds_done >= wanted or self._halt.is_set(), timeout)
 
     def poll(self) -> None:
         """Owner only: reap finished processes, signal cancelled ones (kill them if they ignore
@@ -318,7 +353,7 @@ class JobRunner:
                 # Linux's autogroups give each session an equal share of the CPU whatever its niceness, so a
                 # job in one would still halve the CPU of answers given at once (`_lower_priority`).
                 proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                                        env=env, process_group=0)
+                                        env=env, process_group=0, preexec_fn=_die_with(os.getpid()))
         except OSError as e:
             self.storage.update_job(job_id=record.id, state="failed", resume=False,
                                     error=f"cannot start the training process ({e})")
@@ -395,6 +430,34 @@ class JobRunner:
                 self.storage.update_job(job_id=record.id, state="queued", pid=None, resume=True,
                                         error=None)
                 log.info("job %s was interrupted by a service restart; queued to resume", record.id)
+
+
+_PR_SET_PDEATHSIG = 1
+"""prctl(2) option: the signal a process gets when the thread that started it ends."""
+
+
+def _die_with(parent: int) -> Callable[[], None] | None:
+    """What a job process runs between fork and exec so that it gets SIGTERM when the service dies, however
+    it dies (``kill -9`` included); None where the system has no parent-death signal (not Linux).
+
+    The C library is loaded here, in the service, not in the forked child. If the service died before the
+    child asked, the child signals itself.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+    def set_parent_death_signal() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return set_parent_death_signal
 
 
 def _lower_priority(pid: int, niceness: int) -> None:

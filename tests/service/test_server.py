@@ -193,3 +193,27 @@ def test_the_service_logs_its_jobs(tmp_path):
         server.proc.send_signal(signal.SIGTERM)
         out, _ = server.proc.communicate(timeout=30)
     assert f"INFO:     job {job['id']} started (pid" in out and f"INFO:     job {job['id']} done" in out, out
+
+
+def test_training_dies_with_the_server(server, hold):
+    """kill -9 of the server stops its training process (it got the parent-death signal, SIGTERM, and
+    checkpointed): it trained on, unsupervised, until the next start (#41). The next start resumes the job."""
+    server.start()
+    c = httpx.Client(base_url=server.url, timeout=30)
+    graph_id = c.post("/v1/graphs", content=gz(tiny_graph())).json()["id"]
+    job = c.post("/v1/jobs", json={"graph_id": graph_id, "budget_seconds": 0.3}).json()  # held until stopped
+    wait_for(lambda: (c.get(f"/v1/jobs/{job['id']}").json()["progress"] or {}).get("step", 0) >= 2)
+    trainers = [p for p in _children(server.proc.pid) if job["id"].encode() in open(f"/proc/{p}/cmdline", "rb").read()]
+    assert len(trainers) == 1
+    server.stop(signal.SIGKILL)
+    try:
+        wait_for(lambda: _gone(trainers[0]), timeout=20)
+    finally:
+        if not _gone(trainers[0]):
+            os.kill(trainers[0], signal.SIGKILL)
+    hold.unlink()
+    server.start()
+    done = wait_for(lambda: (j := c.get(f"/v1/jobs/{job['id']}").json())["state"] == "done" and j)
+    assert done["attempts"] == 2
+    c.close()
+
