@@ -30,12 +30,12 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(8)}"
 
 
-def _record(graph: OpGraph, source: str) -> GraphRecord:
+def graph_record(graph: OpGraph, source: str, owner: str | None = None) -> GraphRecord:
     """A new graph record holding `graph` as gzip JSON (``mtime=0``: the same graph, the same bytes)."""
     data = gzip.compress(json.dumps(graph.to_dict(), separators=(",", ":")).encode(), 6, mtime=0)
     return GraphRecord(
         id=new_id("g"), name=graph.name, num_ops=len(graph), num_edges=graph.num_edges,
-        source=source, created_at=time.time(), size_bytes=len(data), data=data,
+        source=source, created_at=time.time(), size_bytes=len(data), data=data, owner=owner,
     )
 
 
@@ -48,11 +48,19 @@ class GraphStore:
         self._cache: OrderedDict[str, OpGraph] = OrderedDict()
         self._lock = threading.Lock()
 
-    def add(self, graph: OpGraph, *, source: str) -> GraphRecord:
-        """Store `graph` (as gzip JSON) and return its record."""
-        record = _record(graph, source)
+    def add(self, graph: OpGraph, *, source: str, owner: str | None = None) -> GraphRecord:
+        """Store `graph` (as gzip JSON) for `owner` and return its record."""
+        record = graph_record(graph, source, owner)
         self.storage.add_graph(record=record)
         self._remember(record.id, graph)
+        return record
+
+    def add_record(self, record: GraphRecord, graph: OpGraph | None = None) -> GraphRecord:
+        """Store a record made elsewhere (`graph_record`, maybe in a parse process); without its `graph`,
+        the graph is parsed when first loaded."""
+        self.storage.add_graph(record=record)
+        if graph is not None:
+            self._remember(record.id, graph)
         return record
 
     def add_bundled(self, folder: Path) -> list[GraphRecord]:
@@ -76,36 +84,40 @@ class GraphStore:
             except PlacerError as e:
                 log.warning("bundled graph %s skipped: %s", path, e)
                 continue
-            record = _record(graph, source)
+            record = graph_record(graph, source)
             if self.storage.add_bundled_graph(record=record):  # False: another worker stored it first
                 self._remember(record.id, graph)
                 added.append(record)
         return added
 
-    def load(self, graph_id: str) -> OpGraph | None:
-        """The stored graph, or None when no graph has that id."""
+    def load(self, graph_id: str, tenant: str | None = None) -> OpGraph | None:
+        """The stored graph, or None when no graph `tenant` may read has that id (None: any graph)."""
         with self._lock:
             cached = self._cache.get(graph_id)
             if cached is not None:
                 self._cache.move_to_end(graph_id)
         if cached is not None:
             # Another service process may have deleted it: a metadata lookup is cheap, parsing is not.
-            if self.storage.get_graph(graph_id=graph_id) is not None:
+            if self.storage.get_graph(graph_id=graph_id, tenant=tenant) is not None:
                 return cached
-            with self._lock:
-                self._cache.pop(graph_id, None)
+            if self.storage.get_graph(graph_id=graph_id) is None:  # deleted, maybe by another service process
+                with self._lock:
+                    self._cache.pop(graph_id, None)
             return None
-        record = self.storage.get_graph(graph_id=graph_id, with_data=True)
+        record = self.storage.get_graph(graph_id=graph_id, with_data=True, tenant=tenant)
         if record is None or record.data is None:
             return None
         graph = OpGraph.from_dict(json.loads(gzip.decompress(record.data)))
         self._remember(graph_id, graph)
         return graph
 
-    def delete(self, graph_id: str) -> bool:
-        with self._lock:
-            self._cache.pop(graph_id, None)
-        return self.storage.delete_graph(graph_id=graph_id)
+    def delete(self, graph_id: str, tenant: str | None = None) -> bool:
+        """Delete a graph `tenant` owns (None: any); True if one was deleted."""
+        deleted = self.storage.delete_graph(graph_id=graph_id, tenant=tenant)
+        if deleted:
+            with self._lock:
+                self._cache.pop(graph_id, None)
+        return deleted
 
     def _remember(self, graph_id: str, graph: OpGraph) -> None:
         if self.cache_size <= 0:

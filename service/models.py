@@ -229,6 +229,10 @@ class PlacementPublic(BaseModel):
     job_id: str | None = None
     job_state: str | None = None
     created_at: float
+    cluster_spec: dict[str, Any] | None = Field(
+        None, description="The cluster it was placed on, in the cluster file form (inline or preset, as it was "
+                          "then); its trace is simulated on it. Left out of lists without include_devices, and "
+                          "null for placements stored before it was kept.")
 
 
 # A page of placements.

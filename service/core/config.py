@@ -33,7 +33,22 @@ class Settings(BaseSettings):
     database_url: str = ""
     """Storage backend; empty means ``sqlite:///<data_dir>/placer.db``."""
     api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    """Accepted bearer tokens (comma-separated in the environment); empty disables auth."""
+    """Accepted bearer tokens (comma-separated in the environment); empty (and no admin_key) disables auth.
+    Each key is a tenant: it sees only the graphs, placements and jobs it created."""
+    admin_key: str = ""
+    """A bearer token that sees and manages every tenant's graphs, placements and jobs, and owns those stored
+    before tenancy or by a service without keys (and the bundled graphs, which every key may read)."""
+    insecure: bool = False
+    """Serve without keys on an interface beyond loopback (``placer serve --insecure``): anyone who can reach
+    the port can use the service. Without it, such a start is refused."""
+    max_header_bytes: int = Field(32 * 2**10, ge=1024)
+    """Largest request line plus headers accepted (431 beyond)."""
+    parse_workers: int = Field(2, ge=1)
+    """Processes that parse and validate large request bodies (JSON decoding holds the interpreter lock, so
+    in a thread it would stall every other request); requests beyond wait for one."""
+    parse_in_process_bytes: int = Field(1 * 2**20, ge=0)
+    """Bodies up to this size are parsed in a thread of the service itself (cheaper than a round trip to a
+    parse process); larger ones in a parse process."""
     host: str = ""
     """Interface to bind; empty means loopback (``127.0.0.1``)."""
     port: int = Field(8000, ge=0, le=65535)
@@ -115,9 +130,27 @@ class Settings(BaseSettings):
             raise ValueError("train_command must name a program")
         return self
 
+    @field_validator("admin_key", mode="after")
+    @classmethod
+    def _strip_admin(cls, v: str) -> str:
+        return v.strip()
+
     @property
     def auth_enabled(self) -> bool:
-        return bool(self.api_keys)
+        return bool(self.api_keys or self.admin_key)
+
+    def check_exposure(self) -> None:
+        """Refuse to serve without keys on an interface beyond loopback, unless `insecure` says to.
+
+        Raises
+        ------
+        ValueError
+            Naming the two ways out: keys, or ``--insecure``.
+        """
+        if not self.auth_enabled and not self.loopback_only and not self.insecure:
+            raise ValueError(f"refusing to listen on {self.host} without API keys: anyone who can reach the port "
+                             "could use the service; set PLACER_API_KEYS (and PLACER_ADMIN_KEY), or pass "
+                             "--insecure (PLACER_INSECURE=1) to serve without keys anyway")
 
     @property
     def loopback_only(self) -> bool:

@@ -285,7 +285,9 @@ function showResult() {
   const summary = $("#summary");
   summary.replaceChildren();
   summary.append(
-    el("strong", `${p.method}`), ` placed ${p.graph} on ${p.cluster}: step time `,
+    el("strong", `${p.method}`), ` placed ${p.graph} on ${p.cluster}`,
+    // the cluster it was placed on, as stored with it (an inline spec may keep a preset's name)
+    p.cluster_spec ? ` (${p.cluster_spec.devices.length} devices, as placed)` : "", `: step time `,
     el("strong", fmtSeconds(p.step_time)),
     p.lower_bound ? ` (lower bound ${fmtSeconds(p.lower_bound)}, ${(p.step_time / p.lower_bound).toFixed(2)}× it)` : "",
     `, ${fmtBytes(info.bytes_moved)} sent between devices`,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 from typing import Annotated
@@ -10,12 +11,11 @@ from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 
 from placer.graph import OpGraph
-from service.api.deps import GraphsDep, SettingsDep, StorageDep
-from service.core.config import Settings
+from service.api.deps import GraphsDep, ParserDep, StorageDep, TenantDep
 from service.graph_store import GraphStore
-from service.models import ErrorPublic, GraphPublic, GraphSpec, GraphsPublic
+from service.models import ErrorPublic, GraphPublic, GraphsPublic
 from service.storage import GraphRecord
-from service.uploads import UploadFormat, check_op_count, graph_from_upload
+from service.uploads import UploadFormat, upload_record
 
 router = APIRouter(prefix="/graphs", tags=["graphs"])
 MAX_FETCHES = 1000
@@ -36,7 +36,7 @@ UPLOAD_BODY = {
     }
 }
 ERRORS = {
-    404: {"model": ErrorPublic, "description": "No such id."},
+    404: {"model": ErrorPublic, "description": "No such id (or not this key's)."},
     413: {"model": ErrorPublic, "description": "Over max_upload_bytes, max_inflated_bytes or max_ops."},
     422: {"model": ErrorPublic, "description": "Malformed input, naming the problem."},
 }
@@ -49,32 +49,31 @@ def to_public(record: GraphRecord, graph: dict | None = None) -> GraphPublic:
     )
 
 
-def graph_for_request(graphs: GraphStore, settings: Settings, *, graph_id: str | None,
-                      graph: GraphSpec | None) -> OpGraph:
-    """The graph a placement or job request names: a stored one (404 if unknown) or an inline one.
+def graph_for_request(graphs: GraphStore, tenant: str | None, *, graph_id: str | None,
+                      graph: OpGraph | None) -> OpGraph:
+    """The graph a placement or job request names: a stored one the tenant may read (404 otherwise) or the
+    inline one (already built by `service.bodies.parse_request`).
 
     Raises
     ------
     HTTPException
-        404 when `graph_id` names no graph.
-    GraphError, PayloadTooLarge
-        When an inline graph is malformed or over ``max_ops``.
+        404 when `graph_id` names no graph the tenant may read.
     """
     if graph_id is not None:
-        found = graphs.load(graph_id)
+        found = graphs.load(graph_id, tenant)
         if found is None:
             raise HTTPException(status.HTTP_404_NOT_FOUND, f"no graph with id {graph_id!r}")
         return found
     assert graph is not None  # the request model requires one of the two
-    check_op_count({"nodes": graph.nodes}, settings.max_ops)
-    return OpGraph.from_dict(graph.to_library())
+    return graph
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=GraphPublic,
              openapi_extra=UPLOAD_BODY, responses=ERRORS)
 async def upload_graph(
     request: Request,
-    settings: SettingsDep,
+    tenant: TenantDep,
+    parser: ParserDep,
     graphs: GraphsDep,
     name: Annotated[str | None, Query(min_length=1, max_length=200, description="Name for the graph.")] = None,
     format: Annotated[UploadFormat, Query(description="Body format; auto tells JSON from GraphDef.")] = "auto",
@@ -90,25 +89,27 @@ async def upload_graph(
                     "(as 'placer import --batch').")] = None,
 ) -> GraphPublic:
     """Upload a graph; answers its id, name and size."""
+    settings = request.app.state.settings
     body = await request.body()
-    graph, source = await run_in_threadpool(
-        graph_from_upload, body, fmt=format, name=name,
-        content_type=request.headers.get("content-type", ""),
-        max_inflated=settings.max_inflated_bytes, max_ops=settings.max_ops, fetches=fetch,
-        batch=batch,
+    parse = functools.partial(
+        upload_record, body, owner=tenant.owner, keep_graph=len(body) <= parser.in_process_bytes, fmt=format,
+        name=name, content_type=request.headers.get("content-type", ""), max_inflated=settings.max_inflated_bytes,
+        max_ops=settings.max_ops, fetches=fetch, batch=batch,
     )
-    record = await run_in_threadpool(graphs.add, graph, source=source)
+    record, graph = await parser.run(parse, size=len(body))
+    await run_in_threadpool(graphs.add_record, record, graph)
     return to_public(record)
 
 
 @router.get("", response_model=GraphsPublic)
 def list_graphs(
     storage: StorageDep,
+    tenant: TenantDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0, le=2**62)] = 0,
 ) -> GraphsPublic:
-    """Stored graphs, oldest first."""
-    records = storage.list_graphs(limit=limit, offset=offset)
+    """Stored graphs the key may read (its own and the bundled examples), oldest first."""
+    records = storage.list_graphs(limit=limit, offset=offset, tenant=tenant.owner)
     return GraphsPublic(data=[to_public(r) for r in records], count=len(records))
 
 
@@ -116,10 +117,11 @@ def list_graphs(
 def get_graph(
     graph_id: str,
     storage: StorageDep,
+    tenant: TenantDep,
     include_graph: Annotated[bool, Query(description="Also answer the graph itself.")] = False,
 ) -> GraphPublic:
     """One stored graph's summary (and the graph, when asked)."""
-    record = storage.get_graph(graph_id=graph_id, with_data=include_graph)
+    record = storage.get_graph(graph_id=graph_id, with_data=include_graph, tenant=tenant.owner)
     if record is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no graph with id {graph_id!r}")
     graph = json.loads(gzip.decompress(record.data)) if include_graph and record.data else None
@@ -128,8 +130,12 @@ def get_graph(
 
 @router.delete("/{graph_id}", status_code=status.HTTP_204_NO_CONTENT, response_class=Response,
                responses=ERRORS)
-def delete_graph(graph_id: str, graphs: GraphsDep) -> Response:
-    """Delete a stored graph (placements and jobs made from it keep their copies)."""
-    if not graphs.delete(graph_id):
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no graph with id {graph_id!r}")
-    return Response(status_code=status.HTTP_204_NO_CONTENT)
+def delete_graph(graph_id: str, graphs: GraphsDep, tenant: TenantDep) -> Response:
+    """Delete a stored graph the key owns (placements and jobs made from it keep their copies); a bundled
+    example graph only the admin key deletes (403)."""
+    if graphs.delete(graph_id, tenant.owner):
+        return Response(status_code=status.HTTP_204_NO_CONTENT)
+    if graphs.storage.get_graph(graph_id=graph_id, tenant=tenant.owner) is not None:
+        raise HTTPException(status.HTTP_403_FORBIDDEN,
+                            f"graph {graph_id!r} is a bundled example every key reads; only the admin key deletes it")
+    raise HTTPException(status.HTTP_404_NOT_FOUND, f"no graph with id {graph_id!r}")

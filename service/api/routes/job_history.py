@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query, status
 from pydantic import BaseModel, Field
 
-from service.api.deps import StorageDep
+from service.api.deps import StorageDep, TenantDep
 from service.api.routes.graphs import ERRORS
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
@@ -36,10 +36,11 @@ class JobHistoryPublic(BaseModel):
 def get_history(
     job_id: str,
     storage: StorageDep,
+    tenant: TenantDep,
     limit: Annotated[int, Query(ge=1, le=100_000, description="At most this many rows, evenly spread.")] = 2000,
 ) -> JobHistoryPublic:
     """Per-step training scalars of a job (empty until its process writes its first step)."""
-    record = storage.get_job(job_id=job_id)
+    record = storage.get_job(job_id=job_id, tenant=tenant.owner)
     if record is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no job with id {job_id!r}")
     rows = read_history(Path(record.job_dir) / HISTORY_FILE)

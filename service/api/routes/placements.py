@@ -7,7 +7,7 @@ import math
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Response, status
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 from pydantic import ValidationError
 
@@ -16,8 +16,9 @@ from placer.errors import PlacerError
 from placer.graph import OpGraph
 from placer.placement import Placement
 from service import placing
-from service.api.deps import GraphsDep, JobsDep, SettingsDep, StorageDep, job_capacity
+from service.api.deps import GraphsDep, JobsDep, SettingsDep, StorageDep, TenantDep, job_capacity
 from service.api.routes.graphs import ERRORS, graph_for_request
+from service.bodies import Parsed, parse_request, request_body
 from service.core.config import Settings
 from service.graph_store import new_id
 from service.jobs import FINISHED, JobRunner
@@ -27,15 +28,28 @@ from service.storage import JobRecord, PlacementRecord, Storage
 router = APIRouter(prefix="/placements", tags=["placements"])
 
 
+async def placement_body(request: Request) -> Parsed[PlacementCreate]:
+    """The request's `PlacementCreate`, parsed and validated off the event loop (`service.bodies`)."""
+    raw = await request.body()
+    return await request.app.state.parser.run(parse_request, PlacementCreate, raw,
+                                              request.app.state.settings.max_ops, size=len(raw))
+
+
+PlacementBody = Annotated[Parsed[PlacementCreate], Depends(placement_body)]
+
+
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=PlacementPublic,
              responses={**ERRORS, 429: {"model": ErrorPublic, "description": "method rl: the job queue is full."},
                         202: {"model": PlacementPublic,
-                                        "description": "method rl: the job has no placement yet; follow job_id."}})
-async def create_placement(body: PlacementCreate, response: Response, settings: SettingsDep,
+                                        "description": "method rl: the job has no placement yet; follow job_id."}},
+             openapi_extra=request_body(PlacementCreate))
+async def create_placement(parsed: PlacementBody, response: Response, settings: SettingsDep, tenant: TenantDep,
                            storage: StorageDep, graphs: GraphsDep, jobs: JobsDep) -> PlacementPublic:
     """Place a graph on a cluster; heuristics answer at once, ``rl`` with the pre-trained policy's zero-shot
     placement at once (or its job's, after at most ``wait_seconds``)."""
-    graph = await run_in_threadpool(graph_for_request, graphs, settings, graph_id=body.graph_id, graph=body.graph)
+    body = parsed.body
+    graph = await run_in_threadpool(graph_for_request, graphs, tenant.owner, graph_id=body.graph_id,
+                                    graph=parsed.graph)
     cluster = placing.resolve_cluster(body.cluster if isinstance(body.cluster, str) else body.cluster.to_library())
     job: JobRecord | None = None
     steps: dict[str, float | None] | None = None
@@ -50,7 +64,7 @@ async def create_placement(body: PlacementCreate, response: Response, settings: 
         zero_shot = await run_in_threadpool(placing.refined, zero_shot, graph, cluster, body.refine_seconds,
                                             body.refine_sweeps)
         job = await _start_and_wait(body, options, graph, cluster, settings, storage, jobs,
-                                    fine_tune=zero_shot is not None)
+                                    fine_tune=zero_shot is not None, owner=tenant.owner)
         contract = _faster(JobRunner.result(job), zero_shot.to_dict() if zero_shot else None) or _empty(graph.name,
                                                                                                         cluster.name)
     elif body.method == placing.BEST:
@@ -74,7 +88,7 @@ async def create_placement(body: PlacementCreate, response: Response, settings: 
     record = PlacementRecord(
         id=new_id("p"), graph_id=body.graph_id, method=body.method, cluster=cluster.name,
         step_time=contract.get("step_time"), created_at=time.time(), body={**contract, "baselines": steps},
-        job_id=job.id if job else None,
+        job_id=job.id if job else None, owner=tenant.owner, cluster_spec=cluster.to_dict(),
     )
     await run_in_threadpool(storage.add_placement, record=record)
     if job is not None and not contract["devices"]:
@@ -101,7 +115,8 @@ def _train_options(body: PlacementCreate) -> TrainOptions:
 
 
 async def _start_and_wait(body: PlacementCreate, options: TrainOptions, graph: OpGraph, cluster: Cluster,
-                          settings: Settings, storage: Storage, jobs: JobRunner, *, fine_tune: bool) -> JobRecord:
+                          settings: Settings, storage: Storage, jobs: JobRunner, *, fine_tune: bool,
+                          owner: str | None) -> JobRecord:
     """method rl: start a training job, then wait for it up to ``wait_seconds`` (the thread stays free), or
     until the service is told to stop.
 
@@ -116,7 +131,8 @@ async def _start_and_wait(body: PlacementCreate, options: TrainOptions, graph: O
             pass  # e.g. starts > 1: the options race heuristic warm starts, which a fine-tune does not
     job_capacity(jobs)
     job = await run_in_threadpool(jobs.submit, graph=graph, cluster=cluster, graph_id=body.graph_id,
-                                  budget_seconds=body.budget_seconds, seed=body.seed, options=options.flags())
+                                  budget_seconds=body.budget_seconds, seed=body.seed, options=options.flags(),
+                                  owner=owner)
     deadline = time.monotonic() + min(body.wait_seconds, settings.max_wait_seconds)
     while job.state not in FINISHED and time.monotonic() < deadline and not jobs.closing.is_set():
         await asyncio.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
@@ -127,6 +143,7 @@ async def _start_and_wait(body: PlacementCreate, options: TrainOptions, graph: O
 @router.get("", response_model=PlacementsPublic)
 def list_placements(
     storage: StorageDep,
+    tenant: TenantDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0, le=2**62)] = 0,
     include_devices: Annotated[bool, Query(description="Also answer each op's device (large).")] = False,
@@ -136,19 +153,20 @@ def list_placements(
     ``devices`` is left empty unless ``include_devices=true``: a page of
     placements of 10k-op graphs would otherwise run to megabytes.
     """
-    records = storage.list_placements(limit=limit, offset=offset)
+    records = storage.list_placements(limit=limit, offset=offset, tenant=tenant.owner)
     if not include_devices:
         for r in records:
             r.body["devices"] = {}
+            r.cluster_spec = None
     return PlacementsPublic(data=[_public(r, None) for r in records], count=len(records))
 
 
 @router.get("/{placement_id}", response_model=PlacementPublic, responses=ERRORS)
-def get_placement(placement_id: str, storage: StorageDep) -> PlacementPublic:
+def get_placement(placement_id: str, storage: StorageDep, tenant: TenantDep) -> PlacementPublic:
     """A placement made earlier; an ``rl`` placement shows its job's best placement so far, once that is
     faster than the zero-shot placement answered at first (that one has ``meta.training_steps`` 0; the
     job's has ``meta.steps`` and ``meta.found_at_step``)."""
-    record = storage.get_placement(placement_id=placement_id)
+    record = storage.get_placement(placement_id=placement_id, tenant=tenant.owner)
     if record is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no placement with id {placement_id!r}")
     job = storage.get_job(job_id=record.job_id) if record.job_id else None
@@ -194,4 +212,5 @@ def _public(record: PlacementRecord, job: JobRecord | None) -> PlacementPublic:
         objective=body.get("objective", "step_time"), lower_bound=body.get("lower_bound"),
         max_load=body.get("max_load"), meta=body.get("meta", {}), baselines=body.get("baselines"),
         job_id=record.job_id, job_state=job.state if job else None, created_at=record.created_at,
+        cluster_spec=record.cluster_spec,
     )

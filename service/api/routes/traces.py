@@ -3,7 +3,9 @@
 The same trace as ``placer simulate --trace`` (`placer.trace.chrome_trace`):
 open it in Perfetto or ``chrome://tracing``; the web page draws its timeline
 from it. The step is simulated again on request (it is deterministic), from
-the stored graph and the preset cluster, or from a training job's own copies.
+the stored graph (or a training job's own copy) and the cluster spec stored
+with the placement: an inline cluster that keeps a preset's name is still
+that inline cluster.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from placer.placement import Placement
 from placer.presets import load_cluster
 from placer.simulator import Simulator
 from placer.trace import chrome_trace
-from service.api.deps import GraphsDep, StorageDep
+from service.api.deps import GraphsDep, StorageDep, TenantDep
 from service.api.routes.graphs import ERRORS
 from service.api.routes.placements import get_placement
 from service.graph_store import GraphStore
@@ -45,9 +47,9 @@ TRACE_RESPONSES = {
 
 
 @router.get("/{placement_id}/trace", responses=TRACE_RESPONSES, response_class=Response)
-async def get_trace(placement_id: str, storage: StorageDep, graphs: GraphsDep) -> Response:
+async def get_trace(placement_id: str, storage: StorageDep, graphs: GraphsDep, tenant: TenantDep) -> Response:
     """The placement's simulated training step as a Chrome trace (Perfetto, chrome://tracing)."""
-    public = get_placement(placement_id, storage)
+    public = get_placement(placement_id, storage, tenant)
     if not public.devices:
         raise HTTPException(status.HTTP_409_CONFLICT,
                             f"placement {placement_id!r} has no devices yet: its training job "
@@ -62,13 +64,16 @@ async def get_trace(placement_id: str, storage: StorageDep, graphs: GraphsDep) -
 def _inputs(public: PlacementPublic, storage: Storage, graphs: GraphStore) -> tuple[OpGraph, Cluster]:
     """The graph and cluster the placement was made for.
 
-    A training job keeps its own copies (whatever the request sent inline);
-    otherwise the graph must be stored and the cluster a preset.
+    The cluster is the spec stored with the placement; a placement stored
+    before specs were kept falls back to its training job's copy, then to the
+    preset of its name. The graph is a training job's copy (whatever the
+    request sent inline), else the stored graph.
     """
     job = storage.get_job(job_id=public.job_id) if public.job_id else None
+    cluster = Cluster.from_dict(public.cluster_spec) if public.cluster_spec else None
     if job is not None:
         job_dir = Path(job.job_dir)
-        return load_graph(job_dir / "graph.json.gz"), load_cluster(str(job_dir / "cluster.json"))
+        return load_graph(job_dir / "graph.json.gz"), cluster or load_cluster(str(job_dir / "cluster.json"))
     if public.graph_id is None:
         raise HTTPException(status.HTTP_409_CONFLICT,
                             "this placement was made from an inline graph, which the service does not keep; "
@@ -76,6 +81,8 @@ def _inputs(public: PlacementPublic, storage: Storage, graphs: GraphStore) -> tu
     graph = graphs.load(public.graph_id)
     if graph is None:
         raise HTTPException(status.HTTP_410_GONE, f"graph {public.graph_id!r} of this placement was deleted")
+    if cluster is not None:
+        return graph, cluster
     try:
         cluster = presets.get(public.cluster)
     except ClusterError:

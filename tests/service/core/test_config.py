@@ -60,3 +60,25 @@ def test_blank_keys_in_a_list_are_dropped():
     with pytest.raises(ValidationError, match="names no key"):
         Settings(api_keys=[""])
     assert Settings(api_keys=[]).api_keys == [] and not Settings(api_keys=[]).auth_enabled
+
+
+def test_admin_key_alone_turns_auth_on():
+    from service.core.config import Settings
+
+    assert Settings(admin_key=" adm ").auth_enabled and Settings(admin_key=" adm ").admin_key == "adm"
+    assert not Settings().auth_enabled
+
+
+@pytest.mark.parametrize("host, keys, insecure, refused", [
+    ("127.0.0.1", [], False, False), ("localhost", [], False, False), ("0.0.0.0", [], False, True),
+    ("0.0.0.0", ["k"], False, False), ("0.0.0.0", [], True, False), ("::", [], False, True),
+])
+def test_exposure_needs_keys_or_insecure(host, keys, insecure, refused):
+    from service.core.config import Settings
+
+    s = Settings(host=host, api_keys=keys, insecure=insecure)
+    if refused:
+        with pytest.raises(ValueError, match="--insecure"):
+            s.check_exposure()
+    else:
+        s.check_exposure()

@@ -245,3 +245,41 @@ class TestGraphDef:
         assert r.status_code == 422
         assert "crashed" in r.json()["detail"]
         assert client.get("/healthz").status_code == 200
+
+
+class TestUnicode:
+    """A lone surrogate (JSON's ``\\ud800`` escape) in a name is a 422 naming the op (#41): stored, it made
+    every later GET of the graph (and of its job) a 500, and the placement named an op that did not exist."""
+
+    BAD = (b'{"name": "g", "nodes": [{"name": "x", "op": "Placeholder", "output_bytes": 8},'
+           b' {"name": "bad\\ud800op", "op": "MatMul", "inputs": ["x"]}]}')
+
+    @pytest.mark.parametrize("compress", [False, True])
+    def test_upload_is_refused_naming_the_op(self, client, compress):
+        body = gzip.compress(self.BAD) if compress else self.BAD
+        r = client.post("/v1/graphs", content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 422, r.text
+        detail = r.json()["detail"]
+        assert "op 'bad\\ud800op' (nodes[1]) name" in detail and "lone surrogate U+D800" in detail
+        assert client.get("/v1/graphs").json()["count"] == 0
+
+    def test_surrogate_pairs_are_fine(self, client):
+        """An escaped character beyond the BMP is a valid pair, not a lone surrogate."""
+        body = self.BAD.replace(b"\\ud800", b"\\ud83d\\ude00")
+        r = client.post("/v1/graphs", content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 201, r.text
+        graph = client.get(f"/v1/graphs/{r.json()['id']}?include_graph=true").json()["graph"]
+        assert graph["nodes"][1]["name"] == "bad\U0001F600op"
+
+    def test_a_row_stored_before_is_answered_not_a_500(self, client):
+        """A graph stored before surrogates were refused is still answered (escaped), not a 500 on each GET."""
+        from placer.graph import OpGraph
+        from service.graph_store import graph_record
+        from tests.service.conftest import tiny_graph
+
+        graph = tiny_graph()
+        graph["nodes"][2]["name"] = "out\udc80"
+        record = graph_record(OpGraph.from_dict(graph), "json")
+        client.app.state.storage.add_graph(record=record)
+        r = client.get(f"/v1/graphs/{record.id}?include_graph=true")
+        assert r.status_code == 200 and b"out\\udc80" in r.content

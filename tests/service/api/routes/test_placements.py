@@ -486,3 +486,48 @@ def test_inline_cluster_device_limit(client, graph_id):
                "devices": [{"name": f"d{i}", **dev} for i in range(MAX_DEVICES + 1)]}
     r = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": cluster, "method": "best"})
     assert r.status_code == 422
+
+
+class TestMalformedBodies:
+    """Every malformed body is a 422 naming the problem (#41): invalid UTF-8 and deep nesting were a bare 400,
+    a lone surrogate was accepted."""
+
+    def _post(self, client, body: bytes):
+        return client.post("/v1/placements", content=body, headers={"content-type": "application/json"})
+
+    def test_lone_surrogate_in_an_inline_graph_names_the_op(self, client):
+        body = json.dumps({"graph": tiny_graph(), "cluster": "2gpu", "method": "single"})
+        r = self._post(client, body.replace('"mm"', '"m\\udfffm"', 1).encode())
+        assert r.status_code == 422, r.text
+        msg = r.json()["detail"][0]["msg"]
+        assert "op 'm\\udfffm' (nodes[1]) name" in msg and "U+DFFF" in msg
+
+    def test_lone_surrogate_elsewhere_names_the_field(self, client, graph_id):
+        r = self._post(client, b'{"graph_id": "%s", "method": "single", "objective": "x\\ud800"}' % graph_id.encode())
+        assert r.status_code == 422 and "objective" in r.json()["detail"][0]["msg"]
+
+    def test_invalid_utf8(self, client):
+        r = self._post(client, b'{"graph_id": "g_\xff"}')
+        assert r.status_code == 422 and "not UTF-8: byte 16" in r.json()["detail"][0]["msg"]
+
+    def test_deep_nesting(self, client):
+        r = self._post(client, b"[" * 100_000 + b"]" * 100_000)
+        assert r.status_code == 422 and "nested too deeply" in r.json()["detail"][0]["msg"]
+
+    def test_not_json_says_where(self, client):
+        r = self._post(client, b'{"graph_id": }')
+        assert r.status_code == 422 and "line 1 column 14" in r.json()["detail"][0]["msg"]
+
+    def test_large_bodies_are_parsed_in_a_parse_process(self, make_client, graph_id):
+        """Over parse_in_process_bytes the body goes to a parse process: same answers, errors included."""
+        client = make_client(parse_in_process_bytes=0)
+        graph_id = client.post("/v1/graphs", json=tiny_graph()).json()["id"]
+        ok = client.post("/v1/placements", json={"graph": tiny_graph(), "cluster": "2gpu", "method": "single"})
+        assert ok.status_code == 201 and set(ok.json()["devices"]) == {"x", "mm", "out"}, ok.text
+        bad = client.post("/v1/placements", json={"graph_id": graph_id, "baselines": "yes"})
+        assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "baselines"]
+        cyclic = tiny_graph()
+        cyclic["nodes"][0]["inputs"] = ["out"]
+        r = client.post("/v1/placements", json={"graph": cyclic, "method": "single"})
+        assert r.status_code == 422 and "cycle" in r.json()["detail"]
+        assert client.get(f"/v1/graphs/{graph_id}").status_code == 200

@@ -70,3 +70,21 @@ def test_web_page_loads_nothing_from_elsewhere(client):
     for name in ("app.js", "app.css"):
         text = client.get(f"/web/{name}").text.replace('"http://www.w3.org/2000/svg"', "")  # a name, not a fetch
         assert not re.search(r"https?:|//[\w.-]+\.\w|@import", text), name
+
+
+def test_trace_uses_the_cluster_the_placement_was_made_on(client, graph_id):
+    """An inline cluster that keeps a preset's name (GET /v1/clusters' spec, edited and sent back) is traced
+    on that spec, not on the preset: the trace ended at the preset's step time, not the placement's (#41)."""
+    spec = next(c["spec"] for c in client.get("/v1/clusters").json()["data"] if c["name"] == "2gpu")
+    for device in spec["devices"]:
+        device["peak_flops"] /= 1000  # the same name, a much slower cluster
+    p = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": spec, "method": "round_robin"}).json()
+    preset = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": "2gpu",
+                                                 "method": "round_robin"}).json()
+    assert p["cluster"] == "2gpu" and p["step_time"] > 1.5 * preset["step_time"]
+    stored = client.get(f"/v1/placements/{p['id']}").json()
+    assert stored["cluster_spec"]["devices"][0]["peak_flops"] == spec["devices"][0]["peak_flops"]
+    trace = client.get(f"/v1/placements/{p['id']}/trace").json()
+    ops = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["cat"] != "transfer"]
+    assert max(e["ts"] + e["dur"] for e in ops) / 1e6 == pytest.approx(p["step_time"], rel=1e-9)
+    assert client.get("/v1/placements").json()["data"][0]["cluster_spec"] is None  # lists stay small
