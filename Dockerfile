@@ -1,7 +1,8 @@
 # The placer REST service.
 #   docker build -t placer .
-#   docker run -p 8000:8000 -v placer-data:/data -e PLACER_API_KEYS=change-me placer
-# Without PLACER_API_KEYS the service answers anyone who can reach the port (it says so at start-up).
+#   docker run -p 8000:8000 -v placer-data:/data -e PLACER_API_KEYS=key-a,key-b -e PLACER_ADMIN_KEY=admin placer
+# The container listens on 0.0.0.0, so it needs keys: without PLACER_API_KEYS (or PLACER_ADMIN_KEY) it refuses
+# to start. To serve without keys anyway (anyone who can reach the port can use it), add -e PLACER_INSECURE=1.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \

@@ -9,13 +9,17 @@ import os
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "serve", help="run the REST service",
-        description="Serve the REST API (OpenAPI docs at /docs). Without PLACER_API_KEYS it listens on "
-                    "127.0.0.1 unless --host or PLACER_HOST names another interface (then it warns that anyone "
-                    "who can reach the port can use it); set keys (comma-separated) to require "
-                    "'Authorization: Bearer <key>'. Ctrl-C or SIGTERM shuts it down cleanly (exit 0).",
+        description="Serve the REST API (OpenAPI docs at /docs). Set PLACER_API_KEYS (comma-separated; each key "
+                    "sees only its own graphs, placements and jobs) and PLACER_ADMIN_KEY (sees everything) to "
+                    "require 'Authorization: Bearer <key>'. Without keys it listens on 127.0.0.1, and refuses "
+                    "another interface (--host, PLACER_HOST) unless --insecure is given. Ctrl-C or SIGTERM shuts "
+                    "it down cleanly (exit 0).",
     )
     p.add_argument("--host", help="interface to bind (default: PLACER_HOST, else 127.0.0.1)")
     p.add_argument("--port", type=int, help="TCP port (default: PLACER_PORT, else 8000)")
+    p.add_argument("--insecure", action="store_true", default=None,
+                   help="serve without keys on an interface beyond loopback: anyone who can reach the port can "
+                        "use the service (default: PLACER_INSECURE, else refused)")
     p.add_argument("--data-dir", help="database and job folders (default: PLACER_DATA_DIR, else ./data)")
     p.add_argument("--workers", type=int, default=1,
                    help="uvicorn worker processes sharing the database (one of them runs the training jobs)")
@@ -32,13 +36,17 @@ def run(args) -> int:
 
     if args.workers < 1:
         raise PlacerError(f"--workers must be at least 1, got {args.workers}")
-    overrides = {k: v for k, v in (("host", args.host), ("port", args.port), ("data_dir", args.data_dir))
-                 if v is not None}
+    overrides = {k: v for k, v in (("host", args.host), ("port", args.port), ("data_dir", args.data_dir),
+                                   ("insecure", args.insecure)) if v is not None}
     try:
         settings = Settings(**overrides)
     except ValidationError as e:
         first = e.errors()[0]
         raise PlacerError(f"bad setting {'.'.join(map(str, first['loc'])) or ''}: {first['msg']}") from None
+    try:
+        settings.check_exposure()
+    except ValueError as e:
+        raise PlacerError(str(e)) from None
     try:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
     except FileExistsError:  # mkdir's "File exists" for a file where the folder should be
@@ -64,18 +72,25 @@ def run(args) -> int:
         if settings.loopback_only:
             print("placer serve: no PLACER_API_KEYS set: listening on loopback only, no authentication", flush=True)
         else:
-            print(f"placer serve: WARNING: no PLACER_API_KEYS set and listening on {settings.host}: "
+            print(f"placer serve: WARNING: --insecure: no PLACER_API_KEYS set and listening on {settings.host}: "
                   "anyone who can reach this port can use the service", flush=True)
     if args.workers > 1:
         # Workers build their own app from the environment (PLACER_*), so pass the overrides on.
         os.environ.update({"PLACER_HOST": settings.host, "PLACER_PORT": str(settings.port),
                            "PLACER_DATA_DIR": str(settings.data_dir), _PARENT_ENV: str(os.getpid())})
         uvicorn.run("placer.cli.serve:worker_app", factory=True, workers=args.workers, host=settings.host,
-                    port=settings.port, log_level=args.log_level, log_config=_log_config(args.log_level))
+                    port=settings.port, log_level=args.log_level, log_config=_log_config(args.log_level),
+                    **_http(settings))
     else:
         uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=args.log_level,
-                    log_config=_log_config(args.log_level))
+                    log_config=_log_config(args.log_level), **_http(settings))
     return 0
+
+
+def _http(settings) -> dict:
+    """uvicorn's HTTP options: its h11 protocol with a 431 for headers over ``max_header_bytes``
+    (`service.http`)."""
+    return {"http": "service.http:HeaderLimitH11Protocol", "h11_max_incomplete_event_size": settings.max_header_bytes}
 
 
 def _log_config(level: str) -> dict:

@@ -217,3 +217,19 @@ def test_training_dies_with_the_server(server, hold):
     assert done["attempts"] == 2
     c.close()
 
+
+@pytest.mark.parametrize("size", [40_000, 100_000, 1_000_000])
+def test_oversized_headers_get_431(server, size):
+    """Headers over max_header_bytes are a 431 naming the limit: 100 kB was accepted, 1 MB reset the connection
+    (#41). Whether the head arrives in one read (the middleware) or many (the HTTP protocol)."""
+    server.start()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as s:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * size + b"\r\n\r\n")
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 431"), answer[:200]
+    assert httpx.get(f"{server.url}/healthz", headers={"X-Small": "a" * 1000}).status_code == 200
