@@ -10,6 +10,8 @@ from __future__ import annotations
 import inspect
 import logging
 import math
+import os
+import threading
 import time
 from typing import Any
 
@@ -234,16 +236,49 @@ def zero_shot(graph: OpGraph, cluster: Cluster, seed: int = 0) -> Placement | No
     Its ``meta.policy`` names the policy (name, version, fine_tuned); it is
     what method ``rl`` answers until its job has a placement.
     """
-    from placer.rl.saved_policy import load_policy
     from placer.rl.zero_shot import DEFAULT_SAMPLES, place_zero_shot
 
     try:
-        placement = place_zero_shot(graph, cluster, load_policy(), samples=DEFAULT_SAMPLES, seed=seed)
+        placement = place_zero_shot(graph, cluster, shipped_policy(), samples=DEFAULT_SAMPLES, seed=seed)
     except PlacerError as e:  # e.g. more devices than the policy addresses: the job still runs
         log.warning("zero-shot placement of %r on %r failed: %s", graph.name, cluster.name, e)
         return None
     placement.method = RL
     return placement
+
+
+_policy_lock = threading.Lock()
+_policy: tuple[Any, Any] | None = None
+"""The shipped policy as last read, with the identity of its folder then (see `shipped_policy`)."""
+
+
+def shipped_policy() -> Any:
+    """The shipped pre-trained policy, read once and shared by every request (read again only when its folder
+    is replaced).
+
+    Reading it parses the header of each of its ~50 arrays with `ast.literal_eval` (numpy's ``.npy`` format).
+    CPython 3.11's AST constructor keeps its recursion counter in state that all threads share, so two
+    threads building ASTs at once can fail with ``SystemError: AST constructor recursion depth mismatch``:
+    read per request, two ``rl`` requests at once (or one beside the warm-up thread, or beside a test
+    importing modules pytest rewrites) could fail so. Read once, under a lock, nothing is parsed after.
+
+    Raises
+    ------
+    PlacerError
+        If the shipped policy cannot be read.
+    """
+    global _policy
+    from placer.rl.saved_policy import SHIPPED_POLICY_DIR, load_policy
+
+    with _policy_lock:
+        try:
+            st = os.stat(SHIPPED_POLICY_DIR)
+            identity: Any = (st.st_dev, st.st_ino, st.st_mtime_ns)
+        except OSError:
+            identity = None
+        if _policy is None or _policy[0] != identity:
+            _policy = (identity, load_policy())
+        return _policy[1]
 
 
 def warm_up() -> None:

@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 
+from service import placing
 from service.core.config import Settings
 from service.main import create_app
 from tests.service.conftest import FAKE_TRAIN, tiny_graph
@@ -24,9 +25,14 @@ MAX_EXAMPLES = 10
 @pytest.fixture(scope="module")
 def started(tmp_path_factory):
     """A started app (its lifespan stays open for the module), its schema, and ids that exist."""
+    # No warm-up thread, and the policy read here, first: reading it parses ASTs (numpy's array headers), and
+    # in a thread beside this one, importing schemathesis's modules (which pytest rewrites: ASTs again), it
+    # failed now and then with "SystemError: AST constructor recursion depth mismatch" (CPython 3.11 shares
+    # that counter between threads; see service.placing.shipped_policy).
+    placing.shipped_policy()
     s = Settings(data_dir=tmp_path_factory.mktemp("fuzz"), train_command=FAKE_TRAIN, max_ops=200,
                  max_upload_bytes=200_000, max_wait_seconds=0.2, job_poll_seconds=0.05, job_stop_seconds=2.0,
-                 bundled_graphs_dir=None)
+                 bundled_graphs_dir=None, warm_up=False)
     app = create_app(s)
     with TestClient(app) as client:
         graph_id = client.post("/v1/graphs", json=tiny_graph()).json()["id"]

@@ -71,3 +71,33 @@ def test_a_failed_warm_up_is_logged_not_raised(monkeypatch, caplog):
     caplog.set_level(logging.INFO, logger="placer.service")
     placing.warm_up()
     assert any("warming up failed" in r.getMessage() for r in caplog.records)
+
+
+def test_the_shipped_policy_is_read_once_not_per_request(monkeypatch):
+    """Reading the policy parses ~50 array headers with ast.literal_eval, and CPython 3.11's AST constructor
+    shares its recursion counter between threads: reads in two threads at once (two rl requests, or the
+    warm-up beside pytest's rewriting imports) failed with 'SystemError: AST constructor recursion depth
+    mismatch' (#41, the fuzz test's flake). Requests at once share one read."""
+    import threading
+
+    from placer.presets import get
+    from placer.synthetic import layered_graph
+    import placer.rl.saved_policy as saved
+
+    reads = []
+    real = saved.load_policy
+
+    def counted(*args, **kwargs):
+        reads.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(saved, "load_policy", counted)
+    monkeypatch.setattr(placing, "_policy", None)
+    graph, cluster = layered_graph(30, seed=0), get("2gpu")
+    threads = [threading.Thread(target=placing.zero_shot, args=(graph, cluster)) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    placing.zero_shot(graph, cluster)
+    assert len(reads) == 1
