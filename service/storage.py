@@ -169,10 +169,13 @@ a DELETE (a write, in WAL mode) can still run and free space."""
 class SQLiteStorage:
     """`Storage` in one SQLite file (or ``:memory:``).
 
-    One connection guarded by a lock: SQLite serialises writers anyway, and
-    the service's transactions are a single statement each (but storing a
-    bundled graph, `add_bundled_graph`). Several processes may share the file
-    (WAL, busy timeout).
+    One connection for writes guarded by a lock: SQLite serialises writers
+    anyway, and the service's transactions are a single statement each (but
+    storing a bundled graph, `add_bundled_graph`). Reads go through a second
+    connection with a lock of its own: in WAL mode they see every committed
+    write and need not wait for one in progress (``/healthz`` waited on the
+    lock for as long as a large upload took to reach the disk). Several
+    processes may share the file (WAL, busy timeout).
     """
 
     def __init__(self, path: str):
@@ -193,6 +196,11 @@ class SQLiteStorage:
         except sqlite3.Error as e:
             raise StorageError(f"cannot open SQLite database {path!r}: {e}") from None
         self._lock = threading.Lock()
+        self._read_lock = threading.Lock()
+        self._reader = self._db if path == ":memory:" else sqlite3.connect(
+            path, check_same_thread=False, timeout=_BUSY_SECONDS, isolation_level=None)
+        if self._reader is self._db:  # one in-memory database: one connection, one lock
+            self._read_lock = self._lock
         self._make_reserve()
 
     def _make_reserve(self) -> None:
@@ -271,8 +279,8 @@ class SQLiteStorage:
             return db.execute(sql, params)
 
     def _rows(self, sql: str, params: tuple = ()) -> list[tuple]:
-        with self._lock:
-            return self._db.execute(sql, params).fetchall()
+        with self._read_lock:
+            return self._reader.execute(sql, params).fetchall()
 
     # -- graphs ----------------------------------------------------------
     def add_graph(self, *, record: GraphRecord) -> None:
@@ -434,6 +442,9 @@ class SQLiteStorage:
         return self.get_job(job_id=job_id)
 
     def close(self) -> None:
+        with self._read_lock:
+            if self._reader is not self._db:
+                self._reader.close()
         with self._lock:
             self._db.close()
 
