@@ -130,6 +130,21 @@ def _in_child(fn: Callable[..., Any], *args: Any) -> tuple[str, Any]:
         return "placer", str(e)
 
 
+PARSE_NICENESS = 5
+"""Niceness a parse process adds to the service's: parsing a large body is background work beside answering
+``/healthz`` and small requests, which on a busy machine otherwise wait for a core."""
+
+
+def _nicer(niceness: int) -> None:
+    """A parse process's initializer: lower its priority (a failure only costs latency elsewhere)."""
+    import os
+
+    try:
+        os.nice(niceness)
+    except OSError:
+        pass
+
+
 # -- the pool ---------------------------------------------------------------
 class BodyParser:
     """Parses request bodies off the event loop: at most `workers` at once, large ones in processes.
@@ -186,7 +201,8 @@ class BodyParser:
         with self._lock:
             if self._pool is None:
                 # spawn, not fork: the service has threads (a fork copies their locks held)
-                self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
+                self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                                 initializer=_nicer, initargs=(PARSE_NICENESS,))
             return self._pool
 
     def close(self) -> None:
