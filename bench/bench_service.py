@@ -18,8 +18,19 @@ Prints measured figures and writes them to bench/results/service.json.
 The training job is ``placer train`` when the CLI has it; otherwise the run
 says so and uses ``--train-command`` (nothing is trained silently in its place).
 
+``--security`` runs instead, against a server with two API keys and an admin key:
+
+3. ``/healthz`` p50 / p99, probed every 20 ms, while 4 clients each upload
+   30 MB JSON graphs (``--big-uploads`` each): the service parses large
+   bodies off its event loop (target p99 under 100 ms). Also the same probe
+   idle, and how long a 30 MB placement body without a key takes to get its 401.
+4. A two-key load run: two clients per key for ``--load-seconds`` store
+   graphs and placements and, between them, read every id the other key
+   stored and list everything: each read of another key's row is counted
+   (there must be none); the admin key then lists both keys' rows.
+
 Run: .venv/bin/python -m bench.bench_service [--quick] [--clients 20] [--load-seconds 60] [--workers N]
-     [--skip-latency]
+     [--skip-latency] [--security [--big-uploads N]]
 Loopback only; bounded in requests (--requests) and time (--load-seconds).
 """
 
@@ -71,11 +82,15 @@ def has_train_command() -> bool:
     return "train" in COMMANDS
 
 
-def start_server(data_dir: Path, port: int, train_command: str | None, workers: int = 1) -> subprocess.Popen:
+def start_server(data_dir: Path, port: int, train_command: str | None, workers: int = 1,
+                 keys: dict[str, str] | None = None) -> subprocess.Popen:
+    """`placer serve` on loopback; `keys` sets PLACER_API_KEYS / PLACER_ADMIN_KEY (default: none)."""
     import httpx2 as httpx
 
     env = {**os.environ, "PLACER_BUNDLED_GRAPHS_DIR": "", "TF_CPP_MIN_LOG_LEVEL": "3"}
     env.pop("PLACER_API_KEYS", None)
+    env.pop("PLACER_ADMIN_KEY", None)
+    env.update(keys or {})
     if train_command:
         env["PLACER_TRAIN_COMMAND"] = train_command
     proc = subprocess.Popen(
@@ -206,6 +221,172 @@ async def load_run(url: str, place_graph_id: str, clients: int, seconds: float, 
             "all": summary(lat["placement"] + lat["upload"])}
 
 
+KEYS = {"PLACER_API_KEYS": "bench-key-a,bench-key-b", "PLACER_ADMIN_KEY": "bench-admin"}
+
+
+def big_graph_body(target_bytes: int, seed: int = 0) -> bytes:
+    """A valid graph in the JSON format of about `target_bytes`: a layered graph whose ops carry long,
+    TensorFlow-like scoped names (within the default max_ops)."""
+    from placer.synthetic import layered_graph
+
+    data = layered_graph(60_000, seed=seed).to_dict()
+    per_op = len(json.dumps(data, separators=(",", ":"))) / len(data["nodes"])
+    inputs = sum(len(n.get("inputs", ())) for n in data["nodes"]) / len(data["nodes"])
+    pad = max(0, int((target_bytes / len(data["nodes"]) - per_op) / (1 + inputs)))
+    scope = "tower_0/model/" + "block/" * max(0, (pad - 14) // 6)
+    rename = {n["name"]: scope + n["name"] for n in data["nodes"]}
+    for n in data["nodes"]:
+        n["name"] = rename[n["name"]]
+        n["inputs"] = [rename[i] for i in n.get("inputs", ())]
+    return json.dumps(data, separators=(",", ":")).encode()
+
+
+async def healthz_during(url: str, body: bytes, clients: int, uploads_each: int, key: str) -> dict:
+    """/healthz latency probed every 20 ms while `clients` each upload `body` `uploads_each` times."""
+    import httpx2 as httpx
+
+    probes: list[float] = []
+    statuses: dict[str, int] = {}
+    running = True
+
+    async def probe() -> None:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as c:
+            while running:
+                t0 = time.perf_counter()
+                r = await c.get("/healthz")
+                probes.append(time.perf_counter() - t0)
+                assert r.status_code == 200, r.text
+                await asyncio.sleep(0.02)
+
+    async def uploader() -> None:
+        async with httpx.AsyncClient(base_url=url, timeout=600, headers={"Authorization": f"Bearer {key}"}) as c:
+            for _ in range(uploads_each):
+                r = await c.post("/v1/graphs", content=body, headers={"content-type": "application/json"})
+                statuses[str(r.status_code)] = statuses.get(str(r.status_code), 0) + 1
+
+    prober = asyncio.create_task(probe())
+    t0 = time.monotonic()
+    await asyncio.gather(*(uploader() for _ in range(clients)))
+    wall = time.monotonic() - t0
+    running = False
+    await prober
+    return {"clients": clients, "uploads": clients * uploads_each, "body_mb": len(body) / 1e6,
+            "seconds": wall, "upload_statuses": statuses, "healthz": summary(probes)}
+
+
+async def idle_healthz(url: str, seconds: float) -> dict:
+    import httpx2 as httpx
+
+    probes = []
+    async with httpx.AsyncClient(base_url=url, timeout=30) as c:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            t0 = time.perf_counter()
+            (await c.get("/healthz")).raise_for_status()
+            probes.append(time.perf_counter() - t0)
+            await asyncio.sleep(0.02)
+    return summary(probes)
+
+
+async def two_key_run(url: str, seconds: float, cluster: str) -> dict:
+    """Two clients per key storing graphs and placements and trying every id the other key stored."""
+    import httpx2 as httpx
+
+    from placer.synthetic import layered_graph
+
+    keys = KEYS["PLACER_API_KEYS"].split(",")
+    stored: dict[str, dict[str, list[str]]] = {k: {"graphs": [], "placements": []} for k in keys}
+    counts = {"requests": 0, "cross_reads": 0, "foreign_404": 0, "errors": 0}
+    deadline = time.monotonic() + seconds
+
+    async def client(key: str, other: str, seed: int) -> None:
+        rng = random.Random(seed)
+        async with httpx.AsyncClient(base_url=url, timeout=120, headers={"Authorization": f"Bearer {key}"}) as c:
+            while time.monotonic() < deadline:
+                graph = layered_graph(rng.randrange(50, 200), seed=rng.randrange(1000)).to_dict()
+                r = await c.post("/v1/graphs", json=graph)
+                counts["requests"] += 1
+                if r.status_code != 201:
+                    counts["errors"] += 1
+                    continue
+                gid = r.json()["id"]
+                stored[key]["graphs"].append(gid)
+                r = await c.post("/v1/placements", json={"graph_id": gid, "cluster": cluster, "method": "round_robin"})
+                counts["requests"] += 1
+                if r.status_code == 201:
+                    stored[key]["placements"].append(r.json()["id"])
+                else:
+                    counts["errors"] += 1
+                for kind in ("graphs", "placements"):
+                    for foreign in list(stored[other][kind][-5:]):
+                        r = await c.get(f"/v1/{kind}/{foreign}")
+                        counts["requests"] += 1
+                        counts["cross_reads"] += r.status_code == 200
+                        counts["foreign_404"] += r.status_code == 404
+                    r = await c.get(f"/v1/{kind}", params={"limit": 1000})
+                    counts["requests"] += 1
+                    listed = {x["id"] for x in r.json()["data"]}
+                    counts["cross_reads"] += len(listed & set(stored[other][kind]))
+
+    t0 = time.monotonic()
+    await asyncio.gather(*(client(k, keys[1 - i], 10 * i + j) for i, k in enumerate(keys) for j in range(2)))
+    wall = time.monotonic() - t0
+    async with httpx.AsyncClient(base_url=url, timeout=120,
+                                 headers={"Authorization": f"Bearer {KEYS['PLACER_ADMIN_KEY']}"}) as c:
+        r = await c.get("/v1/graphs", params={"limit": 1000})
+        admin_sees = {x["id"] for x in r.json()["data"]} if r.status_code == 200 else set()
+    everyone = {g for k in keys for g in stored[k]["graphs"]}
+    return {"seconds": wall, **counts, "stored": {k: {kind: len(v) for kind, v in s.items()} for k, s in stored.items()},
+            "admin_sees_all_graphs": everyone <= admin_sees}
+
+
+def security_main(args) -> int:
+    """``--security``: the /healthz probe under 30 MB uploads and the two-key run (see the docstring)."""
+    import httpx2 as httpx
+
+    body = big_graph_body(30 * 10**6)
+    results: dict = {}
+    with tempfile.TemporaryDirectory(prefix="bench-service-") as tmp:
+        data_dir = Path(tmp)
+        port = free_port()
+        server = start_server(data_dir, port, None, keys=KEYS)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            results["healthz_idle"] = asyncio.run(idle_healthz(url, 3.0))
+            inline = b'{"method":"single","graph":' + body + b"}"  # parsed before the key check, once
+            t0 = time.perf_counter()
+            r = httpx.post(f"{url}/v1/placements", content=inline, timeout=600,
+                           headers={"content-type": "application/json"})
+            results["no_key_30mb"] = {"status": r.status_code, "ms": 1e3 * (time.perf_counter() - t0)}
+            h = asyncio.run(healthz_during(url, body, 4, args.big_uploads, "bench-key-a"))
+            results["healthz_during_uploads"] = h
+            print(f"/healthz idle: p50 {results['healthz_idle']['p50_ms']:.1f} ms, "
+                  f"p99 {results['healthz_idle']['p99_ms']:.1f} ms")
+            print(f"30 MB placement body without a key: HTTP {r.status_code} in "
+                  f"{results['no_key_30mb']['ms']:.0f} ms")
+            print(f"/healthz while 4 clients upload {h['body_mb']:.1f} MB graphs ({h['uploads']} uploads in "
+                  f"{h['seconds']:.1f} s, {h['upload_statuses']}): n={h['healthz']['n']} "
+                  f"p50 {h['healthz']['p50_ms']:.1f} ms, p99 {h['healthz']['p99_ms']:.1f} ms, "
+                  f"max {h['healthz']['max_ms']:.1f} ms", flush=True)
+            run = asyncio.run(two_key_run(url, args.load_seconds, args.cluster))
+            results["two_keys"] = run
+            print(f"two keys x 2 clients for {run['seconds']:.1f} s: {run['requests']} requests, "
+                  f"{run['cross_reads']} cross-key reads, {run['foreign_404']} foreign ids answered 404, "
+                  f"{run['errors']} errors; stored {run['stored']}; admin sees every graph: "
+                  f"{run['admin_sees_all_graphs']}")
+        finally:
+            server.send_signal(signal.SIGTERM)
+            try:
+                server.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                server.kill()
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / f"service-security{'-quick' if args.quick else ''}.json"
+    out.write_text(json.dumps(results, indent=1))
+    print(f"wrote {out.relative_to(ROOT)}")
+    return 0
+
+
 def check_args(args) -> None:
     """A PlacerError for settings the run cannot use, before the server starts (an unknown method was a traceback
     from the first request)."""
@@ -214,7 +395,7 @@ def check_args(args) -> None:
     from placer.errors import PlacerError
     from placer.placers import registry
 
-    check_at_least(args, "requests", "clients", "workers")
+    check_at_least(args, "requests", "clients", "workers", "big_uploads")
     if not args.load_seconds > 0:
         raise PlacerError(f"--load-seconds must be positive, got {args.load_seconds:g}")
     known = registry.names(heuristic_only=True)
@@ -237,10 +418,15 @@ def main() -> int:
     p.add_argument("--workers", type=int, default=1, help="uvicorn worker processes (placer serve --workers)")
     p.add_argument("--skip-latency", action="store_true", help="only the load run")
     p.add_argument("--quick", action="store_true", help="5 requests, 4 clients for 10 s")
+    p.add_argument("--security", action="store_true",
+                   help="instead: /healthz under 30 MB uploads and the two-key run (see the docstring)")
+    p.add_argument("--big-uploads", type=int, default=3, help="--security: 30 MB uploads per client (4 clients)")
     args = p.parse_args()
     if args.quick:
-        args.requests, args.clients, args.load_seconds = 5, 4, 10.0
+        args.requests, args.clients, args.load_seconds, args.big_uploads = 5, 4, 10.0, 2
     check_args(args)
+    if args.security:
+        return security_main(args)
 
     import httpx2 as httpx
 
