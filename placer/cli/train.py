@@ -26,6 +26,10 @@ from placer.cli.common import (WARM_STARTS, ProgressLine, StopOnSignal, add_grap
 CHECKPOINT_EVERY_SECONDS = 30.0
 DEFAULT_BUDGET_SECONDS = 600.0
 DEFAULT_RAY_WORKERS = 2
+XLA_MIN_BUDGET_SECONDS = 600.0
+"""A time budget under this trains without XLA: compiling the update and the sampling pass takes 20-60 s
+on 2 cores, which a short budget cannot win back (the service's default 60 s job spent it all compiling
+and took one REINFORCE step)."""
 
 
 def add_parser(sub) -> None:
@@ -270,6 +274,8 @@ class _Session:
         args, graph, cluster, saved = self.args, self.graph, self.cluster, self.saved
         given = _given(args)
         scorer = self._scorer()
+        if self.budget is not None and self.budget < XLA_MIN_BUDGET_SECONDS:
+            given["jit"] = False
         if self.raced is not None:
             if scorer is not None:
                 raise PlacerError(f"the run in {str(self.out)!r} races heuristic warm starts in the simulator; it "

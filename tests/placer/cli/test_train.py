@@ -346,3 +346,15 @@ def test_a_second_ctrl_c_in_a_step_saves_a_checkpoint_a_resume_continues_exactly
             return [{k: v for k, v in row.items() if k not in timing} for row in csv.DictReader(f)]
 
     assert len(rows(whole)) == 6 and rows(cut) == rows(whole)
+
+
+def test_a_short_budget_trains_without_xla(cli, graph_file, tmp_path, monkeypatch):
+    """Under XLA_MIN_BUDGET_SECONDS the run does not compile with XLA: the service's default 60 s job on
+    inception_v3 spent its budget compiling and took one REINFORCE step (#41)."""
+    from placer.rl import trainer
+
+    monkeypatch.setattr(trainer.TrainConfig, "jit", None)  # the default, which the autouse fixture replaced
+    out = tmp_path / "run"
+    r = cli("train", graph_file, "--cluster", "2gpu", "--out", out, "--budget-seconds", "60", "--steps", "1", *FAST)
+    assert r.code == 0, r.err
+    assert json.loads((out / "trainer_state.json").read_text())["config"]["jit"] is False
