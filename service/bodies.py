@@ -1,7 +1,7 @@
 """Request bodies: decoded, parsed and validated off the event loop, in a bounded pool.
 
-FastAPI parses a JSON body and validates it on the event loop: a 30 MB
-inline graph held the loop for seconds, and ``/healthz`` with it. Here a
+FastAPI parses a JSON body and validates it on the event loop: a large
+inline graph held the loop, and ``/healthz`` with it. Here a
 route reads the body (streamed, within ``max_upload_bytes``) and hands the
 bytes to `BodyParser`, which decodes, parses and validates them:
 

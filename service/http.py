@@ -3,7 +3,7 @@
 h11 stops buffering a request's head at ``max_incomplete_event_size`` and
 uvicorn then answers 400 "Invalid HTTP request received." and closes at
 once: with the client still sending, the close became a connection reset,
-so a 1 MB header got no answer at all. Here the limit is the service's
+so a client sending a long head got no answer at all. Here the limit is the service's
 ``max_header_bytes``, the answer a 431 naming it, and what the client still
 sends is read and dropped for a moment before the connection closes, so
 the client reads the answer. Heads that arrive in one read are measured by

@@ -121,8 +121,8 @@ class HeaderLimitMiddleware:
 class AuthFirstMiddleware:
     """401 for a ``/v1`` request without a valid key, before its body is read.
 
-    FastAPI reads and parses a body before it runs a route's dependencies, the key check among them: a
-    32 MB body without a key cost 0.7 s of the service before its 401. The routes still check the key
+    FastAPI reads and parses a body before it runs a route's dependencies, the key check among them, so a
+    large body without a key was parsed before its 401. The routes still check the key
     (`service.api.deps.require_api_key`), which answers the tenant.
     """
 

@@ -27,9 +27,9 @@ CHECKPOINT_EVERY_SECONDS = 30.0
 DEFAULT_BUDGET_SECONDS = 600.0
 DEFAULT_RAY_WORKERS = 2
 XLA_MIN_BUDGET_SECONDS = 600.0
-"""A time budget under this trains without XLA: compiling the update and the sampling pass takes 20-60 s
-on 2 cores, which a short budget cannot win back (the service's default 60 s job spent it all compiling
-and took one REINFORCE step)."""
+"""A time budget under this trains without XLA: XLA compiles the update and the sampling pass at their
+first calls, tens of seconds on a small machine, which a short budget cannot win back while plain graph
+mode steps about as fast (measured in docs/service-security.md)."""
 
 
 def add_parser(sub) -> None:
