@@ -241,22 +241,12 @@ def big_graph_body(target_bytes: int, seed: int = 0) -> bytes:
     return json.dumps(data, separators=(",", ":")).encode()
 
 
-async def healthz_during(url: str, body: bytes, clients: int, uploads_each: int, key: str) -> dict:
-    """/healthz latency probed every 20 ms while `clients` each upload `body` `uploads_each` times."""
+def _upload_all(url: str, body: bytes, clients: int, uploads_each: int, key: str, out) -> None:
+    """In a process of its own (so that sending 120 MB does not delay the probe's own event loop): `clients`
+    concurrent clients each upload `body` `uploads_each` times; the status counts go to `out`."""
     import httpx2 as httpx
 
-    probes: list[float] = []
     statuses: dict[str, int] = {}
-    running = True
-
-    async def probe() -> None:
-        async with httpx.AsyncClient(base_url=url, timeout=30) as c:
-            while running:
-                t0 = time.perf_counter()
-                r = await c.get("/healthz")
-                probes.append(time.perf_counter() - t0)
-                assert r.status_code == 200, r.text
-                await asyncio.sleep(0.02)
 
     async def uploader() -> None:
         async with httpx.AsyncClient(base_url=url, timeout=600, headers={"Authorization": f"Bearer {key}"}) as c:
@@ -264,12 +254,35 @@ async def healthz_during(url: str, body: bytes, clients: int, uploads_each: int,
                 r = await c.post("/v1/graphs", content=body, headers={"content-type": "application/json"})
                 statuses[str(r.status_code)] = statuses.get(str(r.status_code), 0) + 1
 
-    prober = asyncio.create_task(probe())
+    async def run() -> None:
+        await asyncio.gather(*(uploader() for _ in range(clients)))
+
+    asyncio.run(run())
+    out.put(statuses)
+
+
+async def healthz_during(url: str, body: bytes, clients: int, uploads_each: int, key: str) -> dict:
+    """/healthz latency probed every 20 ms while `clients` each upload `body` `uploads_each` times (the uploads
+    from another process)."""
+    import multiprocessing
+
+    import httpx2 as httpx
+
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    uploads = ctx.Process(target=_upload_all, args=(url, body, clients, uploads_each, key, out))
+    probes: list[float] = []
     t0 = time.monotonic()
-    await asyncio.gather(*(uploader() for _ in range(clients)))
+    uploads.start()
+    async with httpx.AsyncClient(base_url=url, timeout=30) as c:
+        while uploads.is_alive():
+            t = time.perf_counter()
+            r = await c.get("/healthz")
+            probes.append(time.perf_counter() - t)
+            assert r.status_code == 200, r.text
+            await asyncio.sleep(0.02)
     wall = time.monotonic() - t0
-    running = False
-    await prober
+    statuses = out.get(timeout=10) if uploads.exitcode == 0 else {"upload process failed": uploads.exitcode}
     return {"clients": clients, "uploads": clients * uploads_each, "body_mb": len(body) / 1e6,
             "seconds": wall, "upload_statuses": statuses, "healthz": summary(probes)}
 

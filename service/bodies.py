@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import multiprocessing
+import os
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -132,17 +133,8 @@ def _in_child(fn: Callable[..., Any], *args: Any) -> tuple[str, Any]:
 
 PARSE_NICENESS = 5
 """Niceness a parse process adds to the service's: parsing a large body is background work beside answering
-``/healthz`` and small requests, which on a busy machine otherwise wait for a core."""
-
-
-def _nicer(niceness: int) -> None:
-    """A parse process's initializer: lower its priority (a failure only costs latency elsewhere)."""
-    import os
-
-    try:
-        os.nice(niceness)
-    except OSError:
-        pass
+``/healthz`` and small requests, which on a busy machine otherwise wait for a core. Set by `os.nice` as the
+process's initializer, before it imports what parsing needs."""
 
 
 # -- the pool ---------------------------------------------------------------
@@ -202,7 +194,7 @@ class BodyParser:
             if self._pool is None:
                 # spawn, not fork: the service has threads (a fork copies their locks held)
                 self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                                 initializer=_nicer, initargs=(PARSE_NICENESS,))
+                                                 initializer=os.nice, initargs=(PARSE_NICENESS,))
             return self._pool
 
     def close(self) -> None:
