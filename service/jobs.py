@@ -18,11 +18,12 @@ A monitor thread reaps finished processes and starts queued jobs, at most
 resume from their checkpoint; none is left "running".
 
 A training process dies with the service (Linux: the parent-death signal,
-SIGTERM, so it checkpoints first): after ``kill -9`` of the service it does
-not train on unsupervised until the next start, which resumes it. The
-process is started by the monitor thread only, which lives as long as the
-service: the parent-death signal fires when the *thread* that started the
-process ends, and a request thread of the pool ends when idle.
+SIGTERM, so it checkpoints first; see `_dying_with_the_service`): after
+``kill -9`` of the service it does not train on unsupervised until the next
+start, which resumes it. The process is started by the monitor thread only,
+which lives as long as the service: the parent-death signal fires when the
+*thread* that started the process ends, and a request thread of the pool
+ends when idle.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from placer.cluster import Cluster
 from placer.graph import OpGraph
@@ -352,8 +353,10 @@ class JobRunner:
                 # service's shutdown sends SIGTERM itself so the job checkpoints). Not a session of its own:
                 # Linux's autogroups give each session an equal share of the CPU whatever its niceness, so a
                 # job in one would still halve the CPU of answers given at once (`_lower_priority`).
-                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                                        env=env, process_group=0, preexec_fn=_die_with(os.getpid()))
+                if shutil.which(cmd[0]) is None:  # the guard would start and fail at its exec, later
+                    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), cmd[0])
+                proc = subprocess.Popen(_dying_with_the_service(cmd), stdin=subprocess.DEVNULL, stdout=logf,
+                                        stderr=subprocess.STDOUT, env=env, process_group=0)
         except OSError as e:
             self.storage.update_job(job_id=record.id, state="failed", resume=False,
                                     error=f"cannot start the training process ({e})")
@@ -432,32 +435,31 @@ class JobRunner:
                 log.info("job %s was interrupted by a service restart; queued to resume", record.id)
 
 
-_PR_SET_PDEATHSIG = 1
-"""prctl(2) option: the signal a process gets when the thread that started it ends."""
+_PARENT_DEATH_GUARD = """\
+import ctypes, os, signal, sys
+ctypes.CDLL(None).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG: kept across the exec below
+if os.getppid() != int(sys.argv[1]):  # the service died before the signal was asked for
+    sys.exit(1)
+try:
+    os.execvp(sys.argv[2], sys.argv[2:])
+except OSError as e:
+    sys.exit(f"cannot start the training process ({e})")
+"""
+"""Run before the training command, in its process: asks Linux to send it SIGTERM when its parent (the
+service's job monitor thread) dies, then becomes the command (same pid)."""
 
 
-def _die_with(parent: int) -> Callable[[], None] | None:
-    """What a job process runs between fork and exec so that it gets SIGTERM when the service dies, however
-    it dies (``kill -9`` included); None where the system has no parent-death signal (not Linux).
+def _dying_with_the_service(cmd: list[str]) -> list[str]:
+    """`cmd` behind `_PARENT_DEATH_GUARD` (Linux; elsewhere `cmd` itself, and the next start stops a process
+    the service left, as `_recover` does).
 
-    The C library is loaded here, in the service, not in the forked child. If the service died before the
-    child asked, the child signals itself.
+    Not a ``preexec_fn``: with one, Python forks instead of using vfork, which runs the libraries' fork
+    handlers, and OpenBLAS's (loaded with numpy) joins its threads there: the service deadlocked starting a
+    job now and then.
     """
     if not sys.platform.startswith("linux"):
-        return None
-    import ctypes
-
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-    def set_parent_death_signal() -> None:
-        prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-        if os.getppid() != parent:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return set_parent_death_signal
+        return cmd
+    return [sys.executable, "-I", "-S", "-c", _PARENT_DEATH_GUARD, str(os.getpid()), *cmd]
 
 
 def _lower_priority(pid: int, niceness: int) -> None:

@@ -323,3 +323,38 @@ class _StaleReads:
         if self.hold_if_state is None or kw.get("if_state") == self.hold_if_state:
             self._hold()
         return self._storage.update_job(**kw)
+
+
+def test_the_guard_sets_the_parent_death_signal_then_becomes_the_command():
+    """The training command runs in the guard's process (same pid) with SIGTERM as its parent-death signal."""
+    import subprocess
+    import sys
+
+    from service.jobs import _dying_with_the_service
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("Linux only")
+    probe = ("import ctypes, os; v = ctypes.c_int(); ctypes.CDLL(None).prctl(2, ctypes.byref(v), 0, 0, 0); "
+             "print(v.value, os.getpid())")
+    proc = subprocess.Popen(_dying_with_the_service([sys.executable, "-c", probe]), stdout=subprocess.PIPE, text=True)
+    out, _ = proc.communicate(timeout=60)
+    assert out.split() == ["15", str(proc.pid)]
+
+
+def test_jobs_start_without_a_preexec_fn(storage, settings, monkeypatch):
+    """With a preexec_fn Python forks (not vfork), running the libraries' fork handlers: OpenBLAS's joins its
+    threads there, and starting a job deadlocked the service now and then."""
+    import subprocess
+
+    seen = []
+    real = subprocess.Popen
+
+    def popen(*args, **kwargs):
+        seen.append(kwargs.get("preexec_fn"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr("service.jobs.subprocess.Popen", popen)
+    runner = _runner(storage, settings)
+    rec = _submit(runner, budget=0.2)
+    wait_for(lambda: _state(storage, rec.id) == "done")
+    assert seen == [None]
