@@ -1,7 +1,7 @@
 """`placer pretrain CORPUS --cluster C... --budget-seconds S --out DIR`: one policy for many graphs.
 
 Trains one placement policy over every training graph of a corpus
-(``corpus/make_corpus.py`` makes one) on every cluster given; see
+(``python -m corpus.make_corpus`` makes one) on every cluster given; see
 `placer.rl.pretrain`. Writes DIR/policy (the policy: ``placer place --method
 rl --policy DIR/policy``, ``placer train --init DIR/policy``), history.csv,
 curve.png, progress.json, teachers.json and a checkpoint; Ctrl-C or SIGTERM
@@ -25,7 +25,7 @@ def add_parser(sub) -> None:
                                    "then REINFORCE across graphs and clusters). The policy is exported to "
                                    "DIR/policy for zero-shot placement and fine-tuning.",
                        formatter_class=config_help("PretrainConfig"))  # {field}: PretrainConfig's default
-    p.add_argument("corpus", help="corpus folder or its manifest.json (see corpus/make_corpus.py)")
+    p.add_argument("corpus", help="corpus folder or its manifest.json (see python -m corpus.make_corpus)")
     p.add_argument("--cluster", nargs="+", default=list(DEFAULT_CLUSTERS), metavar="C",
                    help=f"presets or cluster files to train on (default: {' '.join(DEFAULT_CLUSTERS)})")
     add_run_folder(p)

@@ -61,7 +61,7 @@ def add_parser(sub) -> None:
     p.add_argument("--warm-start-search", type=float, default=None, metavar="S",
                    help="first improve the heuristic warm start by S seconds of local search in the simulator "
                         "(step time objective; default {warm_start_search:g}: imitate the heuristic as it is); "
-                        "where REINFORCE starts decides much of where it ends (README: Learned placer)")
+                        "where REINFORCE starts decides much of where it ends (docs/learned-placer.md)")
     add_grouping_flags(p, "; not with --init, whose policy decides its groups", critical_remark="; not with --init")
     p.add_argument("--starts", type=int, default=None, metavar="K",
                    help="race REINFORCE from the K fastest distinct heuristic placements (2-8), keeping the "

@@ -199,9 +199,9 @@ def searched_reference(graph: OpGraph, cluster: Cluster, reference: tuple[str, n
     """A warm start's ``(name, device per op, step time)`` after `seconds` of local search
     (`placer.placers.refine`), named ``NAME+search``.
 
-    Which basin REINFORCE ends in depends much on where it starts: from a
-    searched start 90 s runs ended faster on 9 of 10 graphs, but 9% slower
-    on one (README, *Learned placer*; ``bench_pretrain.py --stages rl_searched``).
+    Which basin REINFORCE ends in depends much on where it starts, so a
+    searched start is an option, not the default (evidence:
+    docs/learned-placer.md).
     """
     from placer.placers.refine import SEARCHED, refine
 

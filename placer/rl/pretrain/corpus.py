@@ -1,6 +1,6 @@
 """The corpus a run trains on: its manifest and its splits (train, validation, held-out families).
 
-A manifest (``corpus/make_corpus.py`` writes one) lists graphs with a name,
+A manifest (``python -m corpus.make_corpus`` writes one) lists graphs with a name,
 a family, a split and a path. Training takes the "train" split minus held-out
 families; validation graphs, of families neither trained on nor held out,
 choose the exported checkpoint.
@@ -27,7 +27,7 @@ def read_manifest(corpus: str | Path) -> tuple[Path, dict[str, Any]]:
     if path.is_dir():
         path = path / "manifest.json"
     if not path.is_file():
-        raise PlacerError(f"no corpus manifest at {str(path)!r} (make one with corpus/make_corpus.py)")
+        raise PlacerError(f"no corpus manifest at {str(path)!r} (make one with `python -m corpus.make_corpus`)")
     manifest = read_json_file(path, "corpus manifest")
     if not isinstance(manifest, dict) or not isinstance(manifest.get("graphs"), list) or not manifest["graphs"]:
         raise PlacerError(f"{str(path)!r}: a corpus manifest needs a non-empty 'graphs' list")
