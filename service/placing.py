@@ -7,7 +7,6 @@ service adds no placement logic: it picks among the registry's answers.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import math
 import os
@@ -72,12 +71,13 @@ def resolve_cluster(spec: str | dict[str, Any]) -> Cluster:
 
 
 def check_options(name: str, options: dict[str, Any]) -> None:
-    """Refuse options the placer's function does not take, or over `OPTION_LIMITS`, naming them.
+    """Refuse options the placer does not take (`placer.placers.registry.PlacerInfo.check_options`: those
+    ``GET /v1/placers`` lists, of the right type and range), or over `OPTION_LIMITS`, naming them.
 
     Raises
     ------
     PlacerError
-        If an option is not a keyword parameter of the placer, or is over its limit.
+        If an option is not one of the placer's, has a bad value, or is over its limit.
     """
     if not options:
         return
@@ -86,13 +86,7 @@ def check_options(name: str, options: dict[str, Any]) -> None:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and not value <= limit:
             raise PlacerError(f"method {name!r}: option {key} may be at most {limit:g} in this service, "
                               f"got {value!r}")
-    params = inspect.signature(registry.get(name).fn).parameters.values()
-    if any(p.kind is p.VAR_KEYWORD for p in params):
-        return
-    known = {p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)} - {"graph", "cluster"}
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise PlacerError(f"method {name!r} takes no option(s) {unknown}; its options: {sorted(known) or 'none'}")
+    registry.get(name).check_options(options)
 
 
 def place_one(name: str, graph: OpGraph, cluster: Cluster, *, objective: str = "step_time",

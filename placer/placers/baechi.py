@@ -34,24 +34,28 @@ does not fuse, since a fused chain would defeat its even memory shares.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import numpy as np
 
+from placer.cluster import Cluster
 from placer.dag import upward_ranks
-from placer.placers.common import (LiveMemory, MemoryLedger, Problem, expand_units, fit_to_memory, flag_option,
-                                   number_option, reject_options)
+from placer.graph import OpGraph
+from placer.placement import Placement
+from placer.placers.common import LiveMemory, MemoryLedger, Problem, expand_units, fit_to_memory
 from placer.placers.heft import Schedule
+from placer.placers.options import Option
 from placer.placers.registry import register
 
 
 # -- m-TOPO -------------------------------------------------------------------
 @register("m_topo", description="Baechi m-TOPO: topological order fills each GPU up to an even memory share")
-def place_m_topo(graph, cluster, **options):
+def place_m_topo(graph: OpGraph, cluster: Cluster) -> Placement:
     """Fill devices in topological order up to total memory / k + the largest unit each.
 
     The share balances Baechi's static memory (weights + outputs); whether
     the result fits is then checked with the simulator (`fit_to_memory`).
     """
-    reject_options("m_topo", options)
     problem = Problem.build(graph, cluster)
     devices = problem.candidates
     share = problem.unit_memory.sum() / len(devices) + problem.unit_memory.max()
@@ -239,22 +243,20 @@ def list_schedule(problem: Problem, devices: np.ndarray, memory: LiveMemory,
     return Schedule(assignment, start, finish)
 
 
-FOLLOW_FORWARD = ("place only forward ops; each gradient op follows its forward op (Baechi's forward-operator-based "
-                  "placement; default false)")
+FOLLOW_FORWARD = Option("place only forward ops; each gradient op follows its forward op (Baechi's "
+                        "forward-operator-based placement)")
 
 
-@register("m_etf", description="Baechi m-ETF: earliest-task-first list scheduling under GPU memory limits",
-          options={"follow_forward": FOLLOW_FORWARD})
-def place_m_etf(graph, cluster, **options):
+@register("m_etf", description="Baechi m-ETF: earliest-task-first list scheduling under GPU memory limits")
+def place_m_etf(graph: OpGraph, cluster: Cluster, *,
+                follow_forward: Annotated[bool, FOLLOW_FORWARD] = False) -> Placement:
     """Memory-constrained ETF over the GPUs; see the module docstring.
 
-    Option ``follow_forward`` (default False): place only forward ops and let
-    each gradient op follow its forward op (Baechi's forward-operator-based
-    placement, `placer.placers.common.forward_units`).
+    `follow_forward`: place only forward ops and let each gradient op follow
+    its forward op (Baechi's forward-operator-based placement,
+    `placer.placers.common.forward_units`).
     """
-    reject_options("m_etf", options)
-    problem = Problem.build(graph, cluster, fuse_chains=True,
-                            follow_forward=flag_option("m_etf", options, "follow_forward", False))
+    problem = Problem.build(graph, cluster, fuse_chains=True, follow_forward=follow_forward)
     memory = LiveMemory(problem)
     schedule = list_schedule(problem, problem.candidates, memory)
     return problem.placement(schedule.assignment, "m_etf", memory, schedule_length=schedule.length)
@@ -357,20 +359,18 @@ def favorite_children(problem: Problem, devices: np.ndarray, time_limit: float =
     return favorite, info
 
 
-@register("m_sct", description="Baechi m-SCT: favourite-child LP (HiGHS) + small-communication-time scheduling",
-          options={"lp_time_limit": "seconds the favourite-child LP may take; past it, scheduled as m-ETF (default 60)",
-                   "follow_forward": FOLLOW_FORWARD})
-def place_m_sct(graph, cluster, **options):
+@register("m_sct", description="Baechi m-SCT: favourite-child LP (HiGHS) + small-communication-time scheduling")
+def place_m_sct(graph: OpGraph, cluster: Cluster, *,
+                lp_time_limit: Annotated[float, Option("seconds the favourite-child LP may take; past it, "
+                                                       "scheduled as m-ETF", ge=0)] = 60.0,
+                follow_forward: Annotated[bool, FOLLOW_FORWARD] = False) -> Placement:
     """Memory-constrained SCT over the GPUs; see the module docstring.
 
-    Options: ``lp_time_limit`` (seconds, default 60); ``follow_forward`` as
-    for `place_m_etf`.
+    `lp_time_limit` bounds the favourite-child LP; `follow_forward` as for
+    `place_m_etf`.
     """
-    reject_options("m_sct", options)
-    problem = Problem.build(graph, cluster, fuse_chains=True,
-                            follow_forward=flag_option("m_sct", options, "follow_forward", False))
-    favorite, info = favorite_children(problem, problem.candidates,
-                                       number_option("m_sct", options, "lp_time_limit", 60.0, allow_zero=True))
+    problem = Problem.build(graph, cluster, fuse_chains=True, follow_forward=follow_forward)
+    favorite, info = favorite_children(problem, problem.candidates, lp_time_limit)
     memory = LiveMemory(problem)
     schedule = list_schedule(problem, problem.candidates, memory, favorite=favorite)
     return problem.placement(schedule.assignment, "m_sct", memory, schedule_length=schedule.length, **info)

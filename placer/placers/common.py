@@ -412,39 +412,3 @@ class LiveMemory:
             self.used[d] -= self.problem.out_bytes[m]
 
 
-def reject_options(method: str, options: dict) -> None:
-    """Raise a `PlacerError` naming any option `method` does not take (its registered options, and
-    ``objective`` where it optimises one besides step time, which `placer.placers.registry.place` passes)."""
-    from placer.errors import PlacerError
-    from placer.placers import registry
-
-    info = registry.get(method)
-    allowed = list(info.options) + (["objective"] if set(info.objectives) - {"step_time"} else [])
-    unknown = sorted(set(options) - set(allowed))
-    if unknown:
-        takes = f"; it takes {', '.join(info.options)}" if info.options else "; it takes none"
-        raise PlacerError(f"method {method!r}: unknown option(s) {', '.join(unknown)}{takes}")
-
-
-def flag_option(method: str, options: dict, name: str, default: bool) -> bool:
-    """A true/false option's value; anything but a boolean is refused (``"false"`` would be truthy)."""
-    from placer.errors import PlacerError
-
-    value = options.get(name, default)
-    if not isinstance(value, (bool, np.bool_)):
-        raise PlacerError(f"method {method!r}: option {name} must be true or false, got {value!r}")
-    return bool(value)
-
-
-def number_option(method: str, options: dict, name: str, default: float, kind: type = float,
-                  allow_zero: bool = False) -> float:
-    """A positive (or, with `allow_zero`, non-negative) number option's value as `kind`, or a `PlacerError`
-    naming it."""
-    from placer.errors import PlacerError
-
-    value = options.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) \
-            or (kind is int and value != int(value)) or value < 0 or (value == 0 and not allow_zero):
-        raise PlacerError(f"method {method!r}: option {name} must be a {'non-negative' if allow_zero else 'positive'} "
-                          f"{'integer' if kind is int else 'number'}, got {value!r}")
-    return kind(value)

@@ -29,8 +29,11 @@ import heapq
 
 import numpy as np
 
+from placer.cluster import Cluster
 from placer.dag import downward_ranks, upward_ranks
-from placer.placers.common import LiveMemory, Problem, reject_options
+from placer.graph import OpGraph
+from placer.placement import Placement
+from placer.placers.common import LiveMemory, Problem
 from placer.placers.heft import ListScheduler, Schedule, quantised_ranks
 from placer.placers.registry import register
 
@@ -101,9 +104,8 @@ def cpop(problem: Problem, devices: np.ndarray | None = None, memory: LiveMemory
 
 @register("cpop", description="Critical-Path-on-a-Processor (Topcuoglu et al. 2002): the critical path on one "
                               "device, other ops by earliest finish")
-def place_cpop(graph, cluster, **options):
+def place_cpop(graph: OpGraph, cluster: Cluster) -> Placement:
     """CPOP over every device of the cluster; see the module docstring."""
-    reject_options("cpop", options)
     problem = Problem.build(graph, cluster)
     memory = LiveMemory(problem)
     schedule = cpop(problem, memory=memory)

@@ -25,7 +25,10 @@ import re
 
 import numpy as np
 
-from placer.placers.common import Problem, expand_units, fit_to_memory, reject_options
+from placer.cluster import Cluster
+from placer.graph import OpGraph
+from placer.placement import Placement
+from placer.placers.common import Problem, expand_units, fit_to_memory
 from placer.placers.registry import register
 
 _GRADIENT_PREFIX = re.compile(r"^(gradient_tape|gradients?|training)(_\d+)?$", re.IGNORECASE)
@@ -176,9 +179,8 @@ def unit_vote(problem: Problem, op_device: np.ndarray, weight: np.ndarray) -> np
 
 @register("expert", description="human expert: one layer (attention, softmax) per GPU in turn; "
                                 "else cost-balanced pipeline stages")
-def place_expert(graph, cluster, **options):
+def place_expert(graph: OpGraph, cluster: Cluster) -> Placement:
     """The expert placement; see the module docstring."""
-    reject_options("expert", options)
     problem = Problem.build(graph, cluster)
     devices = problem.candidates
     layers = sequence_layers(problem)

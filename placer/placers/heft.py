@@ -30,8 +30,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from placer.cluster import Cluster
 from placer.dag import upward_ranks
-from placer.placers.common import LiveMemory, Problem, reject_options
+from placer.graph import OpGraph
+from placer.placement import Placement
+from placer.placers.common import LiveMemory, Problem
 from placer.placers.registry import register
 
 
@@ -158,9 +161,8 @@ def heft(problem: Problem, devices: np.ndarray | None = None,
 
 
 @register("heft", description="Heterogeneous Earliest Finish Time (Topcuoglu et al. 2002), insertion-based")
-def place_heft(graph, cluster, **options):
+def place_heft(graph: OpGraph, cluster: Cluster) -> Placement:
     """HEFT over every device of the cluster; see the module docstring."""
-    reject_options("heft", options)
     problem = Problem.build(graph, cluster)
     memory = LiveMemory(problem)
     schedule = heft(problem, memory=memory)

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from placer.placers.common import Problem, expand_units, fit_to_memory, reject_options
+from placer.cluster import Cluster
+from placer.graph import OpGraph
+from placer.placement import Placement
+from placer.placers.common import Problem, expand_units, fit_to_memory
 from placer.placers.registry import register
 
 # METIS weights are C ints; sums must stay below 2**31 on 32-bit index builds.
@@ -62,11 +65,10 @@ def target_shares(problem: Problem, devices: np.ndarray) -> np.ndarray | None:
 
 
 @register("metis", description="k-way METIS partition over the GPUs: balance compute, cut fewest bytes")
-def place_metis(graph, cluster, **options):
+def place_metis(graph: OpGraph, cluster: Cluster) -> Placement:
     """Partition the unit graph into one part per GPU with METIS; see the module docstring."""
     import pymetis
 
-    reject_options("metis", options)
     problem = Problem.build(graph, cluster)
     devices = problem.candidates
     k = len(devices)

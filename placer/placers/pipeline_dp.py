@@ -30,6 +30,7 @@ search); it can leave the contiguous space and beat the DP.
 from __future__ import annotations
 
 import time
+from typing import Annotated
 
 import numba
 import numpy as np
@@ -38,7 +39,8 @@ from placer.cluster import Cluster
 from placer.graph import OpGraph
 from placer.objectives import ThroughputModel
 from placer.placement import Placement
-from placer.placers.common import colocation_units, flag_option, number_option, reject_options
+from placer.placers.common import colocation_units
+from placer.placers.options import Option
 from placer.placers.pipeline_units import (
     Ideals, TooManyIdeals, UnitDag, build_units, chain_ideals, enumerate_ideals, is_backward, merge_trivial,
 )
@@ -391,28 +393,24 @@ def _blocks(dag: UnitDag, order: np.ndarray, count: int) -> UnitDag:
 
 @register("pipeline_dp", objectives=("throughput",),
           description="throughput-optimal pipeline split (max device load): DP over contiguous unit sets, "
-                      "then local search",
-          options={"max_ideals": f"most unit sets (ideals) the DP may enumerate (default {DEFAULT_MAX_IDEALS})",
-                   "pair_budget": f"most ideal pairs the DP may examine (default {DEFAULT_PAIR_BUDGET})",
-                   "local_search": "improve the DP's split by local search (default true)",
-                   "search_seconds": "time limit of the multi-start descent, and again of the iterated search "
-                                     "(default 3)",
-                   "seed": "seed of the local search (default 0)"})
-def place_pipeline_dp(graph: OpGraph, cluster: Cluster, **options) -> Placement:
+                      "then local search")
+def place_pipeline_dp(
+    graph: OpGraph, cluster: Cluster, *,
+    max_ideals: Annotated[int, Option("most unit sets (ideals) the DP may enumerate", gt=0)] = DEFAULT_MAX_IDEALS,
+    pair_budget: Annotated[int, Option("most ideal pairs the DP may examine", gt=0)] = DEFAULT_PAIR_BUDGET,
+    local_search: Annotated[bool, Option("improve the DP's split by local search")] = True,
+    search_seconds: Annotated[float, Option("time limit of the multi-start descent, and again of the iterated "
+                                            "search", gt=0)] = 3.0,
+    seed: Annotated[int, Option("seed of the local search", ge=0)] = 0,
+) -> Placement:
     """Best contiguous split by the DP, improved by local search (see the module docstring).
 
-    Options: ``objective`` (only ``throughput`` is optimised), ``max_ideals``,
-    ``pair_budget``, ``local_search`` (default True), ``search_seconds``
-    (the time limit of the multi-start descent, and again of the iterated
-    search; default 3), ``seed``.
+    It optimises the throughput objective whatever `registry.place` is asked
+    (and says so for the others).
     """
     from placer.placers.load_search import balanced_starts, improve, iterate
 
-    reject_options("pipeline_dp", options)
-    limits = {"max_ideals": number_option("pipeline_dp", options, "max_ideals", DEFAULT_MAX_IDEALS, int),
-              "pair_budget": number_option("pipeline_dp", options, "pair_budget", DEFAULT_PAIR_BUDGET, int)}
-    search_seconds = number_option("pipeline_dp", options, "search_seconds", 3.0, float)
-    seed = number_option("pipeline_dp", options, "seed", 0, int, allow_zero=True)
+    limits = {"max_ideals": max_ideals, "pair_budget": pair_budget}
     model = ThroughputModel(graph, cluster)
     t0 = time.perf_counter()
     assignment, dp_load, info = best_split(graph, cluster, model=model, **limits)
@@ -421,7 +419,7 @@ def place_pipeline_dp(graph: OpGraph, cluster: Cluster, **options) -> Placement:
     if exceeded:  # as the other placers do: place anyway, say so, let the simulator judge
         assignment, dp_load, info = best_split(graph, cluster, model=model, respect_memory=False, **limits)
     info["dp_max_load"] = dp_load
-    if flag_option("pipeline_dp", options, "local_search", True):
+    if local_search:
         t1 = time.perf_counter()
         unit = colocation_units(graph)
         starts = {"dp": assignment, **_metis_start(graph, cluster)}

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from placer.placers.common import Problem, expand_units, fit_to_memory, reject_options
+from placer.cluster import Cluster
+from placer.graph import OpGraph
+from placer.placement import Placement
+from placer.placers.common import Problem, expand_units, fit_to_memory
 from placer.placers.registry import register
 
 
 @register("round_robin", description="ops dealt over the GPUs in turn, in topological order")
-def place_round_robin(graph, cluster, **options):
+def place_round_robin(graph: OpGraph, cluster: Cluster) -> Placement:
     """Deal colocation units over the candidate devices in topological order, then fit memory."""
-    reject_options("round_robin", options)
     problem = Problem.build(graph, cluster)
     devices = problem.candidates
     unit_device = devices[np.arange(problem.num_units) % len(devices)]

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from placer.placers.common import Problem, reject_options
+from placer.cluster import Cluster
+from placer.graph import OpGraph
+from placer.placement import Placement
+from placer.placers.common import Problem
 from placer.placers.registry import register
 
 
 @register("single", description="everything on the fastest device that fits in memory (simulated)")
-def place_single(graph, cluster, **options):
+def place_single(graph: OpGraph, cluster: Cluster) -> Placement:
     """Place every op on the device with the shortest simulated step time among those that fit.
 
     When no device can hold the whole graph, the fastest device is chosen
@@ -22,7 +25,6 @@ def place_single(graph, cluster, **options):
     """
     from placer.simulator import Simulator
 
-    reject_options("single", options)
     problem = Problem.build(graph, cluster)
     sim = Simulator(graph, cluster, times=problem.times)
     num_devices = len(cluster)

@@ -32,7 +32,7 @@ def heuristic_stopped_by_ctrl_c():
     from placer.placers import registry
 
     @registry.register("test_ctrl_c", description="Ctrl-C in compiled code")
-    def stopped(graph, cluster, **options):
+    def stopped(graph, cluster):
         try:
             raise KeyboardInterrupt
         except KeyboardInterrupt as e:

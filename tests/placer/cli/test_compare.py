@@ -57,7 +57,7 @@ def test_table_marks_the_winner_and_plot_is_written(graph_files, tmp_path, capsy
 @pytest.fixture
 def failing_method():
     @registry.register("test_fails", description="always fails", heuristic=False)
-    def boom(graph, cluster, **options):
+    def boom(graph, cluster):
         raise RuntimeError("boom")
 
     yield "test_fails"
@@ -79,7 +79,7 @@ def test_one_failing_method_gives_an_error_row_and_exit_1(graph_files, failing_m
 def interrupted_method():
     """A method stopped by Ctrl-C inside numba-compiled code, which hands the KeyboardInterrupt back in a SystemError."""
     @registry.register("test_interrupted", description="Ctrl-C in compiled code", heuristic=False)
-    def stopped(graph, cluster, **options):
+    def stopped(graph, cluster):
         try:
             raise KeyboardInterrupt
         except KeyboardInterrupt as e:

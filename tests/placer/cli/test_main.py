@@ -71,7 +71,7 @@ from placer.cli.main import main
 from placer.placers import registry
 
 @registry.register("test_sigterm", description="SIGTERM arrives while it places", heuristic=False)
-def terminated(graph, cluster, **options):
+def terminated(graph, cluster):
     os.kill(os.getpid(), signal.SIGTERM)
     time.sleep(60)  # the signal's handler ends the sleep
     raise AssertionError("SIGTERM did not stop the command")

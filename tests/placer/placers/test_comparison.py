@@ -1,8 +1,11 @@
 """`placer.placers.comparison.compare`: the rows of `placer compare`, and resuming them."""
 
+from typing import Annotated
+
 import pytest
 
 from placer.placers import registry
+from placer.placers.options import Option
 from placer.placers.comparison import compare
 from placer.placers.single import place_single
 from placer.presets import get as preset
@@ -15,8 +18,9 @@ def optioned_method():
     calls = []
 
     @registry.register("test_optioned", description="takes an option", heuristic=False)
-    def optioned(graph, cluster, **options):
-        calls.append(options)
+    def optioned(graph, cluster, *, budget_seconds: Annotated[float | None, Option("a budget", gt=0)] = None,
+                 policy: Annotated[str | None, Option("a policy")] = None):
+        calls.append({k: v for k, v in (("budget_seconds", budget_seconds), ("policy", policy)) if v is not None})
         return place_single(graph, cluster)
 
     yield "test_optioned", calls
