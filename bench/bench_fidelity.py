@@ -150,7 +150,6 @@ def placements(graph: OpGraph, cluster, n_random: int, seed: int, rl_steps: int)
         except PlacerError as e:
             log(f"  {name}: skipped ({e})")
             continue
-        p.method = name
         out.append(p)
     for d in range(D):
         add(f"single:{d}", np.full(units.max() + 1, d))
@@ -170,7 +169,6 @@ def placements(graph: OpGraph, cluster, n_random: int, seed: int, rl_steps: int)
             trainer = Trainer(graph, cluster, TrainConfig(samples=8, groups=32, hidden=32, seed=seed))
             train(trainer, max_steps=rl_steps)
             p = trainer.best_placement()
-            p.method = "rl"
             if any(len({p.devices[graph.ops[i].name] for i in np.flatnonzero(units == u)}) > 1
                    for u in range(units.max() + 1)):
                 log("  rl: placement splits a colocation group; skipped")

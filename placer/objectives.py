@@ -27,7 +27,7 @@ local search).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numba
 import numpy as np
@@ -210,7 +210,8 @@ def max_load(graph: OpGraph, cluster: Cluster, placement) -> float:
 
 
 def evaluate(graph: OpGraph, cluster: Cluster, placement, objective: str = "step_time"):
-    """Fill a placement's simulated fields and, for ``throughput``, its ``max_load``.
+    """A new placement: `placement` with its simulated fields, `objective` and, for ``throughput``, its
+    ``max_load`` (`placement` itself is left as it was).
 
     ``step_time`` always stays the simulator's; the objective decides which
     number the placer was asked to make small.
@@ -218,8 +219,6 @@ def evaluate(graph: OpGraph, cluster: Cluster, placement, objective: str = "step
     from placer.simulator import Simulator
 
     check_objective(objective)
-    Simulator(graph, cluster).evaluate(placement)
-    placement.objective = objective
-    if objective == "throughput":
-        placement.max_load = max_load(graph, cluster, placement)
-    return placement
+    simulated = Simulator(graph, cluster).evaluate(placement)
+    load = max_load(graph, cluster, simulated) if objective == "throughput" else placement.max_load
+    return replace(simulated, objective=objective, max_load=load)

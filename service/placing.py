@@ -12,6 +12,7 @@ import math
 import os
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 from placer import presets
@@ -176,9 +177,7 @@ def place_best(graph: OpGraph, cluster: Cluster, *, objective: str = "step_time"
     if not results:
         raise PlacerError(f"method 'best': no heuristic produced a placement: {problems}")
     best = results[rank([p.step_time for p in results], [p.oom for p in results])[0]]
-    best.meta["best_of"] = list(step_times)
-    best.meta.update(problems)
-    return best, step_times
+    return replace(best, meta={**best.meta, "best_of": list(step_times), **problems}), step_times
 
 
 def baselines(graph: OpGraph, cluster: Cluster, *, objective: str = "step_time",
@@ -233,12 +232,10 @@ def zero_shot(graph: OpGraph, cluster: Cluster, seed: int = 0) -> Placement | No
     from placer.rl.zero_shot import DEFAULT_SAMPLES, place_zero_shot
 
     try:
-        placement = place_zero_shot(graph, cluster, shipped_policy(), samples=DEFAULT_SAMPLES, seed=seed)
+        return place_zero_shot(graph, cluster, shipped_policy(), samples=DEFAULT_SAMPLES, seed=seed, method=RL)
     except PlacerError as e:  # e.g. more devices than the policy addresses: the job still runs
         log.warning("zero-shot placement of %r on %r failed: %s", graph.name, cluster.name, e)
         return None
-    placement.method = RL
-    return placement
 
 
 _policy_lock = threading.Lock()

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -334,8 +335,7 @@ def load_split(workload_path: str | os.PathLike, split_path: str | os.PathLike) 
     split = read_json_file(split_path, "MSR split")
     stem = workload_name(workload_path)
     placement = placement_from_split(data, split, stem, f"msr-{stem}", f"MSR split {str(split_path)!r}")
-    placement.method = f"msr-split:{workload_name(split_path)}"
-    return placement
+    return replace(placement, method=f"msr-split:{workload_name(split_path)}")
 
 
 # -- the format registry's entry points (`placer.importers.register_format`) --

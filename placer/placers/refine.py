@@ -20,7 +20,7 @@ ranked by the bytes over capacity, then by step time.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -175,14 +175,11 @@ def refine(graph: OpGraph, cluster: Cluster, placement: Placement, *, seconds: f
             break
         asked *= 2
     refined = sim.evaluate(Placement.from_assignment(graph, cluster, assignment, placement.method))
-    refined.objective = placement.objective
-    refined.meta = dict(placement.meta)
-    refined.meta["refined"] = {
+    return replace(refined, objective=placement.objective, meta={**placement.meta, "refined": {
         "start_step_time": levels[0].start_step_time, "moves": sum(f.moves for f in levels),
         "sweeps": sum(f.sweeps for f in levels), "local_optimum": levels[-1].local_optimum,
         "groups": level_groups, "seconds": time.perf_counter() - t0,
-    }
-    return refined
+    }})
 
 
 def _keys(sim: Simulator, assignments: np.ndarray) -> np.ndarray:

@@ -15,7 +15,7 @@ registered; method ``rl`` is registered by ``placer.rl`` (`placer.rl.method`).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from placer.cluster import Cluster
@@ -144,10 +144,13 @@ def place(name: str, graph: OpGraph, cluster: Cluster, *, objective: str = "step
     `objective` is ``step_time`` or ``throughput`` (`placer.objectives`).
     A placer that optimises it and has an ``objective`` parameter receives it
     as ``objective=``; the others place as they always do. `options` are
-    checked first (`PlacerInfo.check_options`, hooks allowed). The result's ``step_time`` is always the simulator's;
-    for ``throughput`` its ``max_load`` is filled too. Its ``meta`` holds
-    ``place_seconds`` (wall time of the placer alone) and, when the placer
-    does not optimise `objective`, ``ignored_objective``.
+    checked first (`PlacerInfo.check_options`, hooks allowed).
+
+    Returns a new placement (the placer's own answer is left as it was): its
+    ``step_time`` is always the simulator's; for ``throughput`` its
+    ``max_load`` is filled too. Its ``meta`` holds ``place_seconds`` (wall
+    time of the placer alone) and, when the placer does not optimise
+    `objective`, ``ignored_objective``.
     """
     from placer.objectives import check_objective, evaluate
 
@@ -159,8 +162,7 @@ def place(name: str, graph: OpGraph, cluster: Cluster, *, objective: str = "step
     t0 = time.perf_counter()
     placement = info.fn(graph, cluster, **options)
     elapsed = time.perf_counter() - t0
-    placement.method = name
-    placement.meta["place_seconds"] = elapsed
+    meta = {**placement.meta, "place_seconds": elapsed}
     if objective not in info.objectives:
-        placement.meta["ignored_objective"] = objective
-    return evaluate(graph, cluster, placement, objective)
+        meta["ignored_objective"] = objective
+    return evaluate(graph, cluster, replace(placement, method=name, meta=meta), objective)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Protocol
 
 import numpy as np
@@ -481,10 +481,9 @@ class Trainer:
                        "parameters": int(sum(int(np.prod(v.shape)) for v in self.policy.trainable_variables))},
             "config": asdict(self.config),
         })
-        self.sim.evaluate(placement)
+        placement = self.sim.evaluate(placement)
         if self.throughput is not None:
-            placement.objective = "throughput"
-            placement.max_load = self.throughput.max_load(ops)
+            placement = replace(placement, objective="throughput", max_load=self.throughput.max_load(ops))
         return placement
 
 

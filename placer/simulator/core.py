@@ -7,7 +7,7 @@ once, and each call is a single pass of the numba event loop in `kernel.py`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -205,17 +205,17 @@ class Simulator:
         return BatchResult(steps, busy, peaks, moved, (peaks > self.memory_bytes[None, :]).any(axis=1))
 
     def evaluate(self, placement: Placement) -> Placement:
-        """Fill a placement's step time, peak memory, oom and lower bound."""
+        """A new placement: `placement` with this graph's and cluster's names and its simulated step time,
+        peak memory, oom and lower bound (`placement` itself is left as it was)."""
         res = self.run(placement.assignment(self.graph, self.cluster))
-        placement.step_time = res.step_time
-        placement.peak_memory = {d.name: float(p) for d, p in zip(self.cluster.devices, res.peak_memory)}
-        placement.oom = res.oom
-        placement.lower_bound = res.lower_bound
-        placement.graph = self.graph.name
-        placement.cluster = self.cluster.name
-        return placement
+        return replace(
+            placement, graph=self.graph.name, cluster=self.cluster.name, devices=dict(placement.devices),
+            step_time=res.step_time,
+            peak_memory={d.name: float(p) for d, p in zip(self.cluster.devices, res.peak_memory)},
+            oom=res.oom, lower_bound=res.lower_bound, meta=dict(placement.meta),
+        )
 
 
 def evaluate(graph: OpGraph, cluster: Cluster, placement: Placement) -> Placement:
-    """One-shot `Simulator(graph, cluster).evaluate(placement)`."""
+    """One-shot `Simulator(graph, cluster).evaluate(placement)`: a new, simulated placement."""
     return Simulator(graph, cluster).evaluate(placement)

@@ -119,8 +119,9 @@ class TestObjectives:
 
     def test_evaluate_fills_max_load_and_keeps_step_time(self):
         g, c = _diamond(), _cluster()
-        p = Placement("diamond", "c3", "hand", {"a": "G0", "b": "G0", "c": "G1", "d": "CPU"})
-        evaluate(g, c, p, "throughput")
+        given = Placement("diamond", "c3", "hand", {"a": "G0", "b": "G0", "c": "G1", "d": "CPU"})
+        p = evaluate(g, c, given, "throughput")
+        assert given.step_time is None and given.max_load is None and given.objective == "step_time"
         assert p.max_load == 4.5
         assert p.objective == "throughput"
         assert p.step_time is not None and p.step_time > 0

@@ -149,6 +149,26 @@ def test_placers_are_deterministic():
         assert a == b, method
 
 
+def test_place_answers_a_new_placement():
+    """registry.place leaves the placer's own answer as it was: timing and scores go on a new placement."""
+    from placer.placers.single import place_single
+
+    answers = []
+
+    @registry.register("test_fresh", description="single, keeping its answer", heuristic=False)
+    def fresh(graph, cluster):
+        answers.append(place_single(graph, cluster))
+        return answers[-1]
+
+    try:
+        p = registry.place("test_fresh", two_chains(), gpus(2))
+    finally:
+        registry._REGISTRY.pop("test_fresh")
+    (own,) = answers
+    assert p is not own and own.step_time is None and "place_seconds" not in own.meta
+    assert p.step_time > 0 and "place_seconds" in p.meta
+
+
 def test_unknown_option_is_rejected():
     from placer.errors import PlacerError
 

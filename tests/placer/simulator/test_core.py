@@ -167,6 +167,15 @@ class TestPlacements:
         assert p.step_time == pytest.approx(2.0 + 8 / 1e9)
         assert set(p.peak_memory) == {"A", "B"} and p.oom is False and p.lower_bound == 2.0
 
+    def test_evaluate_returns_a_new_placement(self):
+        """The placement given is left as it was: evaluation answers with a new one."""
+        g = graph(op("a", out=8), op("b", ["a"]))
+        given = Placement("", "", "user", {"a": "A", "b": "B"}, meta={"note": 1})
+        p = Simulator(g, two_device_cluster()).evaluate(given)
+        assert p is not given and p.meta is not given.meta and p.devices is not given.devices
+        assert given == Placement("", "", "user", {"a": "A", "b": "B"}, meta={"note": 1})
+        assert (p.graph, p.method, p.meta) == ("g", "user", {"note": 1})
+
     def test_unknown_device_is_an_error(self):
         g = graph(op("a"))
         with pytest.raises(PlacementError, match="'/device:GPU:7'"):
