@@ -5,6 +5,10 @@ The JSON form is a contract shared by the CLI, the service and every placer:
 "peak_memory": {device: bytes}, "oom"}``, plus optional ``lower_bound``,
 ``objective``, ``max_load`` (the throughput objective, when asked for) and
 ``meta``.
+
+Where a placement came from is a field, `Provenance`, never read back from a
+name: the contract's ``method`` string (``best:heft``) and the names of
+refined warm starts (``heft+search``) are spelled from it, here only.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import json
 import math
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +29,54 @@ from placer.fileio import read_json_file, write_atomic
 from placer.graph import OpGraph
 
 
+@dataclass(frozen=True)
+class Provenance:
+    """What happened to a placement after its method placed it.
+
+    Attributes
+    ----------
+    chosen_by : the method that picked it among several placers' answers
+        (``"best"``); None when its method was asked for directly.
+    refined_by : what improved it since, in order (``"search"``: the local
+        search of `placer.placers.refine`).
+    """
+
+    chosen_by: str | None = None
+    refined_by: tuple[str, ...] = ()
+
+    def label(self, method: str) -> str:
+        """The contract's ``method``: `method`, after ``CHOOSER:`` when chosen among others (``best:heft``).
+
+        Refinements are not part of it (``meta.refined`` details them): a
+        refined heft placement is still heft's answer.
+        """
+        return f"{self.chosen_by}:{method}" if self.chosen_by else method
+
+    def lineage(self, method: str) -> str:
+        """`label`, then ``+`` and each refinement (``heft+search``): how refined warm starts and teachers are named."""
+        return self.label(method) + "".join(f"+{r}" for r in self.refined_by)
+
+    def refined(self, by: str) -> "Provenance":
+        """This provenance with refinement `by` added."""
+        return replace(self, refined_by=(*self.refined_by, by))
+
+    @classmethod
+    def of_lineage(cls, name: str) -> tuple[str, "Provenance"]:
+        """``(method, provenance)`` of a name `lineage` spelled (refinements only): for names stored before
+        this field existed (a pre-training run's ``teachers.json``), never for fresh placements."""
+        method, *refined_by = name.split("+")
+        return method, cls(refined_by=tuple(refined_by))
+
+
 @dataclass
 class Placement:
     """A device for every op of a graph, with its simulated cost.
 
     `step_time`, `peak_memory` and `oom` are filled by the simulator
     (`placer.simulator.evaluate`); a placement read from a user's file may
-    lack them until it is simulated.
+    lack them until it is simulated. `method` is what placed it (a registry
+    name, ``"user"``); `provenance` what happened to it since, and `label`
+    the contract's ``method`` spelled from both.
     """
 
     graph: str
@@ -45,12 +90,18 @@ class Placement:
     objective: str = "step_time"
     meta: dict[str, Any] = field(default_factory=dict)
     max_load: float | None = None
+    provenance: Provenance = Provenance()
+
+    @property
+    def label(self) -> str:
+        """The contract's ``method`` string (`Provenance.label`): ``best:heft`` for heft's answer chosen by best."""
+        return self.provenance.label(self.method)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
             "graph": self.graph,
             "cluster": self.cluster,
-            "method": self.method,
+            "method": self.label,
             "devices": dict(self.devices),
             "step_time": self.step_time,
             "peak_memory": dict(self.peak_memory),
@@ -67,7 +118,12 @@ class Placement:
 
     @classmethod
     def from_dict(cls, data: Any) -> "Placement":
-        """Parse the contract form; only ``devices`` is required."""
+        """Parse the contract form; only ``devices`` is required.
+
+        ``method`` is taken whole (a chosen answer read back, ``best:heft``,
+        keeps that name with an empty `provenance`), so the contract's
+        ``method`` survives a round trip.
+        """
         if not isinstance(data, dict):
             raise PlacementError("placement: expected a JSON object with 'devices'")
         devices = data.get("devices")

@@ -19,7 +19,7 @@ from placer import presets
 from placer.cluster import Cluster
 from placer.errors import PlacerError
 from placer.graph import OpGraph
-from placer.placement import Placement
+from placer.placement import Placement, Provenance
 from placer.placers import registry
 from placer.placers.best import rank
 import placer.rl  # noqa: F401  (registers method rl: placer.rl.method)
@@ -164,8 +164,10 @@ def place_best(graph: OpGraph, cluster: Cluster, *, objective: str = "step_time"
 
     Returns
     -------
-    (best, step_times) : the winner (``meta.best_of`` lists the candidates)
-        and each candidate's step time (None where it failed or was skipped).
+    (best, step_times) : the winner, its provenance chosen by `BEST` (so its
+        contract ``method`` reads ``best:NAME``; ``meta.best_of`` lists the
+        candidates), and each candidate's step time (None where it failed or
+        was skipped).
 
     Raises
     ------
@@ -177,7 +179,9 @@ def place_best(graph: OpGraph, cluster: Cluster, *, objective: str = "step_time"
     if not results:
         raise PlacerError(f"method 'best': no heuristic produced a placement: {problems}")
     best = results[rank([p.step_time for p in results], [p.oom for p in results])[0]]
-    return replace(best, meta={**best.meta, "best_of": list(step_times), **problems}), step_times
+    chosen = replace(best, provenance=Provenance(chosen_by=BEST), meta={**best.meta, "best_of": list(step_times),
+                                                                          **problems})
+    return chosen, step_times
 
 
 def baselines(graph: OpGraph, cluster: Cluster, *, objective: str = "step_time",

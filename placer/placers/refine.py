@@ -34,8 +34,8 @@ DEFAULT_GROUPS = 128
 """The shipped policy's G: a zero-shot placement is refined in the groups it was made of."""
 COMBINED_MOVES = 8
 """The most improving moves of different groups tried together after a sweep."""
-SEARCHED = "+search"
-"""Suffix of a placement's (or teacher's) name once this search has improved it."""
+REFINER = "search"
+"""How a placement's `placer.placement.Provenance` names this search once it has refined it."""
 CHUNK_ENTRIES = 16_000_000
 """Placements x ops simulated in one batch (128 MB of device indices): a fine level of a big graph has
 thousands of moves."""
@@ -129,7 +129,8 @@ def refine(graph: OpGraph, cluster: Cluster, placement: Placement, *, seconds: f
     Returns a new, simulated placement with the same method and meta, plus
     ``meta["refined"]``: the start's step time, moves, sweeps, whether the
     finest level reached a local optimum, the groups of each level and the
-    seconds spent. Never slower than the start (one that fits stays fitting).
+    seconds spent; its provenance adds `REFINER`. Never slower than the start
+    (one that fits stays fitting).
 
     Raises
     ------
@@ -175,7 +176,8 @@ def refine(graph: OpGraph, cluster: Cluster, placement: Placement, *, seconds: f
             break
         asked *= 2
     refined = sim.evaluate(Placement.from_assignment(graph, cluster, assignment, placement.method))
-    return replace(refined, objective=placement.objective, meta={**placement.meta, "refined": {
+    return replace(refined, objective=placement.objective, provenance=placement.provenance.refined(REFINER),
+                   meta={**placement.meta, "refined": {
         "start_step_time": levels[0].start_step_time, "moves": sum(f.moves for f in levels),
         "sweeps": sum(f.sweeps for f in levels), "local_optimum": levels[-1].local_optimum,
         "groups": level_groups, "seconds": time.perf_counter() - t0,

@@ -197,17 +197,17 @@ def ranked_heuristics(graph: OpGraph, cluster: Cluster, objective: str = "step_t
 def searched_reference(graph: OpGraph, cluster: Cluster, reference: tuple[str, np.ndarray, float],
                        seconds: float) -> tuple[str, np.ndarray, float]:
     """A warm start's ``(name, device per op, step time)`` after `seconds` of local search
-    (`placer.placers.refine`), named ``NAME+search``.
+    (`placer.placers.refine`), named by its provenance (``NAME+search``).
 
     Which basin REINFORCE ends in depends much on where it starts, so a
     searched start is an option, not the default (evidence:
     docs/learned-placer.md).
     """
-    from placer.placers.refine import SEARCHED, refine
+    from placer.placers.refine import refine
 
     name, devices, _ = reference
     found = refine(graph, cluster, Placement.from_assignment(graph, cluster, devices, name), seconds=seconds)
-    return f"{name}{SEARCHED}", found.assignment(graph, cluster), float(found.step_time)
+    return found.provenance.lineage(found.method), found.assignment(graph, cluster), float(found.step_time)
 
 class Trainer:
     """Trains a placement policy for one graph on one cluster.

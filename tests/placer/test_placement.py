@@ -5,7 +5,7 @@ import pytest
 from placer import presets
 from placer.cluster import Cluster
 from placer.errors import PlacementError
-from placer.placement import Placement
+from placer.placement import Placement, Provenance
 from placer.synthetic import layered_graph
 
 
@@ -51,3 +51,22 @@ def test_names_that_are_not_tensorflow_device_names_must_match_exactly():
     assert set(_placed(graph, ["dev1"]).assignment(graph, cluster).tolist()) == {1}
     with pytest.raises(PlacementError, match="'DEV1'"):
         _placed(graph, ["DEV1"]).assignment(graph, cluster)
+
+
+class TestProvenance:
+    def test_the_contract_method_is_spelled_from_it(self):
+        """Chosen by best: ``best:heft``; a refinement does not change the contract's method."""
+        p = Placement("g", "c", "heft", {}, provenance=Provenance(chosen_by="best", refined_by=("search",)))
+        assert p.label == "best:heft" and p.to_dict()["method"] == "best:heft" and p.method == "heft"
+        assert Placement("g", "c", "heft", {}).to_dict()["method"] == "heft"
+
+    def test_lineage_names_the_refinements(self):
+        assert Provenance(refined_by=("search",)).lineage("heft") == "heft+search"
+        assert Provenance().refined("search").refined("search").lineage("m_etf") == "m_etf+search+search"
+        assert Provenance.of_lineage("heft+search") == ("heft", Provenance(refined_by=("search",)))
+        assert Provenance.of_lineage("single_device:gpu:0") == ("single_device:gpu:0", Provenance())
+
+    def test_a_chosen_placement_round_trips_its_method(self):
+        p = Placement("g", "c", "heft", {"a": "x"}, provenance=Provenance(chosen_by="best"))
+        again = Placement.from_dict(p.to_dict())
+        assert again.to_dict() == p.to_dict() and again.method == "best:heft"

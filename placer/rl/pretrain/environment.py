@@ -22,8 +22,9 @@ from placer.errors import PlacerError
 from placer.fileio import read_json_file, write_atomic
 from placer.graph import OpGraph
 from placer.grouping import Grouping, group_graph
+from placer.placement import Provenance
 from placer.placers import best
-from placer.placers.refine import SEARCHED, descend
+from placer.placers.refine import REFINER, descend
 from placer.rl import reinforce
 from placer.rl.config import PretrainConfig, default_of
 from placer.rl.features import DecodeContext, decode_context, device_features, group_features
@@ -135,7 +136,7 @@ def make_environment(graph: OpGraph, cluster: Cluster, groups: int, teachers: tu
     feats = group_features(graph, cluster, grouping, sim.times)
     key = env_key(graph, cluster)
     if (cached is not None and len(cached["devices"]) == grouping.num_groups
-            and cached["teacher"].endswith(SEARCHED) == (refine_seconds > 0)
+            and (REFINER in Provenance.of_lineage(cached["teacher"])[1].refined_by) == (refine_seconds > 0)
             and bool(cached.get("kind_groups", False)) == kind_groups
             and bool(cached.get("balanced_groups", False)) == balanced_groups
             and bool(cached.get("critical_groups", False)) == critical_groups
@@ -145,7 +146,7 @@ def make_environment(graph: OpGraph, cluster: Cluster, groups: int, teachers: tu
         teacher, devices, step_time = teacher_placement(graph, cluster, sim, grouping, teachers)
         if refine_seconds > 0:
             found = descend(sim, grouping.group_of_op, grouping.expand(devices), seconds=refine_seconds)
-            teacher = teacher + SEARCHED
+            teacher = Provenance(refined_by=(REFINER,)).lineage(teacher)
             devices = grouping.project(found.assignment, len(cluster))  # moves were of whole groups: exact
             step_time = float(sim.run_batch(grouping.expand(devices[None, :])).step_time[0])
     devices = _canonical(sim, grouping, cluster, devices, step_time)

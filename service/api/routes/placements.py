@@ -74,7 +74,7 @@ async def create_placement(parsed: PlacementBody, response: Response, settings: 
                                               names=body.candidates, budget_seconds=settings.best_seconds)
         best = await run_in_threadpool(placing.refined, best, graph, cluster, body.refine_seconds,
                                        body.refine_sweeps)
-        contract = {**best.to_dict(), "method": f"best:{best.method}"}
+        contract = best.to_dict()
     else:
         placement = await run_in_threadpool(placing.place_one, body.method, graph, cluster,
                                             objective=body.objective, options=body.options)

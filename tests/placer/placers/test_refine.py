@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from placer import presets
 from placer.errors import PlacerError
 from placer.graph import Op, OpGraph
-from placer.placement import Placement
+from placer.placement import Placement, Provenance
 from placer.placers import registry
 from placer.placers.refine import descend, refine
 from placer.grouping import group_graph
@@ -92,6 +93,18 @@ def test_meta_of_the_start_is_kept():
     assert better.meta["note"] == "kept"
     assert set(better.meta["refined"]) == {"start_step_time", "moves", "sweeps", "local_optimum", "groups",
                                            "seconds"}
+    assert "refined" not in start.meta  # the start is left as it was
+
+
+def test_provenance_says_it_was_searched_and_the_method_stays():
+    """The refined placement is still its method's (the contract's method unchanged); its provenance adds the
+    search, and a chosen placement stays chosen."""
+    g, c = layered_graph(80, seed=6), presets.get("2gpu")
+    start = replace(registry.place("heft", g, c), provenance=Provenance(chosen_by="best"))
+    better = refine(g, c, start, seconds=math.inf, max_sweeps=1)
+    assert better.provenance == Provenance(chosen_by="best", refined_by=("search",))
+    assert start.provenance == Provenance(chosen_by="best")
+    assert better.to_dict()["method"] == "best:heft" and better.method == "heft"
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -9,7 +9,6 @@ import pytest
 from placer import presets
 from placer.errors import PlacerError
 from placer.graph_io import load_graph, save_graph
-from placer.placers.refine import SEARCHED
 from placer.rl import pretrain
 from placer.rl.pretrain import environment, loop
 from placer.rl.saved_policy import load_policy
@@ -131,13 +130,13 @@ def test_a_refined_teacher_is_never_slower_and_says_so():
     graph, cluster = layered_graph(120, seed=4), presets.get("4gpu")
     plain = pretrain.make_environment(graph, cluster, 16, ("single", "round_robin"))
     refined = pretrain.make_environment(graph, cluster, 16, ("single", "round_robin"), refine_seconds=5.0)
-    assert refined.teacher == plain.teacher + SEARCHED
+    assert refined.teacher == plain.teacher + "+search"
     assert refined.teacher_step_time <= plain.teacher_step_time and len(refined.teacher_devices) == 16
     res = refined.sim.run_batch(refined.grouping.expand(refined.teacher_devices[None, :]))
     assert res.step_time[0] == pytest.approx(refined.teacher_step_time) and not res.oom[0]
     cached = {"teacher": plain.teacher, "devices": plain.teacher_devices.tolist(), "step_time": plain.teacher_step_time}
     again = pretrain.make_environment(graph, cluster, 16, ("single", "round_robin"), cached, refine_seconds=5.0)
-    assert again.teacher.endswith(SEARCHED)  # a teacher made without search is not reused
+    assert again.teacher.endswith("+search")  # a teacher made without search is not reused
     reused = pretrain.make_environment(graph, cluster, 16, ("single", "round_robin"), cached)
     assert reused.teacher == plain.teacher
 
@@ -431,7 +430,7 @@ def test_cli_pretrain_on_a_tiny_corpus(tmp_path, capsys):
                  "--budget-seconds", "1", "--json"]) == 0
     capsys.readouterr()
     teachers = json.loads((searched / "teachers.json").read_text())
-    assert {k: v["teacher"].endswith(SEARCHED) for k, v in teachers.items()} == {
+    assert {k: v["teacher"].endswith("+search") for k, v in teachers.items()} == {
         "layered50@2gpu": True, "layered60@2gpu": True, "layered70@2gpu": False}
 
 
