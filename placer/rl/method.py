@@ -15,28 +15,45 @@ code that imports only `placer.placers` sees the heuristics alone.
 
 from __future__ import annotations
 
-import math
-from typing import Callable
+from typing import Annotated, Callable
 
 from placer.cluster import Cluster
 from placer.errors import PlacerError
 from placer.graph import OpGraph
 from placer.placement import Placement
+from placer.placers.options import Option
 from placer.placers.registry import register
+from placer.rl.zero_shot import DEFAULT_SAMPLES, MAX_SAMPLES
 
 DEFAULT_BUDGET_SECONDS = 60.0
 
 
 @register("rl", heuristic=False,
-          description="learned: seq2seq policy trained by REINFORCE against the simulator "
-                      "(options: budget_seconds, seed, steps, samples, groups, warm_start, starts=K races K "
-                      "heuristic warm starts; policy=DIR|'shipped' "
-                      "places zero-shot with a pre-trained policy, best_of=K samples, budget_seconds/steps "
-                      "then fine-tune it)")
-def rl(graph: OpGraph, cluster: Cluster, *, budget_seconds: float | None = None, seed: int = 0,
-       steps: int | None = None, samples: int | None = None, groups: int | None = None,
-       warm_start: str = "heuristic", policy: str | None = None, best_of: int | None = None,
-       starts: int = 1, on_step: Callable | None = None) -> Placement:
+          description="learned: seq2seq policy trained by REINFORCE against the simulator, or a pre-trained "
+                      "policy placing zero-shot (policy=DIR|'shipped') and fine-tuned")
+def rl(
+    graph: OpGraph, cluster: Cluster, *,
+    budget_seconds: Annotated[float | None, Option(
+        f"training budget in seconds, warm start and compilation included (default {DEFAULT_BUDGET_SECONDS:g}; "
+        "with policy and no steps: none, it places zero-shot)", gt=0)] = None,
+    seed: Annotated[int, Option("seeds the weights and the samples", ge=0)] = 0,
+    steps: Annotated[int | None, Option("stop after this many REINFORCE steps, or the budget, whichever comes "
+                                        "first (default: no limit)", ge=1)] = None,
+    samples: Annotated[int | None, Option("placements sampled per REINFORCE step (default: placer train's)")] = None,
+    groups: Annotated[int | None, Option("op groups the policy places (default: placer train's, or the "
+                                         "pre-trained policy's)")] = None,
+    warm_start: Annotated[str, Option("'heuristic' imitates the best heuristic first; 'none' is the paper's "
+                                      "cold start")] = "heuristic",
+    policy: Annotated[str | None, Option("a pre-trained policy folder (placer pretrain) or 'shipped': places "
+                                         "zero-shot, or fine-tunes it with budget_seconds or steps (default: "
+                                         "none, train from scratch)")] = None,
+    best_of: Annotated[int | None, Option(f"with policy, zero-shot: the best of greedy and K seeded samples "
+                                          f"(0: greedy alone; default {DEFAULT_SAMPLES})",
+                                          ge=0, le=MAX_SAMPLES)] = None,
+    starts: Annotated[int, Option("race REINFORCE from this many of the fastest distinct heuristic placements "
+                                  "by successive halving (1: train from the fastest alone)", ge=1)] = 1,
+    on_step: Callable | None = None,
+) -> Placement:
     """Train a placement policy for `budget_seconds` (or `steps`) and return the best placement it found.
 
     With `policy`, start from a pre-trained policy instead: without a budget
@@ -59,25 +76,23 @@ def rl(graph: OpGraph, cluster: Cluster, *, budget_seconds: float | None = None,
     on_step : called with each REINFORCE step's `placer.rl.trainer.StepStats` (the whole run's, when
         racing), e.g. to show progress; not called when placing zero-shot.
 
+    Options are typed above and checked by the registry (`placer.placers.registry.place`); the training
+    ones (`samples`, `groups`, `warm_start`, `seed`'s upper bound) by `placer.rl.trainer.TrainConfig`.
+
     Raises
     ------
     PlacerError
-        On a budget that is not a positive number, or a bad training option.
+        On more starts than a race takes, starts with a policy or a cold start, or a bad training option.
     """
     _check_starts(starts, policy, warm_start)
     if on_step is not None and not callable(on_step):
-        raise PlacerError(f"rl: on_step must be a function of each step's statistics, got {on_step!r}")
+        raise PlacerError(f"method 'rl': on_step must be a function of each step's statistics, got {on_step!r}")
     if policy is not None and budget_seconds is None and steps is None:
         return _zero_shot(graph, cluster, policy, best_of, seed, groups)  # NumPy only: no TensorFlow import
     from placer.rl.trainer import TrainConfig, Trainer, train
 
     if budget_seconds is None:
         budget_seconds = DEFAULT_BUDGET_SECONDS
-    if isinstance(budget_seconds, bool) or not isinstance(budget_seconds, (int, float)) \
-            or not math.isfinite(budget_seconds) or budget_seconds <= 0:
-        raise PlacerError(f"rl: budget_seconds must be a positive number, got {budget_seconds!r}")
-    if steps is not None and (not isinstance(steps, int) or isinstance(steps, bool) or steps < 1):
-        raise PlacerError(f"rl: steps must be a positive integer, got {steps!r}")
     options = {k: v for k, v in (("samples", samples), ("groups", groups)) if v is not None}
     config = TrainConfig(seed=seed, warm_start=warm_start, **options)
     if starts > 1:
@@ -92,15 +107,16 @@ def rl(graph: OpGraph, cluster: Cluster, *, budget_seconds: float | None = None,
     return trainer.best_placement()
 
 
-def _check_starts(starts, policy: str | None, warm_start: str) -> None:
-    if type(starts) is int and starts == 1:  # one start, no race: nothing to check (and no TensorFlow import)
+def _check_starts(starts: int, policy: str | None, warm_start: str) -> None:
+    """What the option types cannot say: a race's most starts, and that it races heuristic warm starts."""
+    if starts == 1:  # one start, no race: nothing to check (and no TensorFlow import)
         return
     from placer.rl.race import MAX_STARTS  # imports the trainer, and so TensorFlow
 
-    if isinstance(starts, bool) or not isinstance(starts, int) or not 1 <= starts <= MAX_STARTS:
-        raise PlacerError(f"rl: starts must be an integer from 1 to {MAX_STARTS}, got {starts!r}")
+    if starts > MAX_STARTS:
+        raise PlacerError(f"method 'rl': option starts must be an integer from 1 to {MAX_STARTS}, got {starts!r}")
     if starts > 1 and (policy is not None or warm_start != "heuristic"):
-        raise PlacerError("rl: starts races heuristic warm starts; it does not go with "
+        raise PlacerError("method 'rl': starts races heuristic warm starts; it does not go with "
                           + ("policy" if policy is not None else f"warm_start {warm_start!r}"))
 
 
@@ -117,18 +133,12 @@ def _race(graph: OpGraph, cluster: Cluster, config, starts: int, budget_seconds:
 def _load(policy: str):
     from placer.rl.saved_policy import load_policy
 
-    if not isinstance(policy, str) or not policy:
-        raise PlacerError(f"rl: policy must be a policy folder or 'shipped', got {policy!r}")
     return load_policy(policy)
 
 
 def _zero_shot(graph: OpGraph, cluster: Cluster, policy: str, best_of: int | None, seed: int,
                groups: int | None) -> Placement:
-    from placer.rl.zero_shot import DEFAULT_SAMPLES, MAX_SAMPLES, place_zero_shot
+    from placer.rl.zero_shot import place_zero_shot
 
-    if best_of is not None and (isinstance(best_of, bool) or not isinstance(best_of, int)
-                                or not 0 <= best_of <= MAX_SAMPLES):
-        # named as the caller named it (best_of, --best-of), not as place_zero_shot's samples
-        raise PlacerError(f"rl: best_of must be an integer from 0 (greedy) to {MAX_SAMPLES}, got {best_of!r}")
     samples = DEFAULT_SAMPLES if best_of is None else best_of
     return place_zero_shot(graph, cluster, _load(policy), samples=samples, seed=seed, groups=groups)
