@@ -33,7 +33,15 @@ def add_parser(sub) -> None:
                    help="then improve every method's placement by S seconds of local search in the simulator "
                         "(the same for all; step time objective); the table also shows each method's own")
     add_refine_sweeps(p)
-    p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
+    p.add_argument("--worlds", type=int, metavar="N",
+                   help="also rescore every placement in perturbed worlds (N lognormal op-cost draws of each "
+                        "sigma, bandwidths x0.5 and x2, latencies x5, GPUs 2x faster; "
+                        "placer.placers.robustness) and report each method's geometric-mean and worst ratio "
+                        "to the best heuristic of each world")
+    p.add_argument("--worlds-seed", type=int, metavar="SEED",
+                   help="seed of the --worlds op-cost draws (default 0)")
+    p.add_argument("--json", action="store_true",
+                   help="print the rows as a JSON list (with --worlds: an object with 'rows' and 'robustness')")
     p.add_argument("--plot", metavar="PNG", help="also draw a bar chart of step time / lower bound to this file")
     p.add_argument("--save", metavar="JSON", help="write the rows to this file after every run (for --resume)")
     p.add_argument("--resume", action="store_true",
@@ -77,6 +85,21 @@ def _check_distinct_names(what: str, names: list[str], given: list[str]) -> None
             raise PlacerError(f"{what} {name!r} is {same}; each {what} of a comparison needs its own name")
 
 
+def _print_robustness(robust: list[dict], n: int) -> None:
+    from placer.cli.common import print_table
+    from placer.placers.robustness import ROBUSTNESS_FIELDS
+
+    def ratio(x):
+        return "-" if x is None else f"{x:.3f}"
+
+    print()
+    print_table(list(ROBUSTNESS_FIELDS),
+                [(r["graph"], r["cluster"], r["method"], ratio(r["geomean_ratio"]), ratio(r["worst_ratio"]),
+                  r["worst_world"] or "-", r["worlds"]) for r in robust])
+    print(f"ratio: step time / the best heuristic's in each world (nominal, {n} op-cost draws of each sigma, "
+          "bandwidth x0.5 and x2, latency x5, gpu x2); placements made once in the nominal world")
+
+
 def run(args) -> int:
     from placer.cli.common import human_seconds, print_json, print_table, seconds_per_unit
     from placer.presets import load_cluster
@@ -102,6 +125,11 @@ def run(args) -> int:
     if rl_options and "rl" not in methods:
         raise PlacerError("--rl-budget-seconds/--rl-policy need rl among --methods (e.g. --methods all,rl)")
     check_refine(args.refine_seconds, args.refine_sweeps, args.objective)
+    if args.worlds is not None:
+        if args.worlds < 1:
+            raise PlacerError(f"--worlds must be a positive integer, got {args.worlds}")
+        if args.resume:
+            raise PlacerError("--worlds rescores the placements this run makes; it cannot take rows from --resume")
     clusters = [load_cluster(c) for c in args.cluster]
     graphs = [load_graph(g) for g in args.graphs]
     _check_distinct_names("graph", [g.name for g in graphs], args.graphs)
@@ -124,9 +152,17 @@ def run(args) -> int:
         print(f"[{done}/{total}] {row['graph']} on {row['cluster']} by {row['method']}: {what}",
               file=sys.stderr, flush=True)
 
+    placements: dict = {}
     rows = compare(graphs, clusters, methods, progress=progress, reuse=reuse, objective=args.objective,
                    method_options={"rl": rl_options}, refine_seconds=args.refine_seconds,
-                   refine_sweeps=args.refine_sweeps)
+                   refine_sweeps=args.refine_sweeps, placements=placements)
+    robust = None
+    if args.worlds is not None:
+        from placer.placers.robustness import robustness
+
+        robust = [r for g in graphs for c in clusters for r in robustness(
+            g, c, {m: placements[(g.name, c.name, m)] for m in methods if (g.name, c.name, m) in placements},
+            args.worlds, **({} if args.worlds_seed is None else {"seed": args.worlds_seed}))]
     key = "max_load" if args.objective == "throughput" else "step_time"
     if args.plot:
         from placer.plots import compare_chart
@@ -134,7 +170,7 @@ def run(args) -> int:
         compare_chart(rows, args.plot)
     failed = [r for r in rows if "error" in r]
     if args.json:
-        print_json(rows)
+        print_json(rows if robust is None else {"rows": rows, "robustness": robust})
     else:
         best = winners(rows, key)
         refined = args.refine_seconds is not None
@@ -159,6 +195,8 @@ def run(args) -> int:
                  if key == "max_load" else ""))
         if args.plot:
             print(f"wrote {args.plot}")
+        if robust is not None:
+            _print_robustness(robust, args.worlds)
     if failed:
         print(f"placer compare: {len(failed)} of {len(rows)} runs failed: "
               + "; ".join(f"{r['method']} on {r['graph']}/{r['cluster']}" for r in failed[:5]),

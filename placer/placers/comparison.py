@@ -25,6 +25,7 @@ def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: lis
             reuse: dict[tuple[str, str, str], dict[str, Any]] | None = None,
             method_options: dict[str, dict[str, Any]] | None = None,
             refine_seconds: float | None = None, refine_sweeps: int | None = None,
+            placements: dict[tuple[str, str, str], Any] | None = None,
             **place_options: Any) -> list[dict[str, Any]]:
     """One row per (graph, cluster, method), in that nesting order.
 
@@ -48,6 +49,9 @@ def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: lis
         (`placer.placers.refine`, the same for every method); the row's
         ``step_time`` is the refined one, ``unrefined_step_time`` the method's own.
     refine_sweeps : with `refine_seconds`, at most this many sweeps of the search.
+    placements : when given, filled with each placement made (the refined one,
+        with `refine_seconds`) as a device index per op, by ``(graph, cluster,
+        method)``; rows taken from `reuse` and failed methods have none.
 
     Returns
     -------
@@ -94,6 +98,8 @@ def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: lis
                     row.update(step_time=None, lower_bound=None, oom=None, place_seconds=None,
                                error=f"{type(e).__name__}: {e}")
                 else:
+                    if placements is not None:
+                        placements[(graph.name, cluster.name, method)] = p.assignment(graph, cluster)
                     row.update(step_time=p.step_time, lower_bound=p.lower_bound, oom=p.oom,
                                place_seconds=p.meta.get("place_seconds"))
                     if objective != "step_time":

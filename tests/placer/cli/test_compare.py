@@ -256,3 +256,36 @@ def test_resume_refuses_rows_of_graphs_this_run_does_not_place(graph_files, tmp_
                  "--resume"]) == 1
     err = capsys.readouterr().err
     assert "cannot resume from" in err and "on 2gpu" in err and save.read_text() == before
+
+
+def test_worlds_report_robustness_in_json_and_table(graph_files, capsys):
+    methods = "single,expert,heft"
+    argv = ["compare", graph_files[0], "--cluster", "4gpu", "--methods", methods, "--quiet"]
+    assert main([*argv, "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--json", "--worlds", "2", "--worlds-seed", "3"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"rows", "robustness"}
+    assert [{k: r[k] for k in FIELDS - {"place_seconds"}} for r in out["rows"]] == [
+        {k: r[k] for k in FIELDS - {"place_seconds"}} for r in plain]
+    robust = out["robustness"]
+    assert [r["method"] for r in robust] == methods.split(",")
+    assert all(r["worlds"] == 9 and r["geomean_ratio"] <= r["worst_ratio"] for r in robust)
+    winner = min(plain, key=lambda r: r["step_time"])["method"]
+    assert next(r for r in robust if r["method"] == winner)["ratios"]["nominal"] == 1.0
+    assert main([*argv, "--json", "--worlds", "2", "--worlds-seed", "3"]) == 0
+    assert json.loads(capsys.readouterr().out)["robustness"] == robust  # seeded: repeats
+    assert main([*argv, "--worlds", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "geomean_ratio" in text and "worst_world" in text and f"{winner}*" in text
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--worlds", "0"], "--worlds must be a positive integer"),
+    (["--worlds", "1", "--save", "SAVE", "--resume"], "cannot take rows from --resume"),
+])
+def test_bad_worlds(graph_files, tmp_path, capsys, extra, message):
+    extra = [str(tmp_path / "s.json") if a == "SAVE" else a for a in extra]
+    (tmp_path / "s.json").write_text("[]")
+    assert main(["compare", graph_files[0], "--cluster", "2gpu", "--methods", "single", *extra]) == 1
+    assert message in capsys.readouterr().err
