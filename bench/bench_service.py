@@ -111,6 +111,15 @@ def start_server(data_dir: Path, port: int, train_command: str | None, workers: 
     raise SystemExit("server did not come up within 120 s")
 
 
+def stop_server(server: subprocess.Popen) -> None:
+    """SIGTERM, as a user's Ctrl-C would; killed if it has not stopped within a minute."""
+    server.send_signal(signal.SIGTERM)
+    try:
+        server.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        server.kill()
+
+
 def upload(client, graph) -> str:
     body = gzip.compress(json.dumps(graph.to_dict(), separators=(",", ":")).encode())
     r = client.post("/v1/graphs", content=body, headers={"content-type": "application/gzip"})
@@ -388,11 +397,7 @@ def security_main(args) -> int:
                   f"{run['errors']} errors; stored {run['stored']}; admin sees every graph: "
                   f"{run['admin_sees_all_graphs']}")
         finally:
-            server.send_signal(signal.SIGTERM)
-            try:
-                server.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                server.kill()
+            stop_server(server)
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / f"service-security{'-quick' if args.quick else ''}.json"
     out.write_text(json.dumps(results, indent=1))
@@ -514,11 +519,7 @@ def main() -> int:
                 if job_id:
                     print(f"  training job during the run: {load['training_job']}")
         finally:
-            server.send_signal(signal.SIGTERM)
-            try:
-                server.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                server.kill()
+            stop_server(server)
     RESULTS.mkdir(exist_ok=True)
     suffix = ("-quick" if args.quick else "") + (f"-workers{args.workers}" if args.workers > 1 else "") + \
         ("-load" if args.skip_latency else "")

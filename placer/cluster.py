@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from placer.errors import ClusterError, PlacerError
-from placer.topology import CompiledTopology, Routes, Topology, flat_routes, positive_number
+from placer.topology import CompiledTopology, Routes, Topology, flat_routes, link_ends, positive_number
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,11 +225,7 @@ class Cluster:
             raise ClusterError(f"cluster {name!r}: 'links' must be a list")
         for k, l in enumerate(raw_links):
             where = f"cluster {name!r}: link #{k}"
-            if not isinstance(l, dict):
-                raise ClusterError(f"{where}: expected an object")
-            between = l.get("between")
-            if not (isinstance(between, list) and len(between) == 2 and all(isinstance(x, str) for x in between)):
-                raise ClusterError(f"{where}: 'between' must be a list of two device names")
+            between = link_ends(l, where, "device")
             if between[0] == between[1]:
                 raise ClusterError(f"{where}: joins device {between[0]!r} to itself")
             pair = frozenset(between)

@@ -151,11 +151,7 @@ class Topology:
         links = []
         for k, l in enumerate(raw_links):
             lw = f"{where}: topology link #{k}"
-            if not isinstance(l, dict):
-                raise ClusterError(f"{lw}: expected an object")
-            between = l.get("between")
-            if not (isinstance(between, list) and len(between) == 2 and all(isinstance(x, str) for x in between)):
-                raise ClusterError(f"{lw}: 'between' must be a list of two node names")
+            between = link_ends(l, lw, "node")
             lw = f"{lw} ({between[0]!r} - {between[1]!r})"
             kind = l.get("kind", "")
             if not isinstance(kind, str):
@@ -372,6 +368,22 @@ def route_matrices(routes: Routes, num_devices: int) -> tuple[np.ndarray, np.nda
                     b = min(b, routes.bandwidth[r])
                 bw[i, j], lat[i, j] = b, s
     return bw, lat
+
+
+def link_ends(entry: Any, where: str, noun: str) -> list[str]:
+    """The two names a link entry's ``between`` joins, checked (flat ``links`` join devices, topology links nodes).
+
+    Raises
+    ------
+    ClusterError
+        If the entry is no object, or ``between`` is not a list of two names (the message says `where`).
+    """
+    if not isinstance(entry, dict):
+        raise ClusterError(f"{where}: expected an object")
+    between = entry.get("between")
+    if not (isinstance(between, list) and len(between) == 2 and all(isinstance(x, str) for x in between)):
+        raise ClusterError(f"{where}: 'between' must be a list of two {noun} names")
+    return between
 
 
 def positive_number(value: Any, what: str, where: str, allow_zero: bool = False) -> float:
