@@ -74,16 +74,20 @@ def test_one_device_equals_the_sum_of_costs(case, device):
     assert res.bytes_moved == 0.0
 
 
-@SETTINGS
-@given(graphs_and_placements())
-def test_compiled_kernel_matches_the_reference(case):
-    g, a = case
-    sim = Simulator(g, presets.get("4gpu"))
+def assert_kernel_matches_reference(sim: Simulator, a) -> None:
+    """The compiled kernel's step time, busy times and bytes moved are the reference simulator's."""
     res = sim.run(a)
     step, busy, peak, moved = simulate_reference(sim, a)
     assert res.step_time == pytest.approx(step, rel=1e-12, abs=1e-15)
     np.testing.assert_allclose(res.busy, busy, rtol=1e-12)
     assert res.bytes_moved == pytest.approx(moved)
+
+
+@SETTINGS
+@given(graphs_and_placements())
+def test_compiled_kernel_matches_the_reference(case):
+    g, a = case
+    assert_kernel_matches_reference(Simulator(g, presets.get("4gpu")), a)
 
 
 @SETTINGS
@@ -134,12 +138,7 @@ def test_reference_agrees_on_a_layered_graph():
 @given(graphs_and_placements(), topologies())
 def test_compiled_kernel_matches_the_reference_on_topologies(case, cluster):
     g, a = case
-    sim = Simulator(g, cluster)
-    res = sim.run(a)
-    step, busy, peak, moved = simulate_reference(sim, a)
-    assert res.step_time == pytest.approx(step, rel=1e-12, abs=1e-15)
-    np.testing.assert_allclose(res.busy, busy, rtol=1e-12)
-    assert res.bytes_moved == pytest.approx(moved)
+    assert_kernel_matches_reference(Simulator(g, cluster), a)
 
 
 @SETTINGS
