@@ -3,10 +3,9 @@
 Every builder returns a `Cluster` with a `placer.topology.Topology` and a
 ``meta["sources"]`` list saying where each figure comes from (``placer
 clusters NAME`` and ``GET /v1/clusters`` show it). `placer.presets` names
-some of them; the V100 machines here (`v100_pcie_server`, `dgx1`) are the
-topology versions of the flat presets ``2gpu`` ... ``8gpu-nvlink`` and are
-not wired to those names yet: switching them changes published step times,
-which waits for the refactoring's identical-placement check (#40, #45).
+all of them; the V100 machines (`v100_pcie_server`, `dgx1`) are ``2gpu`` ...
+``8gpu-nvlink``, and `flat_v100` builds the same devices in the idealised
+flat model (``2gpu-flat`` ...), as those presets were before topologies.
 
 Conventions:
 
@@ -29,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from placer.cluster import Cluster, Device
+from placer.cluster import Cluster, Device, Link
 from placer.topology import Route, Switch, TopoLink, Topology
 
 GIB = 2**30
@@ -185,7 +184,7 @@ def dgx_h100(name: str = "dgx-h100") -> Cluster:
         DGX_H100_SOURCES))
 
 
-# ------------------------------------------------------------------- V100 machines (not wired to presets yet)
+# ---------------------------------------------------------------------------------------------- V100 machines
 V100_PCIE = dict(kind="gpu", peak_flops=14.0e12, memory_bandwidth=900e9, memory_bytes=15 * GIB,
                  op_overhead=GPU_OP_OVERHEAD)
 V100_SXM2 = dict(kind="gpu", peak_flops=15.7e12, memory_bandwidth=900e9, memory_bytes=15 * GIB,
@@ -265,6 +264,37 @@ def dgx1(n_gpus: int) -> Cluster:
     return Cluster(f"{n_gpus}gpu-nvlink", devices, topology=Topology(switches, links), meta=_meta(
         f"host CPU + {n_gpus} x NVIDIA V100 SXM2 16 GB, NVLink 2.0 hybrid cube-mesh as in DGX-1, PCIe 3.0 "
         "switches and QPI elsewhere", V100_SOURCES))
+
+
+FLAT_PCIE3 = Link(bandwidth=PCIE3, latency=10e-6)  # written as the flat presets had it (10 * US is 1 ulp less)
+FLAT_NVLINK2 = Link(bandwidth=NVLINK2, latency=5e-6)
+
+
+def flat_v100(n_gpus: int, nvlink: bool = False) -> Cluster:
+    """``2gpu-flat`` ... ``8gpu-nvlink-flat``: the V100 machines in the idealised flat model.
+
+    Every pair of devices has a full-duplex link of its own: NVLink 2.0 between
+    GPUs of one quad and between GPU i and i + 4 when `nvlink` (DGX-1's NVLink
+    pairs, each taken as one link), PCIe 3.0 x16 for every other pair. Nothing
+    is shared, so these step times are lower than the topology presets' for
+    placements that move much data; they are the V100 presets' numbers from
+    before topologies.
+    """
+    gpu = V100_SXM2 if nvlink else V100_PCIE
+    devices = [Device("/device:CPU:0", **E5_2698V4_X2)]
+    devices += [Device(f"/device:GPU:{i}", **gpu) for i in range(n_gpus)]
+    links = {}
+    if nvlink:
+        for i in range(n_gpus):
+            for j in range(i + 1, n_gpus):
+                if i // 4 == j // 4 or j == i + 4:
+                    links[frozenset((f"/device:GPU:{i}", f"/device:GPU:{j}"))] = FLAT_NVLINK2
+    suffix = "-nvlink-flat" if nvlink else "-flat"
+    interconnect = "NVLink 2.0 as in DGX-1, PCIe 3.0 x16 elsewhere" if nvlink else "PCIe 3.0 x16"
+    return Cluster(f"{n_gpus}gpu{suffix}", devices, links, default_link=FLAT_PCIE3, meta={
+        "description": f"host CPU + {n_gpus} x NVIDIA V100 {'SXM2' if nvlink else 'PCIe'} 16 GB, every pair its own "
+                       f"link ({interconnect}): the idealised flat model",
+        "sources": list(V100_SOURCES), "model": "flat (every pair its own link; docs/clusters.md)"})
 
 
 def _meta(description: str, sources: list[str]) -> dict[str, Any]:

@@ -3,21 +3,17 @@
 `load_cluster` takes a preset name or a cluster JSON file, as every command
 and the service do.
 
-- GPUs: NVIDIA Tesla V100 16 GB. PCIe card: 14 TFLOP/s FP32, 900 GB/s HBM2
-  (NVIDIA V100 datasheet); SXM2 module: 15.7 TFLOP/s FP32, 900 GB/s.
-  16 GiB, of which TensorFlow's allocator can use about 15 GiB after the
-  CUDA context; we give the devices 15 GiB.
-- Host CPU: two Intel Xeon E5-2698 v4 (20 cores each, 2.2 GHz, AVX2 with two
-  FMA units: 32 FP32 FLOP/cycle/core, so 2.8 TFLOP/s; four DDR4-2400 channels
-  per socket, 153.6 GB/s), 256 GiB, the host of NVIDIA's DGX-1.
-- PCIe 3.0 x16: 15.75 GB/s per direction on paper; `cudaMemcpy` of pinned
-  memory reaches about 12 GB/s (CUDA samples' bandwidthTest on such hosts),
-  with about 10 us of latency including the copy's launch.
-- NVLink 2.0: one link is 25 GB/s per direction. In DGX-1 (V100) each GPU
-  has NVLink to the three others of its quad and to one GPU of the other quad
-  (the hybrid cube-mesh); other pairs go over PCIe and the CPUs' QPI.
-- Per-op overhead: about 5 us of kernel launch and executor dispatch on a GPU,
-  2 us on the CPU.
+- ``2gpu``, ``4gpu``, ``8gpu`` (V100 PCIe cards two to a PCIe switch on a
+  dual-socket host), ``4gpu-nvlink``, ``8gpu-nvlink`` (DGX-1's hybrid
+  cube-mesh), ``dgx-a100``, ``dgx-h100``, ``2x-dgx-a100``: machines with an
+  interconnect topology (shared PCIe ports and switches, sockets, NVLink,
+  NVSwitch, NICs), built in `placer.machines`, whose meta lists the source of
+  every number.
+- ``2gpu-flat`` ... ``8gpu-nvlink-flat``: the same devices in the idealised
+  flat model (every pair of devices its own full-duplex link: PCIe 3.0 x16,
+  or NVLink 2.0 between DGX-1's NVLink pairs), as every V100 preset was
+  before topologies; kept to compare against and because step times
+  published with them stay reproducible.
 - `local`: this machine (2-core Intel Xeon of the Sapphire/Emerald Rapids
   family at 2.3 GHz, AVX-512 with two FMA units: 64 FP32 FLOP/cycle, so
   about 147 GFLOP/s per core; about 12 GB/s of memory bandwidth per core;
@@ -34,9 +30,6 @@ and the service do.
   chain of tiny ops costs about 0.5 us per op: op overhead 1 us. Their kind
   is ``"cpu-local"``, so op costs profiled on this machine
   (`placer.measure.profile`) apply to them and not to another preset's CPU.
-- ``dgx-a100``, ``dgx-h100``, ``2x-dgx-a100``: machines with an interconnect
-  topology (shared PCIe switches, sockets, NVSwitch, NICs), built in
-  `placer.machines`, whose meta lists the source of every number.
 """
 
 from __future__ import annotations
@@ -51,43 +44,10 @@ from placer.fileio import read_json_file
 
 GIB = 2**30
 
-V100_PCIE = dict(kind="gpu", peak_flops=14.0e12, memory_bandwidth=900e9, memory_bytes=15 * GIB, op_overhead=5e-6)
-V100_SXM2 = dict(kind="gpu", peak_flops=15.7e12, memory_bandwidth=900e9, memory_bytes=15 * GIB, op_overhead=5e-6)
-HOST_CPU = dict(kind="cpu", peak_flops=2.8e12, memory_bandwidth=153.6e9, memory_bytes=256 * GIB, op_overhead=2e-6)
-PCIE3_X16 = Link(bandwidth=12e9, latency=10e-6)
-NVLINK2 = Link(bandwidth=25e9, latency=5e-6)
-
 LOCAL_CORE = dict(kind="cpu-local", peak_flops=147e9, memory_bandwidth=12e9, op_overhead=1e-6)
 LOCAL_MEMORY = 24 * GIB
 LOCAL_COPY = Link(bandwidth=50e9, latency=3e-6)
 LOCAL_THREADS = 1
-
-
-def _pcie(n_gpus: int) -> Cluster:
-    devices = [Device("/device:CPU:0", **HOST_CPU)]
-    devices += [Device(f"/device:GPU:{i}", **V100_PCIE) for i in range(n_gpus)]
-    return Cluster(
-        f"{n_gpus}gpu", devices, default_link=PCIE3_X16,
-        meta={"description": f"host CPU + {n_gpus} x NVIDIA V100 PCIe 16 GB over PCIe 3.0 x16",
-              "sources": "see placer/presets.py"},
-    )
-
-
-def _nvlink(n_gpus: int) -> Cluster:
-    devices = [Device("/device:CPU:0", **HOST_CPU)]
-    devices += [Device(f"/device:GPU:{i}", **V100_SXM2) for i in range(n_gpus)]
-    links = {}
-    for i in range(n_gpus):
-        for j in range(i + 1, n_gpus):
-            same_quad = i // 4 == j // 4
-            if same_quad or j == i + 4:
-                links[frozenset((f"/device:GPU:{i}", f"/device:GPU:{j}"))] = NVLINK2
-    return Cluster(
-        f"{n_gpus}gpu-nvlink", devices, links, default_link=PCIE3_X16,
-        meta={"description": f"host CPU + {n_gpus} x NVIDIA V100 SXM2 16 GB, NVLink 2.0 as in DGX-1 "
-                             "(hybrid cube-mesh), PCIe 3.0 x16 elsewhere",
-              "sources": "see placer/presets.py"},
-    )
 
 
 def _local(n: int) -> Cluster:
@@ -103,15 +63,20 @@ def _local(n: int) -> Cluster:
 
 
 _FIXED = {
-    "2gpu": lambda: _pcie(2),
-    "4gpu": lambda: _pcie(4),
-    "8gpu": lambda: _pcie(8),
-    "4gpu-nvlink": lambda: _nvlink(4),
-    "8gpu-nvlink": lambda: _nvlink(8),
+    "2gpu": lambda: machines.v100_pcie_server(2),
+    "4gpu": lambda: machines.v100_pcie_server(4),
+    "8gpu": lambda: machines.v100_pcie_server(8),
+    "4gpu-nvlink": lambda: machines.dgx1(4),
+    "8gpu-nvlink": lambda: machines.dgx1(8),
     "local": lambda: _local(2),
     "dgx-a100": machines.dgx_a100,
     "dgx-h100": machines.dgx_h100,
     "2x-dgx-a100": machines.two_dgx_a100,
+    "2gpu-flat": lambda: machines.flat_v100(2),
+    "4gpu-flat": lambda: machines.flat_v100(4),
+    "8gpu-flat": lambda: machines.flat_v100(8),
+    "4gpu-nvlink-flat": lambda: machines.flat_v100(4, nvlink=True),
+    "8gpu-nvlink-flat": lambda: machines.flat_v100(8, nvlink=True),
 }
 _LOCAL_N = re.compile(r"local:([0-9]+)")
 """Matched whole (`re.fullmatch`): ``$`` let ``local:2\\n`` through, and ``\\d`` any script's digits (``local:٣``)."""

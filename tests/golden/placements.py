@@ -1,8 +1,7 @@
 """Record or check the placements a refactoring must leave identical.
 
-Every heuristic's placement of every ``graphs/`` graph on ``2gpu``, ``4gpu``
-and ``8gpu``, the shipped policy's zero-shot answer (best of 256, seed 0) on
-the same pairs, and a seeded ``placer train`` run of a fixed number of steps:
+Every heuristic's placement of every ``graphs/`` graph on `CLUSTERS`, the
+shipped policy's zero-shot answer (best of 256, seed 0) on the same pairs, and a seeded ``placer train`` run of a fixed number of steps:
 each kept as a hash of its op -> device map, its simulated step time and its
 OOM flag. A refactoring that changes none of the numbers leaves every entry
 identical; one that changes the world model on purpose records anew, saying
@@ -26,8 +25,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).with_name("placements.json")
-CLUSTERS = ("2gpu", "4gpu", "8gpu")
-TRAIN = {"graph": "rnnlm", "cluster": "4gpu", "steps": 30, "seed": 0}
+CLUSTERS = ("2gpu-flat", "4gpu-flat", "8gpu-flat", "4gpu", "8gpu-nvlink", "dgx-a100")
+"""The flat V100 presets (the idealised model, whose numbers must never move by accident) and three topologies."""
+TRAIN = {"graph": "rnnlm", "cluster": "4gpu-flat", "steps": 30, "seed": 0}
 """The training run: fixed steps, not a time budget, so it is the same run on any machine."""
 TIMED_SEARCH_OFF = {"pipeline_dp": {"local_search": False}}
 """Placers whose default answer depends on a wall-clock limit (the machine's load), checked without that part."""

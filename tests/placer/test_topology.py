@@ -65,14 +65,14 @@ class TestSpec:
             Cluster("both", c.devices, default_link=Link(1e9, 0.0), topology=c.topology)
 
     def test_flat_routes_are_one_direction_per_pair(self):
-        r = presets.get("2gpu").routes()
+        r = presets.get("2gpu-flat").routes()
         assert r.offset.tolist() == [0, 0, 1, 2, 3, 3, 4, 5, 6, 6]
         assert r.resource.tolist() == [1, 2, 3, 5, 6, 7]
         assert r.bandwidth[1] == 12e9 and r.latency[5] == 10e-6
 
     def test_flat_spec_unchanged(self):
         """A flat cluster's spec and fingerprint carry no topology (saved runs keep matching it)."""
-        c = presets.get("4gpu")
+        c = presets.get("4gpu-flat")
         assert c.topology is None and "topology" not in c.to_dict()
 
 
@@ -201,11 +201,11 @@ class TestMachines:
     @pytest.mark.parametrize("build, n, name", [
         (machines.v100_pcie_server, 2, "2gpu"), (machines.v100_pcie_server, 4, "4gpu"),
         (machines.v100_pcie_server, 8, "8gpu"), (machines.dgx1, 4, "4gpu-nvlink"), (machines.dgx1, 8, "8gpu-nvlink")])
-    def test_v100_topologies_match_the_flat_presets_devices(self, build, n, name):
-        """Prepared for #45's later step: same devices as the flat preset; not what the name returns yet."""
-        topo, flat = build(n), presets.get(name)
-        assert topo.name == name and [d.to_dict() for d in topo.devices] == [d.to_dict() for d in flat.devices]
-        assert flat.topology is None
+    def test_v100_presets_are_topologies_with_the_flat_presets_devices(self, build, n, name):
+        topo, flat = presets.get(name), presets.get(f"{name}-flat")
+        assert topo.name == name and topo.topology is not None and flat.topology is None
+        assert [d.to_dict() for d in topo.devices] == [d.to_dict() for d in build(n).devices]
+        assert [d.to_dict() for d in topo.devices] == [d.to_dict() for d in flat.devices]
 
     def test_dgx1_nvlink_pairs(self):
         c = machines.dgx1(8)

@@ -78,17 +78,17 @@ class TestFanOut:
         assert both_ways(res, sim, a) == 9.0
         assert res.bytes_moved == 7 * GB
 
-    def test_on_8gpu_today_the_copies_overlap(self):
-        """The issue's case: the flat preset lets one port send seven copies at once (the model it replaces)."""
+    def test_on_8gpu_flat_the_copies_overlap(self):
+        """The issue's case: the flat model lets one port send seven copies at once (what 8gpu was before topologies)."""
         g = graph(op("src", cost=0, out=1.2e9), *[op(f"r{i}", ["src"], cost=0) for i in range(1, 8)])
-        res = Simulator(g, presets.get("8gpu")).run(np.arange(1, 9))
+        res = Simulator(g, presets.get("8gpu-flat")).run(np.arange(1, 9))
         assert res.step_time == pytest.approx(10e-6 + 1.2e9 / 12e9)
 
 
     def test_the_issues_case_on_the_v100_pcie_topology(self):
-        """1.2 GB from GPU:0 to one reader on each of GPU:1..7: about seven single sends, not one (8gpu's 0.100 s)."""
+        """1.2 GB from GPU:0 to one reader on each of GPU:1..7: about seven single sends, not one (8gpu-flat's 0.100 s)."""
         g = graph(op("src", cost=0, out=1.2e9), *[op(f"r{i}", ["src"], cost=0) for i in range(1, 8)])
-        c = machines.v100_pcie_server(8)
+        c = presets.get("8gpu")
         gpus = [c.index[f"/device:GPU:{i}"] for i in range(8)]
         one = Simulator(graph(op("src", cost=0, out=1.2e9), op("r1", ["src"], cost=0)), c).run(np.array(gpus[:2]))
         seven = Simulator(g, c).run(np.array(gpus))
@@ -171,7 +171,7 @@ class TestCrossNode:
 class TestFlatKept:
     def test_full_mesh_topology_equals_the_flat_spec(self):
         """One direct link per pair, as a topology, gives the flat spec's step times bit for bit."""
-        flat = presets.get("4gpu-nvlink")
+        flat = presets.get("4gpu-nvlink-flat")
         names = flat.device_names
         links = [TopoLink(a, b, flat.link(a, b).bandwidth, flat.link(a, b).latency)
                  for i, a in enumerate(names) for b in names[i + 1:]]
@@ -185,10 +185,10 @@ class TestFlatKept:
             np.testing.assert_array_equal(sim_flat.run(a).transfer_end, sim_mesh.run(a).transfer_end)
 
     def test_flat_preset_step_times_are_todays(self):
-        """Recorded before topologies existed (the golden check covers graphs/ on 2gpu, 4gpu, 8gpu)."""
+        """Recorded before topologies existed, when 8gpu-nvlink was flat (the golden check covers graphs/ on the -flat presets)."""
         g = layered_graph(2000, seed=1)
         a = np.random.default_rng(0).integers(0, 9, len(g))
-        assert repr(Simulator(g, presets.get("8gpu-nvlink")).run(a).step_time) == TODAY_8GPU_NVLINK
+        assert repr(Simulator(g, presets.get("8gpu-nvlink-flat")).run(a).step_time) == TODAY_8GPU_NVLINK
 
 
 TODAY_8GPU_NVLINK = "0.24539115830913935"  # main at cf822e4, before topologies
