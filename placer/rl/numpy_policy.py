@@ -6,15 +6,23 @@ seconds; this pass takes milliseconds. It computes what
 `placer.rl.policy.PlacementPolicy.decode` computes, with the products that
 do not change from group to group taken once (the tests check both give the
 same log-probabilities and greedy placement).
+
+The pass runs with one BLAS thread: its products are small (a few hundred
+rows), so more threads only add hand-offs, and on a busy machine they fight
+other work for the same cores (zero-shot placing took 5x longer with
+OpenBLAS's default threads beside other processes).
 """
 
 from __future__ import annotations
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from placer.rl.features import DecodeContext, finish_delay, load_features
 
 LOGIT_GAIN = 4.0  # as in PlacementPolicy.decode
+ONE_BLAS_THREAD = ThreadpoolController().wrap(limits=1, user_api="blas")
+"""Decorator: BLAS limited to one thread for the call (restored after)."""
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -37,6 +45,7 @@ def _run(w: np.ndarray, b: np.ndarray, x: np.ndarray) -> np.ndarray:
     return out
 
 
+@ONE_BLAS_THREAD
 def encode(weights: dict[str, np.ndarray], groups: np.ndarray) -> np.ndarray:
     """Encoder states ``[G, 2H]`` of group features ``[G, F]``."""
     x = np.tanh(groups @ weights["embed_w"] + weights["embed_b"]).astype(np.float32)
@@ -45,6 +54,7 @@ def encode(weights: dict[str, np.ndarray], groups: np.ndarray) -> np.ndarray:
     return np.concatenate([fwd, bwd], 1)
 
 
+@ONE_BLAS_THREAD
 def decode(weights: dict[str, np.ndarray], groups: np.ndarray, devices: np.ndarray, num_samples: int = 1,
            greedy: bool = True, rng: np.random.Generator | None = None,
            actions: np.ndarray | None = None, temperature: float = 1.0,
