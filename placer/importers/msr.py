@@ -216,7 +216,7 @@ def cluster_from_msr(data: dict[str, Any], name: str, where: str = "MSR workload
     rates are those of the presets' host CPU and V100; they matter only for
     ops without a profiled cost, and every imported op has one.
     """
-    from placer.presets import HOST_CPU, V100_PCIE
+    from placer.machines import E5_2698V4_X2 as HOST_CPU, V100_PCIE
 
     _check_workload(data, where)
     n_acc = _count(data, "maxFPGAs", where)

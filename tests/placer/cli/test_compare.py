@@ -47,7 +47,7 @@ def test_json_rows_agree_with_simulate(graph_files, tmp_path, capsys):
 
 def test_table_marks_the_winner_and_plot_is_written(graph_files, tmp_path, capsys):
     png = tmp_path / "cmp.png"
-    assert main(["compare", graph_files[0], "--cluster", "2gpu", "--methods", "single,heft",
+    assert main(["compare", graph_files[0], "--cluster", "2gpu-flat", "--methods", "single,heft",
                  "--plot", str(png), "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "heft*" in out and "step_time" in out
