@@ -2,7 +2,8 @@
 
 Everything here goes through `placer.placers.registry.place`, which has the
 simulator score each result, so the methods compared are judged alike. The
-service adds no placement logic: it picks among the registry's answers.
+service adds no placement logic: ``best`` and its candidates are the
+library's (`placer.placers.best.place_best`, as ``placer place --method best``).
 """
 
 from __future__ import annotations
@@ -12,21 +13,22 @@ import math
 import os
 import threading
 import time
-from dataclasses import replace
 from typing import Any
 
 from placer import presets
 from placer.cluster import Cluster
 from placer.errors import PlacerError
 from placer.graph import OpGraph
-from placer.placement import Placement, Provenance
+from placer.placement import Placement
 from placer.placers import registry
-from placer.placers.best import rank
+from placer.placers.best import BEST, candidates, place_best, run_candidates
 import placer.rl  # noqa: F401  (registers method rl: placer.rl.method)
+
+__all__ = ["BEST", "RL", "baselines", "candidates", "check_method", "check_options", "method_names", "place_best",
+           "place_one", "refined", "resolve_cluster", "shipped_policy", "warm_up", "zero_shot"]
 
 log = logging.getLogger("placer.service")
 
-BEST = "best"
 RL = "rl"
 
 OPTION_LIMITS: dict[str, float] = {
@@ -122,106 +124,16 @@ def refined(placement: Placement | None, graph: OpGraph, cluster: Cluster, secon
     return refine(graph, cluster, placement, seconds=seconds, max_sweeps=sweeps)
 
 
-def candidates(objective: str, names: list[str] | None = None) -> list[str]:
-    """The heuristics `best` and baselines run: those that optimise `objective` (all, if none do).
-
-    Parameters
-    ----------
-    objective : the objective asked for.
-    names : restrict to these (each must be a registered heuristic).
-
-    Raises
-    ------
-    PlacerError
-        If a name is not a registered heuristic (``rl`` trains: it is a job, not a candidate), `names` is
-        empty, or no heuristic is registered.
-    """
-    if names is not None:
-        if not names:  # else best answered "no heuristic produced a placement: {}", baselines {}
-            raise PlacerError("candidates is empty: name at least one heuristic, or leave it out for every one; "
-                              f"heuristics: {', '.join(registry.names(heuristic_only=True))}")
-        learned = [n for n in dict.fromkeys(names) if not registry.get(n).heuristic]
-        if learned:
-            raise PlacerError(f"candidates must be heuristics; {', '.join(map(repr, learned))} is learned "
-                              f"(ask for it as the method); heuristics: "
-                              f"{', '.join(registry.names(heuristic_only=True))}")
-        return [registry.get(n).name for n in dict.fromkeys(names)]
-    heuristics = registry.names(heuristic_only=True)
-    if not heuristics:
-        raise PlacerError("no heuristic placer is registered")
-    fitting = [n for n in heuristics if objective in registry.get(n).objectives]
-    return fitting or heuristics
-
-
-def place_best(graph: OpGraph, cluster: Cluster, *, objective: str = "step_time",
-               names: list[str] | None = None, budget_seconds: float = math.inf
-               ) -> tuple[Placement, dict[str, float | None]]:
-    """Every candidate heuristic (see `candidates`), the fastest placement that fits in memory returned.
-
-    Heuristics run one after another; once `budget_seconds` are spent the rest
-    are skipped (``meta.skipped``), so one request cannot run for ever (the
-    first always runs, and one that has started runs to its end).
-
-    Returns
-    -------
-    (best, step_times) : the winner, its provenance chosen by `BEST` (so its
-        contract ``method`` reads ``best:NAME``; ``meta.best_of`` lists the
-        candidates), and each candidate's step time (None where it failed or
-        was skipped).
-
-    Raises
-    ------
-    PlacerError
-        If no heuristic is registered or none produced a placement.
-    """
-    results, step_times, problems = _run_all(candidates(objective, names), graph, cluster, objective,
-                                             budget_seconds)
-    if not results:
-        raise PlacerError(f"method 'best': no heuristic produced a placement: {problems}")
-    best = results[rank([p.step_time for p in results], [p.oom for p in results])[0]]
-    chosen = replace(best, provenance=Provenance(chosen_by=BEST), meta={**best.meta, "best_of": list(step_times),
-                                                                          **problems})
-    return chosen, step_times
-
-
 def baselines(graph: OpGraph, cluster: Cluster, *, objective: str = "step_time",
               names: list[str] | None = None, budget_seconds: float = math.inf,
               known: Placement | None = None) -> dict[str, float | None]:
     """Step time of every candidate heuristic; `known` (already placed) is reused for its method."""
     todo = candidates(objective, names)
     skip = known.method if known is not None and known.method in todo else None
-    _, step_times, _ = _run_all([n for n in todo if n != skip], graph, cluster, objective, budget_seconds)
+    _, step_times, _ = run_candidates([n for n in todo if n != skip], graph, cluster, objective, budget_seconds)
     if skip is not None:
         step_times = {skip: known.step_time, **step_times}
     return step_times
-
-
-def _run_all(names: list[str], graph: OpGraph, cluster: Cluster, objective: str, budget_seconds: float
-             ) -> tuple[list[Placement], dict[str, float | None], dict[str, dict[str, str]]]:
-    """Run each placer until the budget is spent; one failing (even with a bug) is recorded, not fatal."""
-    results: list[Placement] = []
-    step_times: dict[str, float | None] = {}
-    failed: dict[str, str] = {}
-    skipped: dict[str, str] = {}
-    t0 = time.monotonic()
-    for k, name in enumerate(names):
-        step_times[name] = None
-        if k > 0 and time.monotonic() - t0 > budget_seconds:  # the first always runs
-            skipped[name] = f"not run: the {budget_seconds:g} s budget of this request was spent"
-            continue
-        try:
-            p = registry.place(name, graph, cluster, objective=objective)
-        except PlacerError as e:
-            failed[name] = str(e)
-            continue
-        except Exception as e:  # a bug in one heuristic must not sink the others
-            log.exception("placer %r failed on graph %r", name, graph.name)
-            failed[name] = f"{type(e).__name__}: {e}"
-            continue
-        results.append(p)
-        step_times[name] = p.step_time
-    problems = {k: v for k, v in (("failed", failed), ("skipped", skipped)) if v}
-    return results, step_times, problems
 
 
 def zero_shot(graph: OpGraph, cluster: Cluster, seed: int = 0) -> Placement | None:

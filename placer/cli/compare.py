@@ -20,8 +20,9 @@ def add_parser(sub) -> None:
     p.add_argument("--cluster", nargs="+", required=True, metavar="NAME",
                    help="preset names or cluster JSON files")
     p.add_argument("--methods", default="all",
-                   help="'all' (every heuristic) or a comma-separated list of methods, e.g. 'all,rl' "
-                        "(default: all)")
+                   help="'all' (every heuristic) or a comma-separated list of methods, e.g. 'all,rl'; 'best' "
+                        "is the service's and `placer place`'s method best, its row naming the heuristic it "
+                        "chose (default: all)")
     p.add_argument("--rl-budget-seconds", type=float, metavar="S",
                    help="training budget of the rl method per graph and cluster (default: rl's own, 60 s)")
     p.add_argument("--rl-policy", metavar="DIR",
@@ -106,15 +107,14 @@ def run(args) -> int:
     from placer.errors import PlacerError
     from placer.fileio import write_atomic
     from placer.graph_io import load_graph
-    from placer.placers import registry
     import placer.rl  # noqa: F401  (registers method rl)
-    from placer.placers.comparison import ROW_FIELDS, compare, winners
+    from placer.placers.comparison import ROW_FIELDS, compare, resolve_methods, winners
 
     if args.resume and not args.save:
         raise PlacerError("--resume needs --save FILE (the rows of the earlier run)")
     output_file(args.save, "--save")
     output_file(args.plot, "--plot")
-    methods = registry.resolve(args.methods)
+    methods = resolve_methods(args.methods)
     rl_options = {}
     if args.rl_budget_seconds is not None:
         if not args.rl_budget_seconds > 0:
@@ -145,6 +145,7 @@ def run(args) -> int:
         if args.quiet:
             return
         what = ("error: " + row["error"]) if "error" in row else (
+            (f"chose {row['chosen']}, " if "chosen" in row else "") +
             f"{human_seconds(row['step_time'], units[row['graph']])}{' OOM' if row['oom'] else ''}, placed in "
             f"{row['place_seconds']:.2f} s"
             + (f" (refined from {human_seconds(row['unrefined_step_time'], units[row['graph']])})"
@@ -177,7 +178,7 @@ def run(args) -> int:
         table = []
         for r in rows:
             mark = "*" if best.get((r["graph"], r["cluster"])) == r["method"] else ""
-            table.append((r["graph"], r["cluster"], r["method"] + mark,
+            table.append((r["graph"], r["cluster"], r["method"] + (f":{r['chosen']}" if "chosen" in r else "") + mark,
                           human_seconds(r["step_time"], units[r["graph"]]),
                           human_seconds(r["lower_bound"], units[r["graph"]]),
                           "-" if r["oom"] is None else ("yes" if r["oom"] else "no"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import time
 
 from placer.cli.common import add_graph_and_cluster, add_json_flag, add_objective, add_refine_sweeps
 
@@ -15,7 +16,10 @@ def add_parser(sub) -> None:
                                    "keeps nothing when interrupted: `placer train GRAPH --cluster C --out DIR`\n"
                                    "is the resumable form (checkpoints, --resume).")
     add_graph_and_cluster(p)
-    p.add_argument("--method", required=True, help="placement method (listed below)")
+    p.add_argument("--method", required=True, help="placement method (listed below), or best")
+    p.add_argument("--candidates", metavar="LIST",
+                   help="method best: only these heuristics, comma-separated (default: every heuristic that "
+                        "optimises --objective)")
     add_objective(p, help="what to make small: one step's time (default) or the pipelined max device load "
                   "(`max_load`); a method that does not optimise it says so")
     p.add_argument("--budget-seconds", type=float, metavar="S",
@@ -49,7 +53,9 @@ def add_parser(sub) -> None:
         "  cpop         Critical-Path-on-a-Processor: the critical path on one device (same paper)\n"
         "  m_topo, m_etf, m_sct  Baechi's memory-constrained placers (Jeon et al. 2020)\n"
         "  pipeline_dp  pipeline stages by dynamic programming (--objective throughput)\n"
-        "and any other registered placer (the service's GET /v1/placers lists them all)"
+        "and any other registered placer (the service's GET /v1/placers lists them all);\n"
+        "  best         every heuristic (or --candidates), the fastest placement that fits in\n"
+        "               memory, named best:NAME (the service's method best)"
     )
 
 
@@ -58,15 +64,22 @@ def run(args) -> int:
                                    print_json, race_line, seconds_per_unit)
     from placer.errors import PlacerError
     from placer.placement import save_placement
-    from placer.placers import registry
+    from placer.placers import best, registry
     import placer.rl  # noqa: F401  (registers method rl)
 
-    registry.get(args.method)  # unknown method: fail before loading anything big
+    is_best = args.method == best.BEST
+    if not is_best:
+        registry.get(args.method)  # unknown method: fail before loading anything big
+    if args.candidates is not None and not is_best:
+        raise PlacerError(f"--candidates applies to method best, not {args.method!r}")
+    names = None if args.candidates is None else [n.strip() for n in args.candidates.split(",") if n.strip()]
+    if is_best:
+        best.candidates(args.objective, names)  # bad names: fail before loading anything big
     output_file(args.output, "-o")
     graph, cluster = load_graph_and_cluster(args)
     options = {}
     if args.budget_seconds is not None:
-        if registry.get(args.method).heuristic:
+        if is_best or registry.get(args.method).heuristic:
             raise PlacerError(f"--budget-seconds applies to learned methods (rl), not {args.method!r}")
         options["budget_seconds"] = args.budget_seconds
     if args.policy is not None or args.best_of is not None:
@@ -82,12 +95,18 @@ def run(args) -> int:
             raise PlacerError(f"--starts applies to method rl, not {args.method!r}")
         options["starts"] = args.starts
     check_refine(args.refine_seconds, args.refine_sweeps, args.objective)
-    bar = _training_progress(args, graph, options)
-    try:
-        placement = registry.place(args.method, graph, cluster, objective=args.objective, **options)
-    finally:
-        if bar is not None:
-            bar.close()
+    step_times = None
+    if is_best:
+        t0 = time.perf_counter()
+        placement, step_times = best.place_best(graph, cluster, objective=args.objective, names=names)
+        placement.meta["best_seconds"] = time.perf_counter() - t0
+    else:
+        bar = _training_progress(args, graph, options)
+        try:
+            placement = registry.place(args.method, graph, cluster, objective=args.objective, **options)
+        finally:
+            if bar is not None:
+                bar.close()
     if args.refine_seconds is not None:
         from placer.placers.refine import refine
 
@@ -101,11 +120,18 @@ def run(args) -> int:
     for dev in placement.devices.values():
         counts[dev] = counts.get(dev, 0) + 1
     unit = seconds_per_unit(graph)
-    print(f"{graph.name} on {cluster.name} by {placement.method}: step time "
+    print(f"{graph.name} on {cluster.name} by {placement.label}: step time "
           f"{human_seconds(placement.step_time, unit)} (lower bound {human_seconds(placement.lower_bound, unit)}), "
-          f"placed in {placement.meta['place_seconds']:.3f} s" + ("  OUT OF MEMORY" if placement.oom else ""))
+          f"placed in {placement.meta['place_seconds']:.3f} s"
+          + (f" (all candidates: {placement.meta['best_seconds']:.3f} s)" if step_times is not None else "")
+          + ("  OUT OF MEMORY" if placement.oom else ""))
     if placement.max_load is not None:
         print(f"  throughput: max load {placement.max_load:.6g}")
+    if step_times is not None:
+        print("  best of: " + ", ".join(f"{n} {'-' if t is None else human_seconds(t, unit)}"
+                                        for n, t in step_times.items()))
+        for why, what in placement.meta.get("failed", {}).items():
+            print(f"  {why} failed: {what}")
     if "refined" in placement.meta:
         r = placement.meta["refined"]
         print(f"  refined by local search from {human_seconds(r['start_step_time'], unit)}: "

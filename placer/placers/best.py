@@ -5,24 +5,35 @@ A placement that fits in memory beats one that does not; then the lower cost
 that is missing or not finite counts as infinite; between equals the
 candidate named first wins. `rank` is that rule; `ranked_heuristics` runs
 the candidates (registered heuristics, and single devices named
-``single_device:DEVICE``) and ranks them. The REST service's ``best``
-(`service.placing.place_best`), ``placer compare``'s winners
-(`placer.placers.comparison.winners`), the trainer's warm start
+``single_device:DEVICE``) and ranks them; `place_best` is method ``best``:
+every candidate heuristic run, the winner returned as ``best:NAME``.
+``placer place --method best``, the REST service's ``best``
+(`service.placing`), ``placer compare``'s ``best`` row and its winners
+(`placer.placers.comparison`), the trainer's warm start
 (`placer.rl.trainer`) and pre-training's teachers (`placer.rl.pretrain`)
 all pick by it.
 """
 
 from __future__ import annotations
 
+import logging
 import math
-from typing import Callable, NamedTuple, Sequence
+import time
+from dataclasses import replace
+from typing import Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
 from placer.cluster import Cluster
 from placer.errors import PlacerError
 from placer.graph import OpGraph
+from placer.placement import Placement, Provenance
 from placer.placers import registry
+
+log = logging.getLogger("placer.best")
+
+BEST = "best"
+"""Method ``best``: not a registered placer but a choice among them (`place_best`)."""
 
 SINGLE_DEVICE = "single_device:"
 """Prefix of the candidate that puts every op on one device (``single_device:GPU:0``)."""
@@ -103,3 +114,111 @@ def ranked_heuristics(graph: OpGraph, cluster: Cluster, names: Sequence[str] | N
             scored.append(Candidate(name, assignment, float(step_time), bool(oom)))
     order = rank([c.cost for c in scored], [c.oom for c in scored])
     return [scored[i] for i in order]
+
+
+def candidates(objective: str, names: Sequence[str] | None = None) -> list[str]:
+    """The heuristics `place_best` and baselines run: those that optimise `objective` (all, if none do).
+
+    Parameters
+    ----------
+    objective : the objective asked for.
+    names : restrict to these (each must be a registered heuristic).
+
+    Raises
+    ------
+    PlacerError
+        If a name is not a registered heuristic (``rl`` trains: it is not a candidate), `names` is
+        empty, or no heuristic is registered.
+    """
+    if names is not None:
+        if not names:  # else best answered "no heuristic produced a placement: {}", baselines {}
+            raise PlacerError("candidates is empty: name at least one heuristic, or leave it out for every one; "
+                              f"heuristics: {', '.join(registry.names(heuristic_only=True))}")
+        learned = [n for n in dict.fromkeys(names) if not registry.get(n).heuristic]
+        if learned:
+            raise PlacerError(f"candidates must be heuristics; {', '.join(map(repr, learned))} is learned "
+                              f"(ask for it as the method); heuristics: "
+                              f"{', '.join(registry.names(heuristic_only=True))}")
+        return [registry.get(n).name for n in dict.fromkeys(names)]
+    heuristics = registry.names(heuristic_only=True)
+    if not heuristics:
+        raise PlacerError("no heuristic placer is registered")
+    fitting = [n for n in heuristics if objective in registry.get(n).objectives]
+    return fitting or heuristics
+
+
+def place_best(graph: OpGraph, cluster: Cluster, *, objective: str = "step_time",
+               names: Sequence[str] | None = None, budget_seconds: float = math.inf,
+               known: Mapping[str, Placement] | None = None) -> tuple[Placement, dict[str, float | None]]:
+    """Method ``best``: every candidate heuristic (see `candidates`), the winner by `rank` returned
+    (by step time; by max load with the throughput objective).
+
+    Heuristics run one after another; once `budget_seconds` are spent the rest
+    are skipped (``meta.skipped``), so one request cannot run for ever (the
+    first always runs, and one that has started runs to its end).
+
+    Parameters
+    ----------
+    known : placements already made of this graph and cluster for `objective`, by method; a candidate
+        found here is taken as it is instead of placed again (``placer compare`` with ``all,best``).
+
+    Returns
+    -------
+    (best, step_times) : the winner, its provenance chosen by `BEST` (so its
+        contract ``method`` reads ``best:NAME``; ``meta.best_of`` lists the
+        candidates), and each candidate's step time (None where it failed or
+        was skipped).
+
+    Raises
+    ------
+    PlacerError
+        If no heuristic is registered or none produced a placement.
+    """
+    results, step_times, problems = run_candidates(candidates(objective, names), graph, cluster, objective,
+                                                   budget_seconds, known)
+    if not results:
+        raise PlacerError(f"method 'best': no heuristic produced a placement: {problems}")
+    cost = [p.max_load if objective == "throughput" else p.step_time for p in results]
+    best = results[rank(cost, [p.oom for p in results])[0]]
+    chosen = replace(best, provenance=Provenance(chosen_by=BEST), meta={**best.meta, "best_of": list(step_times),
+                                                                          **problems})
+    return chosen, step_times
+
+
+def run_candidates(names: Sequence[str], graph: OpGraph, cluster: Cluster, objective: str,
+                   budget_seconds: float = math.inf, known: Mapping[str, Placement] | None = None
+                   ) -> tuple[list[Placement], dict[str, float | None], dict[str, dict[str, str]]]:
+    """Run each placer in `names` (or take it from `known`) until `budget_seconds` are spent.
+
+    Returns
+    -------
+    (placements, step_times, problems) : the placements made, in `names` order; each name's step time
+        (None where it failed or was skipped); ``{"failed": {name: why}, "skipped": {name: why}}``, each
+        key present only when not empty. One placer failing (even with a bug) is recorded, not fatal.
+    """
+    results: list[Placement] = []
+    step_times: dict[str, float | None] = {}
+    failed: dict[str, str] = {}
+    skipped: dict[str, str] = {}
+    t0 = time.monotonic()
+    for k, name in enumerate(names):
+        step_times[name] = None
+        if known is not None and name in known:
+            p = known[name]
+        elif k > 0 and time.monotonic() - t0 > budget_seconds:  # the first always runs
+            skipped[name] = f"not run: the {budget_seconds:g} s budget of this request was spent"
+            continue
+        else:
+            try:
+                p = registry.place(name, graph, cluster, objective=objective)
+            except PlacerError as e:
+                failed[name] = str(e)
+                continue
+            except Exception as e:  # a bug in one heuristic must not sink the others
+                log.exception("placer %r failed on graph %r", name, graph.name)
+                failed[name] = f"{type(e).__name__}: {e}"
+                continue
+        results.append(p)
+        step_times[name] = p.step_time
+    problems = {k: v for k, v in (("failed", failed), ("skipped", skipped)) if v}
+    return results, step_times, problems

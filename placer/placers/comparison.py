@@ -2,7 +2,8 @@
 
 Every row is scored by the same simulator (through `registry.place`), so the
 numbers compare. A placer that fails gives a row with its error instead of
-stopping the run.
+stopping the run. Method ``best`` (`placer.placers.best.place_best`) is a row
+too: the heuristic it chose is its ``chosen``.
 """
 
 from __future__ import annotations
@@ -14,10 +15,29 @@ from placer.cluster import Cluster
 from placer.errors import interrupted
 from placer.graph import OpGraph
 from placer.placers import registry
-from placer.placers.best import rank
+from placer.placers.best import BEST, place_best, rank
 from placer.placers.refine import refine
 
 ROW_FIELDS = ("graph", "cluster", "method", "step_time", "lower_bound", "oom", "place_seconds")
+
+
+def resolve_methods(methods: str | list[str]) -> list[str]:
+    """`registry.resolve` (``all``: every heuristic, comma lists, names checked), with ``best`` kept in its place.
+
+    Raises
+    ------
+    PlacerError
+        If a name is neither a registered placer nor ``best``, or none is named.
+    """
+    items = methods.split(",") if isinstance(methods, str) else list(methods)
+    out: list[str] = []
+    for m in (s.strip() for s in items):
+        for name in ([BEST] if m == BEST else registry.resolve([m]) if m else []):
+            if name not in out:
+                out.append(name)
+    if not out:
+        return registry.resolve([])  # its error
+    return out
 
 
 def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: list[str], *,
@@ -32,7 +52,9 @@ def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: lis
     Parameters
     ----------
     graphs, clusters : what to place on what.
-    methods : placer names (already resolved, e.g. by `registry.resolve`).
+    methods : placer names (already resolved, e.g. by `resolve_methods`), ``best`` among them or not: its
+        row is `place_best`'s answer (the candidates for the objective, taking those this comparison placed
+        already as they are), its ``chosen`` the heuristic chosen.
     progress : called after each row as ``progress(done, total, row)``.
     reuse : rows of an earlier, interrupted run by ``(graph, cluster, method)``;
         those made for the same objective, refinement and `method_options`
@@ -66,6 +88,7 @@ def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: lis
     rows: list[dict[str, Any]] = []
     for graph in graphs:
         for cluster in clusters:
+            made: dict[str, Any] = {}  # unrefined placements of this graph and cluster, for best
             for method in methods:
                 row: dict[str, Any] = {"graph": graph.name, "cluster": cluster.name, "method": method,
                                        "graph_fingerprint": graph.fingerprint,
@@ -86,7 +109,13 @@ def compare(graphs: Iterable[OpGraph], clusters: Iterable[Cluster], methods: lis
                     continue
                 try:
                     options = {**place_options, **own}
-                    p = registry.place(method, graph, cluster, **options)
+                    if method == BEST:
+                        p, _ = place_best(graph, cluster, objective=objective, known=made)
+                        row["chosen"] = p.method
+                    else:
+                        p = registry.place(method, graph, cluster, **options)
+                        if not own:
+                            made[method] = p
                     if refine_seconds is not None:
                         row.update(unrefined_step_time=p.step_time, refine_seconds=refine_seconds)
                         if refine_sweeps is not None:

@@ -289,3 +289,9 @@ def test_bad_worlds(graph_files, tmp_path, capsys, extra, message):
     (tmp_path / "s.json").write_text("[]")
     assert main(["compare", graph_files[0], "--cluster", "2gpu", "--methods", "single", *extra]) == 1
     assert message in capsys.readouterr().err
+
+
+def test_best_row_names_the_heuristic_it_chose(graph_files, capsys):
+    assert main(["compare", graph_files[0], "--cluster", "2gpu", "--methods", "single,heft,best", "--quiet"]) == 0
+    table = capsys.readouterr().out
+    assert any(line.split()[2].startswith("best:") for line in table.splitlines()[1:3 + 1])

@@ -125,3 +125,30 @@ def test_help_names_train_as_the_resumable_form(capsys):
         main(["place", "--help"])
     out = capsys.readouterr().out
     assert "placer train GRAPH --cluster C --out DIR" in out and "resumable" in out
+
+
+def test_place_best_is_the_fastest_candidate_named_best_name(graph_file, tmp_path, capsys):
+    """As the service's method best: the contract's method reads best:NAME, and each candidate is listed."""
+    out = tmp_path / "p.json"
+    assert main(["place", str(graph_file), "--cluster", "4gpu", "--method", "best", "--candidates",
+                 "single,heft,metis", "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    data = json.loads(out.read_text())
+    chosen = data["method"].split(":")[1]
+    assert data["method"].startswith("best:") and chosen in ("single", "heft", "metis")
+    assert data["meta"]["best_of"] == ["single", "heft", "metis"]
+    assert "best of: single" in text and f"by best:{chosen}" in text
+    for name in ("single", "heft", "metis"):
+        assert main(["place", str(graph_file), "--cluster", "4gpu", "--method", name, "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["step_time"] >= data["step_time"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--method", "heft", "--candidates", "single"], "--candidates applies to method best, not 'heft'"),
+    (["--method", "best", "--candidates", "single,rl"], "candidates must be heuristics; 'rl' is learned"),
+    (["--method", "best", "--budget-seconds", "3"], "--budget-seconds applies to learned methods (rl), not 'best'"),
+])
+def test_place_best_bad_input_is_one_line(graph_file, capsys, argv, message):
+    assert main(["place", str(graph_file), "--cluster", "2gpu", *argv]) == 1
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1

@@ -3,8 +3,10 @@
 import math
 
 import numpy as np
+import pytest
 
 from placer import presets
+from placer.errors import PlacerError
 from placer.placers import best, registry
 from placer.synthetic import layered_graph
 
@@ -34,3 +36,33 @@ def test_a_score_ranks_the_candidates_instead():
                                     score=lambda a: (np.sum(a != 0, axis=1).astype(float), np.zeros(len(a), bool)))
     assert ranked[0].name == best.single_devices(cluster)[0] and ranked[-1].name == best.single_devices(cluster)[-1]
     assert all(c.cost == float(np.sum(c.assignment != 0)) for c in ranked)
+
+
+def test_place_best_answers_the_fastest_candidate_that_fits_as_best_name():
+    graph, cluster = layered_graph(40, seed=1), presets.get("4gpu")
+    placement, step_times = best.place_best(graph, cluster)
+    assert list(step_times) == best.candidates("step_time")
+    assert placement.label == f"best:{placement.method}"
+    assert placement.step_time == min(t for t in step_times.values() if t is not None)
+    assert placement.meta["best_of"] == list(step_times)
+
+
+def test_place_best_takes_known_placements_as_they_are():
+    """A candidate already placed (``placer compare --methods all,best``) is not placed again."""
+    graph, cluster = layered_graph(40, seed=1), presets.get("2gpu")
+    known = registry.place("single", graph, cluster)
+    placement, step_times = best.place_best(graph, cluster, names=["single", "heft"],
+                                            known={"single": known})
+    assert step_times["single"] == known.step_time
+    assert placement is not known and (placement.method != "single" or placement.devices == known.devices)
+
+
+def test_candidates_refuse_learned_and_empty_lists():
+    import placer.rl  # noqa: F401  (registers rl)
+
+    with pytest.raises(PlacerError, match="candidates must be heuristics; 'rl' is learned"):
+        best.candidates("step_time", ["heft", "rl"])
+    with pytest.raises(PlacerError, match="candidates is empty"):
+        best.candidates("step_time", [])
+    with pytest.raises(PlacerError, match="unknown method 'nope'"):
+        best.candidates("step_time", ["nope"])

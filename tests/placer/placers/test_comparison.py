@@ -6,7 +6,8 @@ import pytest
 
 from placer.placers import registry
 from placer.placers.options import Option
-from placer.placers.comparison import compare
+from placer.errors import PlacerError
+from placer.placers.comparison import compare, resolve_methods, winners
 from placer.placers.single import place_single
 from placer.presets import get as preset
 from placer.synthetic import layered_graph
@@ -47,3 +48,26 @@ def test_resume_places_again_a_row_made_with_other_method_options(optioned_metho
     (again,) = compare([graph], [cluster], [name], reuse=reuse, method_options={name: options})
     assert again is not row and calls == [{"budget_seconds": 5.0}, options]
     assert again.get("method_options", {}) == options
+
+
+def test_best_row_is_the_winner_of_the_heuristic_rows_and_names_it():
+    """``all,best``: best chooses among the rows already made (taken as they are), by the one rule."""
+    graph, cluster = layered_graph(60, seed=4), preset("4gpu")
+    methods = resolve_methods("all,best")
+    assert methods == [*registry.names(heuristic_only=True), "best"]
+    rows = compare([graph], [cluster], methods)
+    *heuristics, best_row = rows
+    chosen = next(r for r in heuristics if r["method"] == best_row["chosen"])
+    assert best_row["method"] == "best" and best_row["step_time"] == chosen["step_time"]
+    assert winners(rows)[(graph.name, cluster.name)] == best_row["chosen"]
+
+
+def test_best_alone_places_its_candidates():
+    graph, cluster = layered_graph(40, seed=5), preset("2gpu")
+    (row,) = compare([graph], [cluster], resolve_methods("best"))
+    assert row["chosen"] in registry.names(heuristic_only=True) and row["step_time"] > 0
+
+
+def test_resolve_methods_checks_every_other_name():
+    with pytest.raises(PlacerError, match="unknown method 'nope'"):
+        resolve_methods("best,nope")
