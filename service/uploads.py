@@ -1,11 +1,12 @@
 """Turn an uploaded body into a validated `OpGraph`, within the size limits.
 
-Three formats arrive on ``POST /v1/graphs``: our JSON graph format (plain or
-gzip), a binary TensorFlow GraphDef and a text GraphDef. Gzip is inflated
-here with a ceiling (a few KiB of gzip can inflate to gigabytes); the op
-count is checked before the expensive validation. A GraphDef is imported in a
-child process (TensorFlow parses it there, not in the service): see
-`_graph_from_graphdef`.
+These arrive on ``POST /v1/graphs``: our JSON graph format (plain or gzip), a
+binary TensorFlow GraphDef, a text GraphDef, a zipped SavedModel folder and a
+``.keras`` file (both zip archives, checked by `service.archives`). Gzip is
+inflated here with a ceiling (a few KiB of gzip can inflate to gigabytes), and
+so is a zip; the op count is checked before the expensive validation. A
+model is imported in a child process (TensorFlow reads it there, not in the
+service): see `_import_in_child`.
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ from typing import Any, Literal
 
 from placer.errors import InputShapeError, PlacerError
 from placer.graph import OpGraph
+from service import archives
 from service.storage import GraphRecord
 
 log = logging.getLogger("placer.service")
 
-UploadFormat = Literal["auto", "json", "graphdef"]
+UploadFormat = Literal["auto", "json", "graphdef", "saved_model", "keras"]
+ARCHIVE_FORMATS = ("saved_model", "keras")
 _GZIP_MAGIC = b"\x1f\x8b"
 GRAPHDEF_SECONDS = 600.0
 """Longest one GraphDef import may run (parse, function inlining, shape inference) before it is killed."""
@@ -131,25 +134,30 @@ def check_op_count(data: Any, max_ops: int, where: str = "graph") -> None:
 
 def graph_from_upload(body: bytes, *, fmt: UploadFormat, name: str | None, content_type: str,
                       max_inflated: int, max_ops: int, fetches: list[str] | None = None,
-                      batch: int | None = None) -> tuple[OpGraph, str]:
+                      batch: int | None = None, signature: str | None = None, loss: str | None = None,
+                      optimizer: str | None = None) -> tuple[OpGraph, str]:
     """Parse and validate an uploaded graph.
 
     Parameters
     ----------
     body : the request body as sent.
-    fmt : ``json``, ``graphdef`` or ``auto`` (JSON when the content type says
-        so or the inflated body starts with ``{``; a GraphDef otherwise).
+    fmt : ``json``, ``graphdef``, ``saved_model`` (a zipped SavedModel folder), ``keras`` (a ``.keras``
+        file) or ``auto`` (a zip archive by what it holds; JSON when the content type says so or the
+        inflated body starts with ``{``; a GraphDef otherwise).
     name : the graph's name; overrides the JSON's and names a GraphDef.
     content_type : the request's Content-Type header.
     max_inflated, max_ops : limits (see `service.core.config.Settings`).
     fetches : GraphDef only: the nodes one step runs; the nodes none of them needs (variable initializers
         too) are left out, as a session leaves them out of a step (`placer.importers.graphdef`).
-    batch : GraphDef only: fills the unknown first dimension of every placeholder (``placer import --batch``).
+    batch : GraphDef and SavedModel: fills the unknown first dimension of every placeholder (``placer import
+        --batch``); a ``.keras`` file's training step: its batch size (required).
+    signature : SavedModel only: the signature to import (default ``serving_default``).
+    loss, optimizer : ``.keras`` only: the training step's, when not those the model was compiled with.
 
     Returns
     -------
     (graph, source) : the graph and how it arrived (``json``, ``json+gzip``, ``graphdef``,
-        ``graphdef-text``).
+        ``graphdef-text``, ``saved_model``, ``keras``).
 
     Raises
     ------
@@ -164,9 +172,22 @@ def graph_from_upload(body: bytes, *, fmt: UploadFormat, name: str | None, conte
                           "gzip data (it does not start with the gzip magic bytes 1f 8b)")
     with _PARSE_SLOTS:
         raw = inflate(body, max_inflated)
-        if fmt == "auto":
+        expected = None if fmt == "auto" else fmt  # a zip's contents tell a SavedModel from a .keras file
+        if fmt == "auto" and archives.is_zip(raw):
+            fmt = "saved_model"
+        elif fmt == "auto":
             is_json = "json" in content_type.lower() or raw.lstrip()[:1] == b"{"
             fmt = "json" if is_json else "graphdef"
+        saved_options = {k: v for k, v in (("signature", signature), ("loss", loss), ("optimizer", optimizer)) if v}
+        if fmt in ARCHIVE_FORMATS:
+            if fetches:
+                raise PlacerError("upload: fetch applies to a GraphDef upload; a SavedModel or .keras file says "
+                                  "what its step runs")
+            return _graph_from_archive(raw, name, max_ops, max_inflated, expected, {
+                **saved_options, **({"batch_size": batch} if batch else {})})
+        if saved_options:
+            raise PlacerError(f"upload: {', '.join(saved_options)} appl{'ies' if len(saved_options) == 1 else 'y'}"
+                              " to a zipped SavedModel or a .keras file")
         if fmt == "json":
             given = [n for n, v in (("fetch", fetches), ("batch", batch)) if v]
             if given:
@@ -212,7 +233,7 @@ def _graph_from_json(raw: bytes, name: str | None, max_ops: int) -> OpGraph:
 
 def _graph_from_graphdef(raw: bytes, name: str, max_ops: int,
                          options: dict[str, Any] | None = None) -> tuple[OpGraph, str]:
-    """A binary or text GraphDef through the importer, run in a child process (`_import_graphdef_child`).
+    """A binary or text GraphDef through the importer, run in a child process (`_import_in_child`).
 
     The upload reaches TensorFlow's C++ code (protobuf parser, grappler's function inliner, shape
     inference), which aborts or segfaults on some malformed graphs: in the service's own process a
@@ -228,25 +249,79 @@ def _graph_from_graphdef(raw: bytes, name: str, max_ops: int,
     PlacerError
         Not a GraphDef TensorFlow can import, or the import crashed or ran out of time.
     """
+    return _import_in_child(raw, name, max_ops, options or {}, "GraphDef")
+
+
+def _graph_from_archive(raw: bytes, name: str | None, max_ops: int, max_inflated: int, expected: str | None,
+                        options: dict[str, Any]) -> tuple[OpGraph, str]:
+    """A zipped SavedModel folder or a ``.keras`` file: checked (`service.archives`), written to a temporary
+    folder, and imported in a child process (`_import_in_child`) as ``placer import`` imports it.
+
+    Raises
+    ------
+    PayloadTooLarge
+        If the archive inflates past `max_inflated`, or the graph has more than `max_ops` ops.
+    PlacerError
+        A bad archive (`service.archives`), not of the `expected` kind (when given), an option that does
+        not apply to it, or a model TensorFlow or Keras cannot load.
+    """
+    import tempfile
+
+    try:
+        members = archives.checked_members(raw, max_inflated)
+        kind, folder = archives.kind_of(members)
+        if expected is not None and kind != expected:
+            raise PlacerError(f"upload: format={expected} but the archive holds a "
+                              f"{'SavedModel' if kind == 'saved_model' else '.keras file'}")
+        wrong = [k for k in (("loss", "optimizer") if kind == "saved_model" else ("signature",)) if k in options]
+        if wrong:
+            raise PlacerError(f"upload: {', '.join(wrong)} do{'es' if len(wrong) == 1 else ''} not apply to a "
+                              f"{'SavedModel' if kind == 'saved_model' else '.keras file'}")
+        if kind == "keras" and "batch_size" not in options:
+            raise PlacerError("upload: a .keras file's training step needs its batch size (?batch=B)")
+        with tempfile.TemporaryDirectory(prefix="placer-upload-") as tmp:
+            if kind == "keras":
+                path = Path(tmp) / "model.keras"  # Keras reads the archive itself, within its declared sizes
+                path.write_bytes(raw)
+            else:
+                archives.extract(raw, members, Path(tmp), max_inflated)
+                path = Path(tmp) / folder
+            return _import_in_child(b"", name or "graph", max_ops, {**options, kind: str(path)}, "model")
+    except archives.ArchiveTooLarge as e:
+        raise PayloadTooLarge(str(e)) from None
+
+
+def _import_in_child(raw: bytes, name: str, max_ops: int, options: dict[str, Any], what: str
+                     ) -> tuple[OpGraph, str]:
+    """Run the importer in a child process (`_import_child`): `options` as a JSON line, then `raw` on its
+    stdin; a crash, a hang past `GRAPHDEF_SECONDS` or bad input fails this upload alone.
+
+    Raises
+    ------
+    PayloadTooLarge
+        Over `max_ops`.
+    PlacerError
+        Bad input (the child's one-line message), or the import crashed or ran out of time.
+    """
     root = str(Path(__file__).resolve().parents[1])  # where `service` is importable from, installed or not
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
            "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
     try:
         proc = subprocess.run([sys.executable, "-m", "service.uploads"],
-                              input=json.dumps(options or {}).encode() + b"\n" + raw,
+                              input=json.dumps(options).encode() + b"\n" + raw,
                               capture_output=True, timeout=GRAPHDEF_SECONDS, env=env)
     except subprocess.TimeoutExpired:
-        raise PlacerError(f"upload: importing the GraphDef took over {GRAPHDEF_SECONDS:g} s; "
+        raise PlacerError(f"upload: importing the {what} took over {GRAPHDEF_SECONDS:g} s; "
                           "import it with 'placer import' and upload the JSON graph") from None
     if proc.returncode == _REFUSED:
-        raise PlacerError(proc.stdout.decode(errors="replace").strip() or "upload: not an importable GraphDef")
+        raise PlacerError(proc.stdout.decode(errors="replace").strip() or f"upload: not an importable {what}")
     if proc.returncode < 0:
         sig = signal.Signals(-proc.returncode).name
-        log.warning("GraphDef import process ended by %s: %s", sig, _tail(proc.stderr))
-        raise PlacerError(f"upload: TensorFlow crashed importing this GraphDef ({sig}); it is malformed")
+        log.warning("%s import process ended by %s: %s", what, sig, _tail(proc.stderr))
+        raise PlacerError(f"upload: TensorFlow crashed importing this {what} ({sig}); it is malformed")
     if proc.returncode != 0:
-        log.error("GraphDef import process exited with code %d: %s", proc.returncode, _tail(proc.stderr))
-        raise RuntimeError(f"GraphDef import process exited with code {proc.returncode}")
+        log.error("%s import process exited with code %d: %s", what, proc.returncode, _tail(proc.stderr))
+        raise RuntimeError(f"{what} import process exited with code {proc.returncode}")
     answer = json.loads(proc.stdout)
     data = {**answer["graph"], "name": name}
     check_op_count(data, max_ops)
@@ -257,12 +332,19 @@ def _tail(stderr: bytes, chars: int = 2000) -> str:
     return stderr.decode(errors="replace")[-chars:].strip()
 
 
-def _import_graphdef_child() -> int:
+_QUERY_PARAMS = {"--signature NAME": "?signature=NAME", "--batch": "?batch=B", "--loss": "?loss=",
+                 "--optimizer": "?optimizer="}
+"""The importer's messages name `placer import`'s flags; an upload gives these query parameters instead."""
+
+
+def _import_child() -> int:
     """``python -m service.uploads``: on stdin a line of options, then a GraphDef; ``{"graph", "source"}``
     JSON on stdout.
 
     The options are a JSON object: ``fetches`` prunes the graph to what they need (a session's rule),
-    ``batch_size`` fills unknown batch dimensions.
+    ``batch_size`` fills unknown batch dimensions. With ``saved_model`` (a folder) or ``keras`` (a file)
+    that model is imported instead (`placer.importers.saved_models`; ``signature``, ``loss``,
+    ``optimizer``), and stdin holds nothing after the options.
 
     Bad input exits with `_REFUSED` and its one-line message on stdout. Anything TensorFlow itself
     prints goes to stderr: stdout is kept for the answer.
@@ -274,9 +356,22 @@ def _import_graphdef_child() -> int:
     os.dup2(2, 1)
     header, _, raw = sys.stdin.buffer.read().partition(b"\n")
     options = json.loads(header)
+    source = None
     try:
         text = importers.FORMATS["pbtxt"].sniff(raw, None)
-        if options:
+        if "saved_model" in options:
+            from placer.importers.saved_models import from_saved_model
+
+            source = "saved_model"
+            graph = from_saved_model(options["saved_model"], "graph", signature=options.get("signature"),
+                                     batch_size=options.get("batch_size"))
+        elif "keras" in options:
+            from placer.importers.saved_models import from_keras_file
+
+            source = "keras"
+            graph = from_keras_file(options["keras"], options["batch_size"], "graph", loss=options.get("loss"),
+                                    optimizer=options.get("optimizer"))
+        elif options:
             load = from_graphdef_text if text else from_graphdef_bytes
             # a bare GraphDef's fetches are a session's
             graph = load(raw, "graph", **options, **({"session": True} if "fetches" in options else {}))
@@ -290,13 +385,19 @@ def _import_graphdef_child() -> int:
         answer.close()
         return _REFUSED
     except PlacerError as e:
-        answer.write(str(e))
+        message = str(e)
+        if source is not None:  # the messages name the service's temporary folder, which is no user's
+            local = options[source]
+            message = "upload: " + message.replace(repr(local), "the archive").replace(local, "the archive")
+            for flag, param in _QUERY_PARAMS.items():
+                message = message.replace(flag, param)
+        answer.write(message)
         answer.close()
         return _REFUSED
-    json.dump({"graph": graph.to_dict(), "source": "graphdef-text" if text else "graphdef"}, answer)
+    json.dump({"graph": graph.to_dict(), "source": source or ("graphdef-text" if text else "graphdef")}, answer)
     answer.close()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(_import_graphdef_child())
+    sys.exit(_import_child())

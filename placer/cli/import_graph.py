@@ -1,4 +1,5 @@
-"""`placer import MODEL -o GRAPH`: a TensorFlow GraphDef (or any registered format) to our JSON graph."""
+"""`placer import MODEL -o GRAPH`: a SavedModel folder, a .keras file, a TensorFlow GraphDef (or any
+registered format) to our JSON graph."""
 
 from __future__ import annotations
 
@@ -13,16 +14,32 @@ BUILTIN_FORMATS = ("msr", "pipedream", "json", "pbtxt", "graphdef")
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
-        "import", help="import a TensorFlow GraphDef (.pb/.pbtxt) or other model file into a graph file",
-        description="Import MODEL (TensorFlow GraphDef .pb or .pbtxt, our JSON graph, or another registered "
-                    "format; detected from the content) into the JSON graph format, with output shapes, "
-                    "bytes, FLOPs, weight bytes and colocation for every op.")
-    p.add_argument("model", help="model file")
+        "import", help="import a SavedModel, a .keras file, a TensorFlow GraphDef (.pb/.pbtxt) or other model "
+                       "file into a graph file",
+        description="Import MODEL into the JSON graph format, with output shapes, bytes, FLOPs, weight bytes "
+                    "and colocation for every op: a SavedModel folder (one signature's inference graph), a "
+                    ".keras file (one training step, with the loss and optimizer it was compiled with), a "
+                    "TensorFlow GraphDef (.pb or .pbtxt), our JSON graph, or another registered format "
+                    "(files are told apart by their content).")
+    p.add_argument("model", help="model file, or SavedModel folder")
     p.add_argument("-o", "--output", required=True, help="graph file to write (.json or .json.gz)")
     p.add_argument("--format", dest="fmt", metavar="FMT",
                    help=f"input format, one of {', '.join(BUILTIN_FORMATS)} (default: detected from the content)")
     p.add_argument("--name", help="graph name (default: the file name)")
-    p.add_argument("--batch", type=int, help="GraphDef: batch size filled into placeholders' unknown first dimension")
+    p.add_argument("--batch", type=int,
+                   help="batch size: filled into the unknown first dimension of a GraphDef's placeholders or a "
+                        "SavedModel's inputs; a .keras file's training step is traced with it (required)")
+    p.add_argument("--signature", metavar="NAME",
+                   help="SavedModel: the signature to import (default serving_default, or its only one)")
+    p.add_argument("--loss", metavar="NAME",
+                   help=".keras: the Keras loss of the training step (default: the one it was compiled with)")
+    p.add_argument("--optimizer", metavar="NAME",
+                   help=".keras: the Keras optimizer of the training step (default: the one it was compiled "
+                        "with, fresh slots)")
+    p.add_argument("--inference", action="store_true", help=".keras: import a forward pass only")
+    p.add_argument("--save-graphdef", metavar="PB",
+                   help="SavedModel, .keras: also write the traced GraphDef (binary) here, for `placer measure "
+                        "--graphdef`")
     p.add_argument("--input-shape", action="append", default=[], metavar="NODE=D1,D2,...",
                    help="GraphDef: full shape of a placeholder (repeatable)")
     p.add_argument("--no-fold", action="store_true", help="GraphDef: keep Const and NoOp nodes as ops")
@@ -117,15 +134,99 @@ def run(args) -> int:
     from placer.cli.common import print_json
     from placer.errors import ModelImportError
     from placer.graph_io import save_graph
-    from placer.importers import FORMATS, default_name, detect_format, import_file, read_model_bytes
 
     check_name(args.name)
     output_file(args.output, "-o")
     output_file(args.cluster_out, "--cluster-out")
+    output_file(args.save_graphdef, "--save-graphdef")
+    if args.batch is not None and args.batch < 1:
+        raise ModelImportError(f"--batch must be a positive integer, got {args.batch}")
+    path = Path(args.model)
+    saved = _saved_kind(path)
+    if saved is None:
+        given = [f for f, v in (("--signature", args.signature), ("--loss", args.loss),
+                                ("--optimizer", args.optimizer), ("--inference", args.inference),
+                                ("--save-graphdef", args.save_graphdef)) if v]
+        if given:
+            raise ModelImportError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to a SavedModel "
+                                   f"folder or a .keras file; {str(path)!r} is neither")
+        graph = _import_file(args, path)
+        graph_def = None
+    else:
+        graph, graph_def = _import_saved(args, path, saved)
+    cluster_output = write_msr_cluster(path, args.fmt, graph.name, args.cluster_out) if args.cluster_out else None
+    if graph_def is not None and args.save_graphdef:
+        from placer.fileio import write_atomic
+
+        write_atomic(Path(args.save_graphdef), graph_def.SerializeToString())
+    save_graph(graph, args.output)
+    summary = summarise(graph, args.output)
+    if cluster_output:
+        summary["cluster_output"] = cluster_output
+    if args.save_graphdef:
+        summary["graphdef_output"] = args.save_graphdef
+    if args.json:
+        print_json(summary)
+    else:
+        print_summary(summary)
+    return 0
+
+
+def _saved_kind(path: Path) -> str | None:
+    """``saved_model`` for a SavedModel folder, ``keras`` for a .keras file, None for any other file.
+
+    Raises
+    ------
+    ModelImportError
+        For a folder that is no SavedModel.
+    """
+    from placer.errors import ModelImportError
+    from placer.importers.saved_models import SAVED_MODEL_FILES, is_keras_file, is_saved_model
+
+    if path.is_dir():
+        if not is_saved_model(path):
+            raise ModelImportError(f"{str(path)!r} is a folder but not a SavedModel (no "
+                                   f"{' or '.join(SAVED_MODEL_FILES)} in it)")
+        return "saved_model"
+    if path.suffix == ".keras" or is_keras_file(path):
+        return "keras"
+    return None
+
+
+def _import_saved(args, path: Path, kind: str):
+    """A SavedModel's signature or a .keras file's step, and its GraphDef; options that apply to neither refused."""
+    from placer.errors import ModelImportError
+    from placer.importers.saved_models import from_keras_file, from_saved_model
+
+    what = "a SavedModel" if kind == "saved_model" else "a .keras file"
+    other = [f for f, v in (("--fetch", args.fetch), ("--no-fold", args.no_fold), ("--format", args.fmt),
+                            ("--allow-unknown-shapes", args.allow_unknown_shapes),
+                            ("--cluster-out", args.cluster_out)) if v]
+    if kind == "saved_model":
+        other += [f for f, v in (("--loss", args.loss), ("--optimizer", args.optimizer),
+                                 ("--inference", args.inference)) if v]
+    else:
+        other += [f for f, v in (("--signature", args.signature), ("--input-shape", args.input_shape)) if v]
+    if other:
+        raise ModelImportError(f"{', '.join(other)} do{'es' if len(other) == 1 else ''} not apply to {what} "
+                               f"({str(path)!r})")
+    if kind == "saved_model":
+        options = {"input_shapes": parse_input_shapes(args.input_shape)} if args.input_shape else {}
+        return from_saved_model(path, args.name, signature=args.signature, batch_size=args.batch,
+                                with_graph_def=True, **options)
+    if args.batch is None:
+        raise ModelImportError(f"{str(path)!r}: give the batch size of the training step (--batch)")
+    return from_keras_file(path, args.batch, args.name, loss=args.loss, optimizer=args.optimizer,
+                           training=not args.inference, with_graph_def=True)
+
+
+def _import_file(args, path: Path):
+    """A GraphDef (with its options) or any registered format."""
+    from placer.errors import ModelImportError
+    from placer.importers import FORMATS, default_name, detect_format, import_file, read_model_bytes
+
     options = {}
     if args.batch is not None:
-        if args.batch < 1:
-            raise ModelImportError(f"--batch must be a positive integer, got {args.batch}")
         options["batch_size"] = args.batch
     if args.input_shape:
         options["input_shapes"] = parse_input_shapes(args.input_shape)
@@ -136,8 +237,6 @@ def run(args) -> int:
     if args.fetch:
         options["fetches"] = args.fetch
         options["session"] = True  # a bare GraphDef's fetches are a session's: only what they need runs
-
-    path = Path(args.model)
     if options:
         raw = read_model_bytes(path)
         fmt = args.fmt or detect_format(raw, str(path))
@@ -156,13 +255,4 @@ def run(args) -> int:
         if args.fmt and args.fmt not in FORMATS:
             raise ModelImportError(f"unknown format {args.fmt!r} (known: {', '.join(FORMATS)})")
         graph = import_file(path, args.fmt, args.name)
-    cluster_output = write_msr_cluster(path, args.fmt, graph.name, args.cluster_out) if args.cluster_out else None
-    save_graph(graph, args.output)
-    summary = summarise(graph, args.output)
-    if cluster_output:
-        summary["cluster_output"] = cluster_output
-    if args.json:
-        print_json(summary)
-    else:
-        print_summary(summary)
-    return 0
+    return graph

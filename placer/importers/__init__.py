@@ -78,7 +78,8 @@ def detect_format(raw: bytes, path: str | None = None) -> str:
         except Exception:  # a sniff must never decide the outcome by crashing
             continue
     raise ModelImportError(
-        f"{where}: not a recognised model file (known formats: {', '.join(FORMATS)})"
+        f"{where}: not a recognised model file (known formats: {', '.join(FORMATS)}; `placer import` also "
+        "takes a SavedModel folder and a .keras file)"
     )
 
 

@@ -26,7 +26,8 @@ from placer.importers.graphdef import DEFAULT_FOLD, from_graphdef
 
 def from_tf_function(fn, input_signature: Sequence, name: str, *, fold: Iterable[str] = DEFAULT_FOLD,
                      variable_paths: dict[int, str] | None = None, meta: dict[str, Any] | None = None,
-                     prune: bool = True) -> OpGraph:
+                     prune: bool = True, batch_size: int | None = None,
+                     input_shapes: dict[str, list[int]] | None = None, unknown_dim: int | None = None) -> OpGraph:
     """Import a `tf.function` (or plain Python function) traced on `input_signature`.
 
     Parameters
@@ -39,6 +40,8 @@ def from_tf_function(fn, input_signature: Sequence, name: str, *, fold: Iterable
     meta : extra facts for the graph's meta.
     prune : leave out the nodes neither the outputs nor the control outputs need, as TensorFlow
         does when it runs the function (`from_graphdef`'s ``fetches``; ``meta["pruned"]`` counts them).
+    batch_size, input_shapes, unknown_dim : for a function traced with unknown dimensions (a SavedModel's
+        signature): as `from_graphdef` takes them.
 
     Returns
     -------
@@ -63,7 +66,10 @@ def from_tf_function(fn, input_signature: Sequence, name: str, *, fold: Iterable
     }
     info.update(meta or {})
     fetches = info["outputs"] + info["control_outputs"] if prune else None
-    return from_graphdef(graph_def, name, variable_shapes=variable_shapes, fold=fold, fetches=fetches, meta=info)
+    shape_options = {k: v for k, v in (("batch_size", batch_size), ("input_shapes", input_shapes),
+                                       ("unknown_dim", unknown_dim)) if v is not None}
+    return from_graphdef(graph_def, name, variable_shapes=variable_shapes, fold=fold, fetches=fetches, meta=info,
+                         **shape_options)
 
 
 def _captures(cf, variable_paths: dict[int, str]):

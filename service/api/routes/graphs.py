@@ -1,4 +1,5 @@
-"""``/v1/graphs``: upload (JSON, gzip JSON, TensorFlow GraphDef), list, fetch, delete."""
+"""``/v1/graphs``: upload (JSON, gzip JSON, TensorFlow GraphDef, zipped SavedModel, .keras), list, fetch,
+delete."""
 
 from __future__ import annotations
 
@@ -25,11 +26,13 @@ _BINARY = {"schema": {"type": "string", "format": "binary"}}
 UPLOAD_BODY = {
     "requestBody": {
         "required": True,
-        "description": "A graph in the JSON graph format (plain or gzip-compressed), or a TensorFlow "
-                       "GraphDef (binary protobuf or text format).",
+        "description": "A graph in the JSON graph format (plain or gzip-compressed), a TensorFlow "
+                       "GraphDef (binary protobuf or text format), a SavedModel folder as a zip archive, or a "
+                       ".keras file.",
         "content": {
             "application/json": {"schema": {"$ref": "#/components/schemas/GraphSpec"}},
             "application/gzip": _BINARY,
+            "application/zip": _BINARY,
             "application/octet-stream": _BINARY,
             "text/plain": {"schema": {"type": "string"}},
         },
@@ -76,7 +79,8 @@ async def upload_graph(
     parser: ParserDep,
     graphs: GraphsDep,
     name: Annotated[str | None, Query(min_length=1, max_length=200, description="Name for the graph.")] = None,
-    format: Annotated[UploadFormat, Query(description="Body format; auto tells JSON from GraphDef.")] = "auto",
+    format: Annotated[UploadFormat, Query(description="Body format; auto tells JSON from GraphDef, and a zipped "
+                                                      "SavedModel from a .keras file.")] = "auto",
     fetch: Annotated[list[str] | None, Query(
         max_length=MAX_FETCHES,
         description="GraphDef only, repeatable: a node one training step runs (a session's fetch or "
@@ -85,8 +89,17 @@ async def upload_graph(
                     "node is kept: a bare GraphDef does not say what a step runs.")] = None,
     batch: Annotated[int | None, Query(
         ge=1, le=2**31 - 1,
-        description="GraphDef only: the batch size, for placeholders whose first dimension is unknown "
-                    "(as 'placer import --batch').")] = None,
+        description="GraphDef and SavedModel: the batch size, for placeholders whose first dimension is unknown "
+                    "(as 'placer import --batch'); .keras: the training step's batch size (required).")] = None,
+    signature: Annotated[str | None, Query(
+        min_length=1, max_length=200,
+        description="SavedModel only: the signature to import (default serving_default).")] = None,
+    loss: Annotated[str | None, Query(
+        min_length=1, max_length=200,
+        description=".keras only: the Keras loss of the training step (default: the compiled one).")] = None,
+    optimizer: Annotated[str | None, Query(
+        min_length=1, max_length=200,
+        description=".keras only: the Keras optimizer of the training step (default: the compiled one).")] = None,
 ) -> GraphPublic:
     """Upload a graph; answers its id, name and size."""
     settings = request.app.state.settings
@@ -94,7 +107,7 @@ async def upload_graph(
     parse = functools.partial(
         upload_record, body, owner=tenant.owner, keep_graph=len(body) <= parser.in_process_bytes, fmt=format,
         name=name, content_type=request.headers.get("content-type", ""), max_inflated=settings.max_inflated_bytes,
-        max_ops=settings.max_ops, fetches=fetch, batch=batch,
+        max_ops=settings.max_ops, fetches=fetch, batch=batch, signature=signature, loss=loss, optimizer=optimizer,
     )
     record, graph = await parser.run(parse, size=len(body))
     await run_in_threadpool(graphs.add_record, record, graph)
