@@ -135,7 +135,7 @@ def check_op_count(data: Any, max_ops: int, where: str = "graph") -> None:
 def graph_from_upload(body: bytes, *, fmt: UploadFormat, name: str | None, content_type: str,
                       max_inflated: int, max_ops: int, fetches: list[str] | None = None,
                       batch: int | None = None, signature: str | None = None, loss: str | None = None,
-                      optimizer: str | None = None) -> tuple[OpGraph, str]:
+                      optimizer: str | None = None, unknown_dim: int | None = None) -> tuple[OpGraph, str]:
     """Parse and validate an uploaded graph.
 
     Parameters
@@ -153,6 +153,8 @@ def graph_from_upload(body: bytes, *, fmt: UploadFormat, name: str | None, conte
         --batch``); a ``.keras`` file's training step: its batch size (required).
     signature : SavedModel only: the signature to import (default ``serving_default``).
     loss, optimizer : ``.keras`` only: the training step's, when not those the model was compiled with.
+    unknown_dim : GraphDef and SavedModel: the estimate for dimensions no input fixes (``placer import
+        --unknown-dim``), recorded in the graph's meta.
 
     Returns
     -------
@@ -179,22 +181,23 @@ def graph_from_upload(body: bytes, *, fmt: UploadFormat, name: str | None, conte
             is_json = "json" in content_type.lower() or raw.lstrip()[:1] == b"{"
             fmt = "json" if is_json else "graphdef"
         saved_options = {k: v for k, v in (("signature", signature), ("loss", loss), ("optimizer", optimizer)) if v}
+        estimate = {"unknown_dim": unknown_dim} if unknown_dim else {}
         if fmt in ARCHIVE_FORMATS:
             if fetches:
                 raise PlacerError("upload: fetch applies to a GraphDef upload; a SavedModel or .keras file says "
                                   "what its step runs")
             return _graph_from_archive(raw, name, max_ops, max_inflated, expected, {
-                **saved_options, **({"batch_size": batch} if batch else {})})
+                **saved_options, **estimate, **({"batch_size": batch} if batch else {})})
         if saved_options:
             raise PlacerError(f"upload: {', '.join(saved_options)} appl{'ies' if len(saved_options) == 1 else 'y'}"
                               " to a zipped SavedModel or a .keras file")
         if fmt == "json":
-            given = [n for n, v in (("fetch", fetches), ("batch", batch)) if v]
+            given = [n for n, v in (("fetch", fetches), ("batch", batch), ("unknown_dim", unknown_dim)) if v]
             if given:
                 raise PlacerError(f"upload: {' and '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to a "
                                   "GraphDef upload; a JSON graph is stored as sent")
             return _graph_from_json(raw, name, max_ops), "json+gzip" if gzipped else "json"
-        options = {k: v for k, v in (("fetches", fetches), ("batch_size", batch)) if v}
+        options = {k: v for k, v in (("fetches", fetches), ("batch_size", batch)) if v} | estimate
         return _graph_from_graphdef(raw, name or "graph", max_ops, options)
 
 
@@ -273,7 +276,8 @@ def _graph_from_archive(raw: bytes, name: str | None, max_ops: int, max_inflated
         if expected is not None and kind != expected:
             raise PlacerError(f"upload: format={expected} but the archive holds a "
                               f"{'SavedModel' if kind == 'saved_model' else '.keras file'}")
-        wrong = [k for k in (("loss", "optimizer") if kind == "saved_model" else ("signature",)) if k in options]
+        wrong = [k for k in (("loss", "optimizer") if kind == "saved_model" else ("signature", "unknown_dim"))
+                 if k in options]
         if wrong:
             raise PlacerError(f"upload: {', '.join(wrong)} do{'es' if len(wrong) == 1 else ''} not apply to a "
                               f"{'SavedModel' if kind == 'saved_model' else '.keras file'}")
@@ -333,7 +337,7 @@ def _tail(stderr: bytes, chars: int = 2000) -> str:
 
 
 _QUERY_PARAMS = {"--signature NAME": "?signature=NAME", "--batch": "?batch=B", "--loss": "?loss=",
-                 "--optimizer": "?optimizer="}
+                 "--optimizer": "?optimizer=", "--unknown-dim N": "?unknown_dim=N"}
 """The importer's messages name `placer import`'s flags; an upload gives these query parameters instead."""
 
 
@@ -342,9 +346,10 @@ def _import_child() -> int:
     JSON on stdout.
 
     The options are a JSON object: ``fetches`` prunes the graph to what they need (a session's rule),
-    ``batch_size`` fills unknown batch dimensions. With ``saved_model`` (a folder) or ``keras`` (a file)
-    that model is imported instead (`placer.importers.saved_models`; ``signature``, ``loss``,
-    ``optimizer``), and stdin holds nothing after the options.
+    ``batch_size`` fills unknown batch dimensions, ``unknown_dim`` estimates data-dependent ones; without
+    ``fetches``, a `tf.function`'s outputs are found (`placer.importers.fetches`). With ``saved_model`` (a
+    folder) or ``keras`` (a file) that model is imported instead (`placer.importers.saved_models`;
+    ``signature``, ``loss``, ``optimizer``), and stdin holds nothing after the options.
 
     Bad input exits with `_REFUSED` and its one-line message on stdout. Anything TensorFlow itself
     prints goes to stderr: stdout is kept for the answer.
@@ -364,19 +369,18 @@ def _import_child() -> int:
 
             source = "saved_model"
             graph = from_saved_model(options["saved_model"], "graph", signature=options.get("signature"),
-                                     batch_size=options.get("batch_size"))
+                                     batch_size=options.get("batch_size"), unknown_dim=options.get("unknown_dim"))
         elif "keras" in options:
             from placer.importers.saved_models import from_keras_file
 
             source = "keras"
             graph = from_keras_file(options["keras"], options["batch_size"], "graph", loss=options.get("loss"),
                                     optimizer=options.get("optimizer"))
-        elif options:
-            load = from_graphdef_text if text else from_graphdef_bytes
-            # a bare GraphDef's fetches are a session's
-            graph = load(raw, "graph", **options, **({"session": True} if "fetches" in options else {}))
         else:
-            graph = importers.import_bytes(raw, "graph", "pbtxt" if text else "graphdef")
+            load = from_graphdef_text if text else from_graphdef_bytes
+            # a bare GraphDef's fetches are a session's; without them, a tf.function's outputs are found
+            graph = load(raw, "graph", **options,
+                         **({"session": True} if "fetches" in options else {"find_fetches": True}))
     except InputShapeError as e:  # its hint names the library's and the CLI's options, which an upload lacks
         hint = ("give the batch size (?batch=B), or import it with 'placer import --input-shape NODE=D1,D2,...' "
                 "and upload the JSON graph" if "batch_size" not in options else
@@ -389,8 +393,8 @@ def _import_child() -> int:
         if source is not None:  # the messages name the service's temporary folder, which is no user's
             local = options[source]
             message = "upload: " + message.replace(repr(local), "the archive").replace(local, "the archive")
-            for flag, param in _QUERY_PARAMS.items():
-                message = message.replace(flag, param)
+        for flag, param in _QUERY_PARAMS.items():
+            message = message.replace(flag, param)
         answer.write(message)
         answer.close()
         return _REFUSED

@@ -46,9 +46,18 @@ def add_parser(sub) -> None:
     p.add_argument("--fetch", action="append", default=[], metavar="NODE",
                    help="GraphDef: a node or tensor one step runs (a session's fetch or target, e.g. the "
                         "train op or loss:0; repeatable); nodes no fetch needs, such as variable "
-                        "initializers, are left out, as a session leaves them out (default: keep every node)")
+                        "initializers, are left out, as a session leaves them out (default: a tf.function's "
+                        "outputs, its Identity nodes nothing reads, and its stateful ops; for other graphs "
+                        "every node is kept)")
+    p.add_argument("--no-prune", action="store_true",
+                   help="GraphDef without --fetch: keep every node, even those a tf.function never runs")
+    p.add_argument("--unknown-dim", type=int, metavar="N",
+                   help="GraphDef, SavedModel: the estimate for dimensions no input shape fixes (data-dependent "
+                        "ones, e.g. the rows of a sparse update) and for placeholders' unknown dimensions after "
+                        "the batch; recorded in the graph's meta, and `placer validate` reports it (default: "
+                        "such a dimension is an error)")
     p.add_argument("--allow-unknown-shapes", action="store_true",
-                   help="GraphDef: treat dimensions shape inference cannot fix as 1 instead of failing")
+                   help="GraphDef: the same as --unknown-dim 1")
     p.add_argument("--cluster-out", metavar="FILE",
                    help="MSR workload: also write the cluster it defines (maxFPGAs accelerators with "
                         "maxSizePerFPGA bytes, plus its CPUs) as a cluster JSON file")
@@ -83,11 +92,12 @@ def summarise(graph, path) -> dict:
         "total_flops": float(sum(op.flops for op in graph)),
         "variable_bytes": m.get("variable_bytes"),
         "flops_fallback": m.get("flops_fallback"), "colocation_groups": len(graph.colocation_groups()),
+        "fetches_from": m.get("fetches_from"), "unknown_dims": m.get("unknown_dims"),
     }
 
 
 def print_summary(s: dict) -> None:
-    from placer.cli.common import human_bytes
+    from placer.cli.common import human_bytes, plural
 
     folded = ", ".join(f"{v} {k}" for k, v in (s["folded"] or {}).items()) or "nothing"
     fallback = sum((s["flops_fallback"] or {}).values())
@@ -103,6 +113,13 @@ def print_summary(s: dict) -> None:
     if fallback:
         line += f", {fallback} ops without a FLOP rule (fallback: output elements)"
     print(line)
+    if s.get("fetches_from") == "tf.function outputs":
+        print("  one step runs the tf.function's outputs (its Identity nodes nothing reads) and stateful ops, "
+              "as TensorFlow does (--fetch NODE to choose, --no-prune to keep every node)")
+    unknown = s.get("unknown_dims")
+    if unknown:
+        print(f"  ESTIMATED: {plural(len(unknown['ops']), 'op')} with dimensions no input fixes, each set to "
+              f"{unknown['estimate']} (recorded in the graph's meta; `placer validate` reports them)")
     print(f"wrote {s['output']}")
     if s.get("cluster_output"):
         print(f"wrote {s['cluster_output']} (the workload's cluster)")
@@ -141,6 +158,10 @@ def run(args) -> int:
     output_file(args.save_graphdef, "--save-graphdef")
     if args.batch is not None and args.batch < 1:
         raise ModelImportError(f"--batch must be a positive integer, got {args.batch}")
+    if args.unknown_dim is not None and args.unknown_dim < 1:
+        raise ModelImportError(f"--unknown-dim must be a positive integer, got {args.unknown_dim}")
+    if args.unknown_dim is not None and args.allow_unknown_shapes:
+        raise ModelImportError("--allow-unknown-shapes is --unknown-dim 1; give one of them")
     path = Path(args.model)
     saved = _saved_kind(path)
     if saved is None:
@@ -200,20 +221,21 @@ def _import_saved(args, path: Path, kind: str):
 
     what = "a SavedModel" if kind == "saved_model" else "a .keras file"
     other = [f for f, v in (("--fetch", args.fetch), ("--no-fold", args.no_fold), ("--format", args.fmt),
-                            ("--allow-unknown-shapes", args.allow_unknown_shapes),
+                            ("--allow-unknown-shapes", args.allow_unknown_shapes), ("--no-prune", args.no_prune),
                             ("--cluster-out", args.cluster_out)) if v]
     if kind == "saved_model":
         other += [f for f, v in (("--loss", args.loss), ("--optimizer", args.optimizer),
                                  ("--inference", args.inference)) if v]
     else:
-        other += [f for f, v in (("--signature", args.signature), ("--input-shape", args.input_shape)) if v]
+        other += [f for f, v in (("--signature", args.signature), ("--input-shape", args.input_shape),
+                                 ("--unknown-dim", args.unknown_dim)) if v]
     if other:
         raise ModelImportError(f"{', '.join(other)} do{'es' if len(other) == 1 else ''} not apply to {what} "
                                f"({str(path)!r})")
     if kind == "saved_model":
         options = {"input_shapes": parse_input_shapes(args.input_shape)} if args.input_shape else {}
         return from_saved_model(path, args.name, signature=args.signature, batch_size=args.batch,
-                                with_graph_def=True, **options)
+                                unknown_dim=args.unknown_dim, with_graph_def=True, **options)
     if args.batch is None:
         raise ModelImportError(f"{str(path)!r}: give the batch size of the training step (--batch)")
     return from_keras_file(path, args.batch, args.name, loss=args.loss, optimizer=args.optimizer,
@@ -221,7 +243,8 @@ def _import_saved(args, path: Path, kind: str):
 
 
 def _import_file(args, path: Path):
-    """A GraphDef (with its options) or any registered format."""
+    """A GraphDef (with its options; a tf.function's fetches found unless --fetch or --no-prune) or any
+    registered format."""
     from placer.errors import ModelImportError
     from placer.importers import FORMATS, default_name, detect_format, import_file, read_model_bytes
 
@@ -232,27 +255,34 @@ def _import_file(args, path: Path):
         options["input_shapes"] = parse_input_shapes(args.input_shape)
     if args.no_fold:
         options["fold"] = ()
-    if args.allow_unknown_shapes:
-        options["allow_unknown_shapes"] = True
+    if args.allow_unknown_shapes or args.unknown_dim is not None:
+        options["unknown_dim"] = args.unknown_dim or 1
     if args.fetch:
         options["fetches"] = args.fetch
         options["session"] = True  # a bare GraphDef's fetches are a session's: only what they need runs
-    if options:
-        raw = read_model_bytes(path)
-        fmt = args.fmt or detect_format(raw, str(path))
-        if fmt not in ("graphdef", "pbtxt"):
-            raise ModelImportError(f"--batch, --input-shape, --no-fold, --allow-unknown-shapes and --fetch apply to "
-                                   f"GraphDef input; {str(path)!r} is {fmt}")
-        from placer.importers.graphdef import from_graphdef_bytes, from_graphdef_text
+    if args.no_prune:
+        if args.fetch:
+            raise ModelImportError("--no-prune keeps every node; --fetch keeps what the fetches need: give one")
+        options["find_fetches"] = False
+    if args.fmt and args.fmt not in FORMATS:
+        raise ModelImportError(f"unknown format {args.fmt!r} (known: {', '.join(FORMATS)})")
+    raw = read_model_bytes(path)
+    fmt = args.fmt or detect_format(raw, str(path))
+    name = args.name or default_name(path)
+    if fmt not in ("graphdef", "pbtxt"):
+        if options:
+            given = [f for f, v in (("--batch", args.batch), ("--input-shape", args.input_shape),
+                                    ("--no-fold", args.no_fold), ("--unknown-dim", args.unknown_dim),
+                                    ("--allow-unknown-shapes", args.allow_unknown_shapes), ("--fetch", args.fetch),
+                                    ("--no-prune", args.no_prune)) if v]
+            raise ModelImportError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to GraphDef "
+                                   f"input; {str(path)!r} is {fmt}")
+        return import_file(path, fmt, args.name)
+    from placer.importers.graphdef import from_graphdef_bytes, from_graphdef_text
 
-        load = from_graphdef_bytes if fmt == "graphdef" else from_graphdef_text
-        name = args.name or default_name(path)
-        try:
-            graph = load(raw, name, **options)
-        except ModelImportError as e:
-            raise ModelImportError(f"{str(path)!r}: {e}") from None
-    else:
-        if args.fmt and args.fmt not in FORMATS:
-            raise ModelImportError(f"unknown format {args.fmt!r} (known: {', '.join(FORMATS)})")
-        graph = import_file(path, args.fmt, args.name)
-    return graph
+    options.setdefault("find_fetches", "fetches" not in options)
+    load = from_graphdef_bytes if fmt == "graphdef" else from_graphdef_text
+    try:
+        return load(raw, name, **options)
+    except ModelImportError as e:
+        raise ModelImportError(f"{str(path)!r}: {e}") from None

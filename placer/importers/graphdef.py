@@ -13,10 +13,21 @@ each op's output shapes are read back. Two things help inference along:
 - where inference leaves a dimension unknown, the node's ``_output_shapes``
   attribute is used if it is fully defined.
 
-What is still unknown is an error naming the op if the tensor holds floats
-(``allow_unknown_shapes`` sets unknown dimensions to 1 instead); integer
-index tensors of data-dependent size (``BroadcastGradientArgs``) get 1s.
-Either way the op is listed in ``meta["unknown_shape_ops"]``.
+What is still unknown is an error naming the op if the tensor holds floats:
+with the inputs' shapes all given, such a dimension depends on the data
+(the rows an ``UnsortedSegmentSum`` of a sparse update produces), and only
+an estimate can fill it (``unknown_dim``: ``placer import --unknown-dim N``),
+never silently. A variable read of unknown shape stays an error even then
+(the GraphDef was written without ``add_shapes=True``): a guessed weight size
+would be a wrong graph. Estimated dimensions are recorded in
+``meta["unknown_dims"]`` (the estimate, the ops); ``allow_unknown_shapes``
+(for tools that run a graph rather than size it) sets them to 1 and records
+them the same way. Integer index tensors of data-dependent size
+(``BroadcastGradientArgs``) get 1s. Every such op is listed in
+``meta["unknown_shape_ops"]``. A resource placeholder read by an op but of
+no known shape (not a variable read through a ``ReadVariableOp`` with
+``_output_shapes``: a table, or a variable only ``ResourceGather`` reads)
+weighs 0 bytes and is listed in ``meta["unsized_resources"]``.
 
 Calls of nested `tf.function`s (``StatefulPartitionedCall``) are inlined
 first, as TensorFlow's runtime does, so their ops are counted and placed;
@@ -49,7 +60,9 @@ activation-gradient ops that nothing reads (their cost: docs/importing.md).
 the fetches (a measurement runs them), and then
 ``tf_node_count - sum(folded.values()) - sum(pruned.values()) == op_count``.
 A bare GraphDef does not say what a step fetches (a session's fetches do), so
-without ``fetches`` nothing is pruned.
+without ``fetches`` nothing is pruned, unless ``find_fetches`` finds a
+`tf.function`'s outputs in it (`placer.importers.fetches.function_fetches`):
+then its outputs and stateful ops are what runs (``meta["fetches_from"]``).
 
 Control dependencies: the OpGraph has one kind of edge, and an edge means
 "this op reads that op's output" to the simulator (a transfer across devices,
@@ -70,7 +83,11 @@ from typing import Any, Iterable, Mapping
 from placer.errors import InputShapeError, ModelImportError
 from placer.graph import Op, OpGraph
 from placer.importers.colocation import colocation_keys
+from placer.importers.fetches import function_fetches, node_of, prune
 from placer.importers.flops import CONTRACTIONS, OpInfo, op_flops
+
+__all__ = ["DEFAULT_FOLD", "FLOP_UNIT", "from_graphdef", "from_graphdef_bytes", "from_graphdef_text", "node_of",
+           "with_variable_shapes"]
 
 DEFAULT_FOLD = ("Const", "NoOp")
 FLOP_UNIT = "FLOP (one multiply-add counts 2)"
@@ -134,7 +151,9 @@ def from_graphdef(
     variable_shapes: Mapping[str, tuple[Iterable[int], Any]] | None = None,
     fold: Iterable[str] = DEFAULT_FOLD,
     allow_unknown_shapes: bool = False,
+    unknown_dim: int | None = None,
     fetches: Iterable[str] | None = None,
+    find_fetches: bool = False,
     session: bool = False,
     meta: Mapping[str, Any] | None = None,
 ) -> OpGraph:
@@ -149,12 +168,18 @@ def from_graphdef(
     variable_shapes : ``{placeholder name: (shape, dtype)}`` for resource placeholders
         standing for variables; by default read from the graph's ``_output_shapes``.
     fold : op types folded into their consumers (see the module docstring).
-    allow_unknown_shapes : set dimensions shape inference cannot fix to 1
-        (listed in ``meta["unknown_shape_ops"]``) instead of raising.
+    allow_unknown_shapes : set dimensions shape inference cannot fix to 1, and
+        leave unknown variables at 0 bytes, instead of raising: for running a
+        graph, not sizing it (recorded in ``meta["unknown_dims"]``).
+    unknown_dim : the estimate for a float tensor's dimension that no input shape fixes (data-dependent),
+        and for placeholders' unknown dimensions after the first (the batch); recorded in
+        ``meta["unknown_dims"]``. Default: such a dimension is an error.
     fetches : names of the nodes one step runs (a `tf.function`'s outputs and control outputs, a
         session's fetches and targets); nodes none of them needs are pruned (see the module docstring).
         A tensor name (``loss:0``) or a control input (``^train``) stands for its node.
-        Default: nothing is pruned.
+        Default: nothing is pruned (but see `find_fetches`).
+    find_fetches : without `fetches`, take a `tf.function` GraphDef's outputs as them
+        (`placer.importers.fetches.function_fetches`); a graph that does not look like one keeps every node.
     session : the fetches are a TF1 session's: a step runs what they need and nothing else, so a
         stateful node none of them needs (a variable's initializer) is pruned too. By default they are a
         function's, which also runs every stateful node.
@@ -178,12 +203,20 @@ def from_graphdef(
     if not graph_def.node:
         raise ModelImportError("GraphDef has no nodes")
     _check_op_types(graph_def, tf)
+    if unknown_dim is not None and (isinstance(unknown_dim, bool) or not isinstance(unknown_dim, int)
+                                    or unknown_dim < 1):
+        raise ModelImportError(f"the estimate of unknown dimensions (--unknown-dim) must be a positive integer, "
+                               f"got {unknown_dim!r}")
     pruned: Counter[str] = Counter()
     tensor_fetches: list[str] = []
+    fetches_from = "given"
+    if fetches is None and find_fetches:
+        fetches = function_fetches(graph_def)
+        fetches_from = "tf.function outputs"
     if fetches is not None:  # before inlining: fetches name the caller's nodes, calls among them
         tensor_fetches = [f for f in fetches if ":" in f]
         fetches = list(dict.fromkeys(node_of(f) for f in fetches))
-        graph_def, pruned = _prune(graph_def, fetches, keep_stateful=not session)
+        graph_def, pruned = prune(graph_def, fetches, keep_stateful=not session)
     graph_def, inlined = _inline_function_calls(graph_def)
     tf_node_count = len(graph_def.node) + sum(pruned.values())
     nodes = list(graph_def.node)
@@ -194,8 +227,12 @@ def from_graphdef(
         raise ModelImportError(f"input shape given for {missing!r}, which is no node of the graph")
 
     var_shapes = _variable_shapes(nodes, variable_shapes)
+    estimate = 1 if allow_unknown_shapes else unknown_dim
+    estimated: list[str] = []  # ops with a dimension set to `estimate`
+    unsized = {n.name for n in nodes if n.op == "Placeholder" and n.name not in var_shapes
+               and n.attr["dtype"].type == tf.resource.as_datatype_enum}  # resources of unknown shape
     inference_def, inputs_meta = _inference_copy(graph_def, batch_size, input_shapes, var_shapes,
-                                                 allow_unknown_shapes)
+                                                 allow_unknown_shapes, unknown_dim, estimated)
     tf_graph = _import(inference_def, tf)
 
     # -- per-node facts from the imported graph
@@ -206,7 +243,8 @@ def from_graphdef(
     for tf_op in tf_graph.get_operations():
         outs = []
         for k, t in enumerate(tf_op.outputs):
-            outs.append(_static_shape(t, node_by_name[tf_op.name], k, allow_unknown_shapes, unknown_ops))
+            outs.append(_static_shape(t, node_by_name[tf_op.name], k, allow_unknown_shapes, unknown_ops,
+                                      unknown_dim, estimated, unsized))
         shapes[tf_op.name] = outs
         dtypes[tf_op.name] = [t.dtype for t in tf_op.outputs]
     for f in tensor_fetches:  # a session refuses a tensor its node does not have (loss:1, train:0 of a NoOp)
@@ -294,7 +332,7 @@ def from_graphdef(
         "tf_node_count": tf_node_count,
         "op_count": len(ops),
         "folded": dict(sorted(Counter(node_by_name[n].op for n in folded).items())),
-        **({"fetches": list(fetches), "pruned": dict(sorted(pruned.items())),
+        **({"fetches": list(fetches), "fetches_from": fetches_from, "pruned": dict(sorted(pruned.items())),
             "prune_rule": "session" if session else "function"} if fetches is not None else {}),
         "folded_const_bytes": folded_bytes,
         "control_edges": control_edges,
@@ -313,6 +351,13 @@ def from_graphdef(
     }
     if unknown_ops:
         info_meta["unknown_shape_ops"] = unknown_ops
+    read = {node_of(i) for n in nodes for i in n.input if not i.startswith("^")}
+    if unsized & read:  # their bytes count 0: a table or iterator weighs nothing here, a variable would
+        info_meta["unsized_resources"] = sorted(unsized & read)
+    if estimated:
+        info_meta["unknown_dims"] = {
+            "estimate": estimate, "by": "allow_unknown_shapes" if allow_unknown_shapes else "unknown_dim",
+            "ops": list(dict.fromkeys(estimated))}
     if inlined:
         info_meta["inlined_function_calls"] = inlined
     calls = sum(1 for n in nodes if n.op in _CALL_TYPES | _CONTROL_FLOW_TYPES)
@@ -331,16 +376,11 @@ def with_variable_shapes(graph_def, variable_shapes: Mapping[str, tuple[Iterable
     it. Shapes are `variable_shapes` or read from ``_output_shapes``.
     """
     var_shapes = _variable_shapes(list(graph_def.node), variable_shapes)
-    shaped, _ = _inference_copy(graph_def, None, {}, var_shapes, True)
+    shaped, _ = _inference_copy(graph_def, None, {}, var_shapes, True, None, [])
     return shaped
 
 
 # -- helpers ----------------------------------------------------------------------
-def node_of(name: str) -> str:
-    """The node a NodeDef input or a fetch names: ``"^train"``, ``"loss:0"``, ``"loss"`` -> the node's name."""
-    return name.lstrip("^").partition(":")[0]
-
-
 def _parse_inputs(inputs: Iterable[str]) -> tuple[list[tuple[str, int]], list[str]]:
     """NodeDef inputs -> ([(producer, output index)], [control producers])."""
     data, control = [], []
@@ -431,44 +471,6 @@ def _inline_function_calls(graph_def):
     return inlined, len(calls) - left
 
 
-def _prune(graph_def, fetches: list[str], keep_stateful: bool = True):
-    """`graph_def` without the nodes one step that fetches `fetches` does not run, and their count by type.
-
-    A node runs if a fetch needs it (through data or control inputs), or, with `keep_stateful` (a
-    function's rule), if it is stateful: the seeds TensorFlow's function runtime keeps
-    (`PruneFunctionBody`). A session runs only what its fetches need. (`tf.compat.v1.graph_util
-    .extract_sub_graph` would also keep every node a kept one is colocated with, which neither runs.)
-    """
-    from tensorflow.python.framework import op_def_registry
-
-    by_name = {n.name: n for n in graph_def.node}
-    missing = [f for f in fetches if f not in by_name]
-    if missing:
-        raise ModelImportError(f"fetch {missing[0]!r} names no node of the graph"
-                               + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
-
-    def stateful(node) -> bool:
-        op_def = op_def_registry.get(node.op)
-        return op_def is not None and op_def.is_stateful
-
-    live = set(fetches) | ({n.name for n in graph_def.node if stateful(n)} if keep_stateful else set())
-    stack = list(live)
-    while stack:
-        for src in by_name[stack.pop()].input:
-            p = node_of(src)
-            if p not in live:
-                live.add(p)
-                stack.append(p)
-    dead = Counter(n.op for n in graph_def.node if n.name not in live)
-    if not dead:
-        return graph_def, dead
-    kept = type(graph_def)()
-    kept.CopyFrom(graph_def)
-    del kept.node[:]
-    kept.node.extend(n for n in graph_def.node if n.name in live)
-    return kept, dead
-
-
 def _without_xla_marks(graph_def):
     """`graph_def`, or a copy whose calls and functions marked for XLA compilation are unmarked.
 
@@ -533,8 +535,9 @@ def _variable_shapes(nodes, given) -> dict[str, tuple[list[int], Any]]:
     return out
 
 
-def _inference_copy(graph_def, batch_size, input_shapes, var_shapes, allow_unknown):
-    """A copy of the GraphDef ready for shape inference, and a summary of its inputs."""
+def _inference_copy(graph_def, batch_size, input_shapes, var_shapes, allow_unknown, unknown_dim, estimated):
+    """A copy of the GraphDef ready for shape inference, and a summary of its inputs; placeholders whose
+    dimensions after the first are set to `unknown_dim` are added to `estimated`."""
     from tensorflow.core.framework import graph_pb2, tensor_shape_pb2
     from tensorflow.python.framework import dtypes
 
@@ -564,19 +567,24 @@ def _inference_copy(graph_def, batch_size, input_shapes, var_shapes, allow_unkno
         elif proto.unknown_rank:
             if not allow_unknown:
                 problem = f"placeholder {node.name!r} has unknown rank"
-                raise InputShapeError(f"{problem}; give its shape (input_shapes / --input-shape)", problem)
+                raise InputShapeError(f"{problem}; give its shape (--input-shape {node.name}=D1,D2,...)", problem)
             shape = None
         else:
             shape = [int(d.size) for d in proto.dim]
             if shape and shape[0] < 0 and batch_size:
                 shape[0] = int(batch_size)
+            if unknown_dim is not None and any(d < 0 for d in shape[1:]):
+                shape = shape[:1] + [unknown_dim if d < 0 else d for d in shape[1:]]
+                estimated.append(node.name)
             if any(d < 0 for d in shape):
                 if not allow_unknown:
                     shown = "[" + ", ".join("?" if d < 0 else str(d) for d in shape) + "]"
-                    hint = "give its shape (input_shapes / --input-shape)" if batch_size or (
-                        shape and shape[0] >= 0) else "give batch_size (--batch) or its shape"
+                    given = f"--input-shape {node.name}=D1,D2,..."
+                    hint = (f"give its shape ({given}) or estimate its unknown dimensions (--unknown-dim N)"
+                            if batch_size or shape[0] >= 0 else f"give the batch size (--batch) or its shape ({given})")
                     problem = f"placeholder {node.name!r} has unknown shape {shown}"
                     raise InputShapeError(f"{problem}; {hint}", problem)
+                estimated.append(node.name)
                 shape = [1 if d < 0 else d for d in shape]
         if shape is not None:
             node.attr["shape"].shape.CopyFrom(_shape_proto(shape, tensor_shape_pb2))
@@ -626,13 +634,18 @@ def _a_cycle(graph_def) -> list[str]:
         return []
 
 
-def _static_shape(tensor, node, k: int, allow_unknown: bool, unknown_ops: list[str]) -> list[int]:
-    """The tensor's inferred shape, else the node's ``_output_shapes``, else an error (or 1s).
+def _static_shape(tensor, node, k: int, allow_unknown: bool, unknown_ops: list[str], unknown_dim: int | None,
+                  estimated: list[str], unsized: set[str]) -> list[int]:
+    """The tensor's inferred shape, else the node's ``_output_shapes``, else an estimate or an error.
 
-    Integer and boolean tensors whose shape depends on values (the reduction
-    indices of ``BroadcastGradientArgs``, ``Where``...) are index metadata, not
-    data: their unknown dimensions become 1 and the op is listed in
-    ``meta["unknown_shape_ops"]`` rather than failing the import.
+    A float tensor's unknown dimensions become `unknown_dim` (1 with `allow_unknown`) and the op is
+    added to `estimated`; without either it is an error naming the op and the option that helps (the
+    inputs' shapes are all known by now, so the dimension depends on the data). A variable read of
+    unknown shape is an error even with `unknown_dim`. Integer and boolean tensors whose shape depends
+    on values (the reduction indices of ``BroadcastGradientArgs``, ``Where``...) are index metadata, not
+    data: their unknown dimensions become 1. Every such op is listed in `unknown_ops`. An op reading a
+    resource of unknown shape (in `unsized`: a captured variable the GraphDef holds no shape for) is an
+    error too: no estimate sizes a variable.
     """
     shape = tensor.shape
     if shape.is_fully_defined():
@@ -641,19 +654,29 @@ def _static_shape(tensor, node, k: int, allow_unknown: bool, unknown_ops: list[s
         recorded = _shape_list(node.attr["_output_shapes"].list.shape[k])
         if recorded is not None:
             return recorded
-    if not allow_unknown and (tensor.dtype.is_floating or tensor.dtype.is_complex):
+    fill = 1
+    if tensor.dtype.is_floating or tensor.dtype.is_complex:
         shown = "unknown rank" if shape.rank is None else str([d if d is not None else "?" for d in shape.as_list()])
-        if node.op == "ReadVariableOp":  # a captured variable: its shape is only in the readers' _output_shapes
-            hint = ("the variable it reads has no shape in the GraphDef: write the GraphDef with "
-                    "as_graph_def(add_shapes=True)")
-        else:
-            hint = ("give the placeholders' shapes (--batch / --input-shape) or allow unknown shapes "
-                    "(--allow-unknown-shapes)")
-        raise ModelImportError(
-            f"op {node.name!r} ({node.op}): output {k} has shape {shown} after shape inference; {hint}")
+        problem = f"op {node.name!r} ({node.op}): output {k} has shape {shown} after shape inference"
+        if node.op == "ReadVariableOp" and not allow_unknown:
+            # a captured variable: its shape is only in the readers' _output_shapes, and no estimate sizes it
+            raise ModelImportError(f"{problem}; the variable it reads has no shape in the GraphDef: write the "
+                                   "GraphDef with as_graph_def(add_shapes=True)")
+        read = [node_of(i) for i in node.input if not i.startswith("^") and node_of(i) in unsized]
+        if read and not allow_unknown:
+            raise ModelImportError(f"{problem}; the variable it reads ({read[0]!r}) has no shape in the GraphDef "
+                                   "(only a ReadVariableOp written with as_graph_def(add_shapes=True) records "
+                                   "one): import the SavedModel or .keras file instead (placer import PATH)")
+        if shape.rank is None and not allow_unknown:
+            raise ModelImportError(f"{problem}; give the inputs' shapes (--batch, --input-shape)")
+        if not allow_unknown and unknown_dim is None:
+            raise ModelImportError(f"{problem}, though every input's shape is known: it depends on the data; "
+                                   "estimate it with --unknown-dim N (recorded in the graph's meta)")
+        fill = 1 if allow_unknown else unknown_dim
+        estimated.append(node.name)
     if node.name not in unknown_ops:
         unknown_ops.append(node.name)
-    return [1 if d is None else int(d) for d in (shape.as_list() if shape.rank is not None else [])]
+    return [fill if d is None else int(d) for d in (shape.as_list() if shape.rank is not None else [])]
 
 
 def _variable_bytes(node, var_shapes, out_shapes, tf) -> float:

@@ -91,6 +91,11 @@ async def upload_graph(
         ge=1, le=2**31 - 1,
         description="GraphDef and SavedModel: the batch size, for placeholders whose first dimension is unknown "
                     "(as 'placer import --batch'); .keras: the training step's batch size (required).")] = None,
+    unknown_dim: Annotated[int | None, Query(
+        ge=1, le=2**31 - 1,
+        description="GraphDef and SavedModel: the estimate for dimensions no input shape fixes (data-dependent "
+                    "ones), recorded in the graph's meta (as 'placer import --unknown-dim'); without it such a "
+                    "dimension is a 422.")] = None,
     signature: Annotated[str | None, Query(
         min_length=1, max_length=200,
         description="SavedModel only: the signature to import (default serving_default).")] = None,
@@ -108,6 +113,7 @@ async def upload_graph(
         upload_record, body, owner=tenant.owner, keep_graph=len(body) <= parser.in_process_bytes, fmt=format,
         name=name, content_type=request.headers.get("content-type", ""), max_inflated=settings.max_inflated_bytes,
         max_ops=settings.max_ops, fetches=fetch, batch=batch, signature=signature, loss=loss, optimizer=optimizer,
+        unknown_dim=unknown_dim,
     )
     record, graph = await parser.run(parse, size=len(body))
     await run_in_threadpool(graphs.add_record, record, graph)

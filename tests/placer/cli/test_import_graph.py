@@ -51,8 +51,11 @@ def test_gzipped_graphdef(cli, tiny_pb, tmp_path):
         r = cli("import", packed, "-o", tmp_path / "t.json", "--batch", "8", "--json")
         assert r.code == 0, r.err
         assert json.loads(r.out)["ops"] == 3 and load_graph(tmp_path / "t.json").name == "tiny"
-    r = cli("import", tmp_path / "tiny.pb.gz", "-o", tmp_path / "t.json", "--allow-unknown-shapes")
+    r = cli("import", tmp_path / "tiny.pb.gz", "-o", tmp_path / "t.json", "--allow-unknown-shapes", "--batch", "2")
     assert r.code == 0, r.err
+    # an estimate never stands for the batch
+    r = cli("import", tmp_path / "tiny.pb.gz", "-o", tmp_path / "t.json", "--allow-unknown-shapes")
+    assert r.code == 1 and "give the batch size (--batch)" in r.err
 
 
 def test_fetches_prune_what_no_fetch_needs(cli, tmp_path):
@@ -95,7 +98,7 @@ def test_json_graph_passes_through(cli, tmp_path):
     assert r.code == 0 and len(load_graph(tmp_path / "h.json")) == 30
     for flags in (["--batch", "2"], ["--fetch", "a"]):
         r = cli("import", tmp_path / "g.json.gz", "-o", tmp_path / "h.json", *flags)
-        assert r.code == 1 and "apply to GraphDef input" in r.err
+        assert r.code == 1 and f"{flags[0]} applies to GraphDef input" in r.err
 
 
 @pytest.mark.parametrize("content,message", [
@@ -139,7 +142,9 @@ def test_import_keras_application(cli, tmp_path):
     # pruned by default: TF does not compute the gradient with respect to the images, nor is it kept here
     assert s["pruned"]["Conv2DBackpropInput"] == 1
     dead_ops = sum(n for t, n in s["pruned"].items() if t not in ("Const", "NoOp"))
-    r = cli("import", pb, "-o", tmp_path / "again.json", "--json")  # a bare GraphDef: no fetches, nothing pruned
+    r = cli("import", pb, "-o", tmp_path / "again.json", "--json")  # the function's outputs found: the same step
+    assert r.code == 0 and json.loads(r.out)["ops"] == len(g)
+    r = cli("import", pb, "-o", tmp_path / "again.json", "--json", "--no-prune")
     assert r.code == 0 and json.loads(r.out)["ops"] == len(g) + dead_ops
     fetches = [a for f in g.meta["fetches"] for a in ("--fetch", f)]
     r = cli("import", pb, "-o", tmp_path / "again.json", "--json", *fetches)
@@ -194,3 +199,47 @@ def test_format_help_lists_the_formats(cli):
     r = cli("import", "--help")
     assert "--list-formats" not in r.out
     assert "msr, pipedream, json, pbtxt, graphdef" in " ".join(r.out.split())
+
+
+@pytest.fixture(scope="module")
+def function_pb(tmp_path_factory):
+    """A tf.function step's GraphDef (add_shapes=True), batch free: a dead Square, a variable update, and a
+    segment sum whose row count depends on the ids' values."""
+    import tensorflow as tf
+
+    w = tf.Variable(tf.ones([4, 8]))
+
+    @tf.function
+    def step(x, ids):
+        tf.square(x, name="dead")
+        h = tf.matmul(x, w.read_value())
+        w.assign_add(tf.zeros([4, 8]))
+        return tf.reduce_sum(tf.math.unsorted_segment_sum(h, ids, tf.reduce_max(ids) + 1))
+
+    cf = step.get_concrete_function(tf.TensorSpec([None, 4]), tf.TensorSpec([None], tf.int32))
+    path = tmp_path_factory.mktemp("fn") / "step.pb"
+    path.write_bytes(cf.graph.as_graph_def(add_shapes=True).SerializeToString())
+    return path
+
+
+def test_a_tf_function_graphdef_runs_its_outputs_and_estimates_say_so(cli, function_pb, tmp_path):
+    """Without --fetch the function's outputs are found (the dead Square left out); a data-dependent dimension
+    is an error naming --unknown-dim, though --batch was given; the estimate is recorded and validate says so."""
+    out = tmp_path / "step.json"
+    r = cli("import", function_pb, "-o", out)
+    assert r.code == 1 and "give the batch size (--batch)" in r.err and "batch_size" not in r.err
+    r = cli("import", function_pb, "-o", out, "--batch", "8")
+    assert r.code == 1 and r.err.count("\n") == 1
+    assert "UnsortedSegmentSum" in r.err and "--unknown-dim N" in r.err and "--batch" not in r.err
+    r = cli("import", function_pb, "-o", out, "--batch", "8", "--unknown-dim", "64")
+    assert r.code == 0, r.err
+    assert "the tf.function's outputs" in r.out and "ESTIMATED: 1 op" in r.out
+    g = load_graph(out)
+    assert "dead" not in g.index and g.meta["fetches_from"] == "tf.function outputs"
+    assert g.meta["unknown_dims"]["estimate"] == 64
+    r = cli("validate", out)
+    assert r.code == 0 and "imported with unknowns: 1 op" in r.out and "estimate 64 (--unknown-dim)" in r.out
+    r = cli("validate", out, "--json")
+    assert json.loads(r.out)["imported_with_unknowns"] is True
+    r = cli("import", function_pb, "-o", out, "--batch", "8", "--unknown-dim", "64", "--no-prune")
+    assert r.code == 0 and "dead" in load_graph(out).index

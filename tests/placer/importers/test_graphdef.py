@@ -222,7 +222,8 @@ class TestShapes:
         assert g["out"].output_shapes == [[5, 2]]
 
     def test_unknown_batch_is_one_clear_error(self):
-        with pytest.raises(ModelImportError, match=r"placeholder 'x' has unknown shape \[\?, 3\]; give batch_size"):
+        with pytest.raises(ModelImportError, match=r"placeholder 'x' has unknown shape \[\?, 3\]; give the batch "
+                                                   r"size \(--batch\) or its shape \(--input-shape x=D1,D2,...\)"):
             from_graphdef(_placeholder_graph([None, 3]), "tiny")
 
     def test_unknown_rank_is_an_error_unless_allowed(self):

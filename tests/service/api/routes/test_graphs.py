@@ -174,7 +174,8 @@ class TestGraphDef:
 
     def test_fetch_prunes_what_the_step_does_not_run(self, client):
         """?fetch= names what one step runs; nodes it does not need are left out of the stored graph, as
-        `placer import --fetch` leaves them out (a tensor name stands for its node)."""
+        `placer import --fetch` leaves them out (a tensor name stands for its node). Without it, a tf.function's
+        outputs are found, as `placer import` finds them."""
         import tensorflow as tf
 
         @tf.function
@@ -184,14 +185,15 @@ class TestGraphDef:
 
         body = step.get_concrete_function(tf.TensorSpec([2, 4], tf.float32)).graph.as_graph_def().SerializeToString()
         headers = {"content-type": "application/octet-stream"}
-        kept = client.post("/v1/graphs", content=body, headers=headers).json()
+        found = client.post("/v1/graphs", content=body, headers=headers).json()
         pruned = client.post("/v1/graphs?fetch=out:0", content=body, headers=headers)
         assert pruned.status_code == 201, pruned.text
         names = {n["name"] for n in client.get(f"/v1/graphs/{pruned.json()['id']}?include_graph=true")
                  .json()["graph"]["nodes"]}
         assert "out" in names and "unused" not in names
-        assert "unused" in {n["name"] for n in client.get(f"/v1/graphs/{kept['id']}?include_graph=true")
-                            .json()["graph"]["nodes"]}
+        graph = client.get(f"/v1/graphs/{found['id']}?include_graph=true").json()["graph"]
+        assert "unused" not in {n["name"] for n in graph["nodes"]}
+        assert graph["meta"]["fetches_from"] == "tf.function outputs"
         r = client.post("/v1/graphs?fetch=nope", content=body, headers=headers)
         assert r.status_code == 422 and "fetch 'nope' names no node" in r.json()["detail"]
         r = client.post("/v1/graphs?fetch=out%00x", content=body, headers=headers)  # was a 500 (an argv NUL)
