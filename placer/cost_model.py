@@ -7,6 +7,11 @@ an op has none for a device's kind, its time is the roofline estimate
     max(flops / peak_flops, bytes_accessed / memory_bandwidth) + op_overhead
 
 with ``bytes_accessed`` = bytes read from the op's producers + bytes it writes.
+Where the graph's meta holds a roofline fit for the device's kind
+(``meta["roofline_fit"][kind]``, written by ``placer profile``), the peaks
+are scaled by the fitted compute and memory efficiencies and the fitted
+per-op overhead replaces the device's: ops the profile did not time get
+estimates calibrated on the ops it did.
 """
 
 from __future__ import annotations
@@ -32,6 +37,18 @@ def input_bytes(graph: OpGraph) -> np.ndarray:
     return sums[p_off[1:]] - sums[p_off[:-1]]
 
 
+FIT_KEY = "roofline_fit"
+
+
+def fitted_rates(graph: OpGraph, device: Device) -> tuple[float, float, float]:
+    """``(flop/s, bytes/s, op overhead)`` of `device` for `graph`'s ops: its peaks, or the graph's fit for its kind."""
+    fit = graph.meta.get(FIT_KEY, {}).get(device.kind.lower())
+    if not fit:
+        return device.peak_flops, device.memory_bandwidth, device.op_overhead
+    return (device.peak_flops * fit["compute_efficiency"], device.memory_bandwidth * fit["memory_efficiency"],
+            fit["op_overhead"])
+
+
 def op_time_matrix(graph: OpGraph, cluster: Cluster) -> np.ndarray:
     """Seconds of every op on every device, shape ``[num_ops, num_devices]``."""
     flops = np.array([op.flops for op in graph.ops], dtype=np.float64)
@@ -39,7 +56,8 @@ def op_time_matrix(graph: OpGraph, cluster: Cluster) -> np.ndarray:
     times = np.empty((len(graph), len(cluster)), dtype=np.float64)
     columns: dict[str, list[int]] = {}
     for j, dev in enumerate(cluster.devices):
-        times[:, j] = np.maximum(flops / dev.peak_flops, moved / dev.memory_bandwidth) + dev.op_overhead
+        peak, bandwidth, overhead = fitted_rates(graph, dev)
+        times[:, j] = np.maximum(flops / peak, moved / bandwidth) + overhead
         # kinds match whatever their case: a cluster file's kind is lowercased when
         # parsed ("GPU" -> "gpu"), a graph's cost keys are kept as written, so a
         # cost {"GPU": ...} for a cluster saying "GPU" was silently ignored

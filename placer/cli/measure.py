@@ -33,7 +33,7 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)
 
 
-class _Progress:
+class Progress:
     """Progress lines on stderr: each phase as it starts, and the steps (at most one line a second, and each
     phase's last), since building a big graph and each of its steps take seconds to minutes."""
 
@@ -56,13 +56,15 @@ class _Progress:
             self.last = time.monotonic()
 
     def step(self, phase: str, done: int, total: int) -> None:
-        """`placer.measure.runner.PlacedStep.measure`'s progress callback."""
+        """The progress callback of `placer.measure.runner.PlacedStep.measure` and
+        `placer.measure.profile.profile_ops` (whose traced steps are phase "profiled")."""
         import time
 
         if phase == "traced":
             self.note("traced one more step to see where ops ran")
         elif done == total or time.monotonic() - self.last >= self.EVERY_SECONDS:
-            self.note(f"{'warm-up' if phase == 'warmup' else 'timed'} step {done}/{total}")
+            label = {"warmup": "warm-up", "profiled": "traced"}.get(phase, phase)
+            self.note(f"{label} step {done}/{total}")
 
 
 def _check_devices(wanted: set[str], num_cpus: int) -> None:
@@ -113,7 +115,7 @@ def run(args) -> int:
     graph, graph_def = load_runnable(args.graph, args.graphdef, placed=placement.devices)
     # a placement that does not fit: its error alone, no progress first
     _check_devices(set(node_devices(graph, graph_def, placement).values()), args.devices)
-    progress = _Progress(args.quiet, graph.name)
+    progress = Progress(args.quiet, graph.name)
     progress.note(f"building the placed step in TensorFlow ({len(graph_def.node)} nodes)")
     with PlacedStep(graph, graph_def, placement, args.devices, inter_op_threads=args.inter_op_threads,
                     optimize=args.grappler) as step:

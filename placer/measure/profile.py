@@ -16,18 +16,24 @@ one thread, the step time is the sum of the op costs, so
 The costs go into each op's ``cost`` under a device kind of their own
 (default ``"cpu-local"``, the kind of the ``local`` preset's devices), so
 they apply to this machine's logical CPUs and never to another cluster's CPU.
+A step can be profiled on any local device (``/device:GPU:0``); `with_profile`
+with a `placer.measure.fit.RooflineFit` leaves the ops the trace did not see
+without a cost, so the cost model's fitted roofline estimates them.
 """
 
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
+from placer.cluster import Device
+from placer.cost_model import FIT_KEY
 from placer.errors import PlacerError
 from placer.graph import OpGraph
+from placer.measure.fit import RooflineFit, fit_roofline
 from placer.placement import Placement
 
 LOCAL_KIND = "cpu-local"
@@ -60,15 +66,18 @@ class Profile:
         return np.array([self.scale * self.kernel_seconds.get(op.name, 0.0) + self.overhead for op in graph.ops])
 
 
-def profile_ops(graph: OpGraph, graph_def=None, *, runs: int = 10, warmup: int = 3, seed: int = 0) -> Profile:
-    """Time every op of `graph`'s TensorFlow step on one CPU, one thread.
+def profile_ops(graph: OpGraph, graph_def=None, *, device: str = "/device:CPU:0", runs: int = 10, warmup: int = 3,
+                seed: int = 0, progress: Callable[[str, int, int], None] | None = None) -> Profile:
+    """Time every op of `graph`'s TensorFlow step on one device, one inter-op thread.
 
     Parameters
     ----------
     graph : a graph with a TensorFlow origin (see `placer.measure.source`).
     graph_def : its GraphDef, if not embedded.
+    device : the local device every op runs on (``/device:CPU:k`` makes k + 1 logical CPUs).
     runs : traced steps (and as many untraced) the medians are taken over.
     warmup : untimed steps first.
+    progress : called as ``(phase, done, total)`` after each step ("warmup", "timed", "profiled": traced).
 
     Raises
     ------
@@ -82,11 +91,17 @@ def profile_ops(graph: OpGraph, graph_def=None, *, runs: int = 10, warmup: int =
         raise PlacerError(f"need runs >= 1 and warmup >= 0, got runs={runs}, warmup={warmup}")
     if graph_def is None:
         graph_def = graphdef_of(graph)
-    one = Placement(graph.name, "local:1", "profile", {op.name: "/device:CPU:0" for op in graph})
+    from placer.measure.pinning import canonical_device
+
+    device = canonical_device(device)
+    kind, _, index = device.rpartition(":")
+    num_cpus = int(index) + 1 if kind == "/device:CPU" else 1
+    one = Placement(graph.name, f"local:{num_cpus}", "profile", {op.name: device for op in graph})
     samples: dict[str, list[float]] = {op.name: [] for op in graph}
-    with PlacedStep(graph, graph_def, one, 1, inter_op_threads=1, seed=seed) as step:
-        untraced = step.time(warmup, runs)
-        for _ in range(runs):
+    report = progress or (lambda phase, done, total: None)
+    with PlacedStep(graph, graph_def, one, num_cpus, inter_op_threads=1, seed=seed) as step:
+        untraced = step.time(warmup, runs, report)
+        for k in range(runs):
             seen: dict[str, float] = {}
             for dev in step.trace().step_stats.dev_stats:
                 for ns in dev.node_stats:
@@ -95,21 +110,41 @@ def profile_ops(graph: OpGraph, graph_def=None, *, runs: int = 10, warmup: int =
                         seen[ns.node_name] = seen.get(ns.node_name, 0.0) + micros * 1e-6
             for name, s in seen.items():
                 samples[name].append(s)
-        untraced += step.time(0, runs)
+            report("profiled", k + 1, runs)
+        untraced += step.time(0, runs, report)
     kernel = {name: float(np.median(s)) for name, s in samples.items() if s}
     step_seconds = float(np.median(untraced))
     total = float(sum(kernel.values()))
     scale = min(1.0, step_seconds / total) if total > 0 else 1.0
     overhead = max(step_seconds - total, 0.0) / len(graph)
     return Profile(kernel, overhead, step_seconds, runs, scale,
-                   meta={"ops_traced": len(kernel), "kernel_seconds_total": total})
+                   meta={"device": device, "ops_traced": len(kernel), "kernel_seconds_total": total})
 
 
-def with_profile(graph: OpGraph, profile: Profile, kind: str = LOCAL_KIND) -> OpGraph:
-    """A copy of `graph` whose ops cost `profile`'s seconds on devices of `kind`."""
+def with_profile(graph: OpGraph, profile: Profile, kind: str = LOCAL_KIND, fit: RooflineFit | None = None) -> OpGraph:
+    """A copy of `graph` whose ops cost `profile`'s seconds on devices of `kind`.
+
+    Without `fit`, an op the trace did not see costs the per-op overhead;
+    with it, it gets no cost of `kind`, and the fit, stored in the meta
+    (``meta["roofline_fit"][kind]``), estimates it. Profiles of other kinds
+    already in the graph are kept.
+    """
     out = copy.deepcopy(graph)
     for op, seconds in zip(out.ops, profile.op_seconds(graph)):
-        op.cost[kind] = float(seconds)
-    out.meta["profile"] = {"kind": kind, "overhead": profile.overhead, "scale": profile.scale,
-                           "step_seconds": profile.step_seconds, "runs": profile.runs, **profile.meta}
+        if fit is None or op.name in profile.kernel_seconds:
+            op.cost[kind] = float(seconds)
+    entry = {"kind": kind, "overhead": profile.overhead, "scale": profile.scale,
+             "step_seconds": profile.step_seconds, "runs": profile.runs, **profile.meta}
+    if fit is None:
+        out.meta["profile"] = entry
+    else:
+        out.meta.setdefault("profiles", {})[kind] = entry
+        out.meta.setdefault(FIT_KEY, {})[kind] = fit.to_dict()
     return out
+
+
+def fit_profile(graph: OpGraph, profile: Profile, device: Device) -> RooflineFit:
+    """`device`'s roofline fitted to `profile`'s op costs (scaled kernel time + overhead) of the ops it timed."""
+    costs = profile.op_seconds(graph)
+    return fit_roofline(graph, {op.name: float(c) for op, c in zip(graph.ops, costs)
+                                if op.name in profile.kernel_seconds}, device)

@@ -61,3 +61,26 @@ def layered_graph_file(tmp_path):
         return path
 
     return write
+
+
+@pytest.fixture
+def tiny_step():
+    """`tiny_step(folder)` -> (graph file, GraphDef file) of a 4 -> Dense(3) training step, batch 2."""
+
+    def make(folder):
+        import keras
+
+        from placer.importers import keras_step
+        from placer.importers.keras_models import from_tf_function
+
+        keras.utils.set_random_seed(0)
+        inp = keras.Input((4,))
+        model = keras.Model(inp, keras.layers.Dense(3)(inp), name="tiny")
+        step = keras_step(model, 2)
+        graph = from_tf_function(step.concrete_function(), step.signature, "tiny",
+                                 variable_paths=step.variable_paths, meta=step.meta)
+        (folder / "tiny.pb").write_bytes(step.graph_def().SerializeToString())
+        save_graph(graph, folder / "tiny.json")
+        return folder / "tiny.json", folder / "tiny.pb"
+
+    return make
