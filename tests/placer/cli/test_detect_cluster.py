@@ -1,0 +1,30 @@
+"""`placer detect-cluster` and `placer calibrate` on this machine (no GPU: logical CPUs)."""
+
+from __future__ import annotations
+
+import json
+
+from placer.presets import load_cluster
+
+
+def test_detect_then_calibrate(cli, tmp_path):
+    r = cli("detect-cluster", "--cpus", "2", "-o", tmp_path / "mine.json")
+    assert r.code == 0, r.err
+    mine = load_cluster(str(tmp_path / "mine.json"))
+    assert len(mine) == 2 and mine.devices[0].kind == "cpu-local" and mine.devices[0].peak_flops > 0
+    r = cli("calibrate", tmp_path / "mine.json", "--copies", "2", "--rounds", "1", "--max-concurrent", "0",
+            "-o", tmp_path / "cal.json", "--json", "--quiet")
+    assert r.code == 0, r.err
+    assert len(json.loads(r.out)["pairs"]) == 2
+    cal = load_cluster(str(tmp_path / "cal.json"))
+    assert "calibration" in cal.meta and cal.shared_threads == 1
+
+
+def test_calibrate_refuses_devices_this_machine_lacks(cli, tmp_path):
+    r = cli("calibrate", "2x-dgx-a100", "-o", tmp_path / "x.json")
+    assert r.code == 1 and "not a local device" in r.err
+
+
+def test_detect_cluster_bad_cpus(cli, tmp_path):
+    r = cli("detect-cluster", "--cpus", "0", "-o", tmp_path / "x.json")
+    assert r.code == 1 and "1 to 64" in r.err
