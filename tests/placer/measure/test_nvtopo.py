@@ -1,7 +1,6 @@
 """Parsing ``nvidia-smi topo -m`` and building a cluster topology from it (no GPU needed).
 
-Samples in data/: ``topo_h200.txt`` is real output of a lent H200 (one GPU, tabs, ANSI underline;
-bench/results/gpu_facts_h200.json). The others are written in the same format after outputs posted
+Samples in data/: ``topo_h200.txt`` is real output of a lent H200 (one GPU, tabs, ANSI underline). The others are written in the same format after outputs posted
 publicly: a DGX A100 (GPU pairs PXB to the same NICs on NUMA nodes 3, 1, 7, 5; NVIDIA/nccl#1505),
 an 8x H100 HGX (NV18, one NIC per GPU; sgl-project/sglang#13973) and a DGX-1 quad (NV1/NV2 direct
 links, the older format without NUMA affinity).
@@ -114,6 +113,14 @@ class TestDetect:
         assert len(c) == 9 and c.devices[1].kind == "gpu-local" and c.devices[1].peak_flops == 19.5e12
         assert c.devices[1].memory_bytes == 79 * 2**30
         assert c.topology is not None and "nvidia_smi_topo" in c.meta["detected"]
+
+    def test_a_lent_h200(self):
+        """Both nvidia-smi outputs as a lent H200 machine printed them."""
+        run = lambda args: "0, NVIDIA H200, 143771, 5, 16\n" if args[0].startswith("--query") else sample("h200")
+        c = detect_cluster(run=run, cpu_rates=RATES)
+        assert c.device_names == ["/device:CPU:0", "/device:GPU:0"] and c.devices[1].peak_flops == 67e12
+        port = next(l for l in c.topology.links if l.a == "/device:GPU:0")
+        assert port.bandwidth == pytest.approx(16 * 3.938e9)  # PCIe Gen5 x16
 
     def test_unknown_gpu_is_a_clear_error(self):
         run = lambda args: "0, Mystery GPU 9000, 1024, 4, 16\n" if args[0].startswith("--query") else sample("h200")
