@@ -63,7 +63,7 @@ class Progress:
         if phase == "traced":
             self.note("traced one more step to see where ops ran")
         elif done == total or time.monotonic() - self.last >= self.EVERY_SECONDS:
-            label = {"warmup": "warm-up", "profiled": "traced"}.get(phase, phase)
+            label = {"warmup": "warm-up", "profiled": "traced", "pooled": "pooled and one-thread"}.get(phase, phase)
             self.note(f"{label} step {done}/{total}")
 
 

@@ -13,7 +13,9 @@ def add_parser(sub) -> None:
                     "one inter-op thread; read each op's time from TensorFlow's step stats (median of --runs "
                     "traced steps after --warmup) and write it as the op's cost for the device's kind. Each "
                     "kind's roofline (compute and memory efficiency, per-op overhead) is fitted to those times "
-                    "and stored in the graph's meta, so ops the trace did not see get calibrated estimates. "
+                    "and stored in the graph's meta, so ops the trace did not see get calibrated estimates. On "
+                    "logical CPUs sharing a thread pool (CLUSTER's shared_threads) the costs are scaled by the "
+                    "step on TF's default pool over the step on one thread, measured interleaved. "
                     "Nothing is written until the end: an interrupted run leaves OUT as it was.")
     p.add_argument("graph", help="graph file (imported from the model; its GraphDef embedded or given)")
     src = p.add_mutually_exclusive_group()
@@ -61,6 +63,9 @@ def run(args) -> int:
             devices.append(by_name[canonical_device(name)])
     else:
         devices = list({d.kind: d for d in reversed(cluster.devices)}.values())[::-1]
+        devices = _runnable(devices, args.quiet)
+        if not devices:
+            raise PlacerError(f"cluster {cluster.name!r} has no device TensorFlow can run here; name one with --device")
     kinds: dict[str, str] = {}
     for d in devices:
         if d.kind in kinds:
@@ -73,13 +78,15 @@ def run(args) -> int:
     for d in devices:
         progress.note(f"profiling {len(graph)} ops on {d.name} (kind {d.kind}): {args.warmup} warm-up, "
                       f"{args.runs} traced and {args.runs} untraced steps")
-        profile = profile_ops(graph, graph_def, device=d.name, runs=args.runs, warmup=args.warmup,
+        # logical CPUs sharing a pool run one op at a time in the simulator: costs as shares of the pooled step
+        pool = cluster.shared_threads is not None and d.name.startswith("/device:CPU:")
+        profile = profile_ops(graph, graph_def, device=d.name, runs=args.runs, warmup=args.warmup, pool=pool,
                               progress=progress.step)
-        fit = fit_profile(graph, profile, d)
-        out = with_profile(out, profile, d.kind, fit)
+        fit = fit_profile(graph, profile, d, pool)
+        out = with_profile(out, profile, d.kind, fit, pool)
         rows.append({"device": d.name, "kind": d.kind, "graph_ops": len(graph),
                      "ops_timed": len(profile.kernel_seconds), "step_seconds": profile.step_seconds,
-                     "fit": fit.to_dict()})
+                     "pool_ratio": profile.pool_ratio, "fit": fit.to_dict()})
     if META_KEY not in out.meta:
         attach_graphdef(out, graph_def)  # so measure and export need no --graphdef
     save_graph(out, out_path)
@@ -93,6 +100,23 @@ def run(args) -> int:
                   f"{100 * f['median_error']:.0f}%", f"{100 * f['mape']:.0f}%") for r in rows for f in [r["fit"]]])
     print(f"wrote {out_path}")
     return 0
+
+
+def _runnable(devices, quiet: bool):
+    """`devices` less the GPUs TensorFlow does not have here (a CPU-only build on a GPU machine), said on stderr."""
+    import sys
+
+    gpus = [d for d in devices if d.name.startswith("/device:GPU:")]
+    if not gpus:
+        return devices
+    import tensorflow as tf
+
+    have = len(tf.config.list_physical_devices("GPU"))
+    lacking = [d for d in gpus if int(d.name.rpartition(":")[2]) >= have]
+    if lacking and not quiet:
+        print(f"profile: TensorFlow here has no {lacking[0].name} (a CPU-only build?): not profiling kind "
+              f"{lacking[0].kind}", file=sys.stderr)
+    return [d for d in devices if d not in lacking]
 
 
 def _cluster(spec: str | None):

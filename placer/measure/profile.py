@@ -52,6 +52,8 @@ class Profile:
     scale : factor on kernel times so that they sum to the untraced step (<= 1).
     step_seconds : median untraced step time, all ops on one device, one thread.
     runs : traced runs the medians are over.
+    pool_ratio : the step on TF's default inter-op pool over the step on one thread (measured
+        interleaved; None: not measured).
     """
 
     kernel_seconds: dict[str, float]
@@ -59,15 +61,20 @@ class Profile:
     step_seconds: float
     runs: int
     scale: float = 1.0
+    pool_ratio: float | None = None
     meta: dict[str, Any] = field(default_factory=dict)
 
-    def op_seconds(self, graph: OpGraph) -> np.ndarray:
-        """Cost of each op of `graph` (graph order): scaled kernel time + overhead (ops not traced: overhead)."""
-        return np.array([self.scale * self.kernel_seconds.get(op.name, 0.0) + self.overhead for op in graph.ops])
+    def op_seconds(self, graph: OpGraph, pool: bool = False) -> np.ndarray:
+        """Cost of each op of `graph` (graph order): scaled kernel time + overhead (ops not traced: overhead);
+        with `pool`, times `pool_ratio` (see `profile_ops`)."""
+        factor = self.pool_ratio if pool and self.pool_ratio is not None else 1.0
+        return factor * np.array([self.scale * self.kernel_seconds.get(op.name, 0.0) + self.overhead
+                                  for op in graph.ops])
 
 
 def profile_ops(graph: OpGraph, graph_def=None, *, device: str = "/device:CPU:0", runs: int = 10, warmup: int = 3,
-                seed: int = 0, progress: Callable[[str, int, int], None] | None = None) -> Profile:
+                seed: int = 0, pool: bool = False,
+                progress: Callable[[str, int, int], None] | None = None) -> Profile:
     """Time every op of `graph`'s TensorFlow step on one device, one inter-op thread.
 
     Parameters
@@ -77,6 +84,11 @@ def profile_ops(graph: OpGraph, graph_def=None, *, device: str = "/device:CPU:0"
     device : the local device every op runs on (``/device:CPU:k`` makes k + 1 logical CPUs).
     runs : traced steps (and as many untraced) the medians are taken over.
     warmup : untimed steps first.
+    pool : also time the step on TF's default inter-op thread pool, as ``placer measure`` runs it,
+        interleaved with one-thread steps: `Profile.pool_ratio`. Logical CPU devices share that pool,
+        and the simulator runs them one op at a time (``shared_threads=1``); the step TF runs overlaps
+        some ops on the pool's other threads, so one-thread costs times this ratio are each op's
+        share of the step as it is measured.
     progress : called as ``(phase, done, total)`` after each step ("warmup", "timed", "profiled": traced).
 
     Raises
@@ -112,25 +124,41 @@ def profile_ops(graph: OpGraph, graph_def=None, *, device: str = "/device:CPU:0"
                 samples[name].append(s)
             report("profiled", k + 1, runs)
         untraced += step.time(0, runs, report)
+        pool_ratio = _pool_ratio(step, PlacedStep(graph, graph_def, one, num_cpus, seed=seed), warmup, runs,
+                                 report) if pool else None
     kernel = {name: float(np.median(s)) for name, s in samples.items() if s}
     step_seconds = float(np.median(untraced))
     total = float(sum(kernel.values()))
     scale = min(1.0, step_seconds / total) if total > 0 else 1.0
     overhead = max(step_seconds - total, 0.0) / len(graph)
-    return Profile(kernel, overhead, step_seconds, runs, scale,
-                   meta={"device": device, "ops_traced": len(kernel), "kernel_seconds_total": total})
+    return Profile(kernel, overhead, step_seconds, runs, scale, pool_ratio,
+                   meta={"device": device, "ops_traced": len(kernel), "kernel_seconds_total": total,
+                         "pool_ratio": pool_ratio})
 
 
-def with_profile(graph: OpGraph, profile: Profile, kind: str = LOCAL_KIND, fit: RooflineFit | None = None) -> OpGraph:
+def _pool_ratio(one_thread, pooled, warmup: int, runs: int, report) -> float:
+    """Median step on TF's default pool over median step on one thread, the two interleaved."""
+    with pooled:
+        pooled.time(warmup, 0)
+        a, b = [], []
+        for k in range(runs):
+            a += pooled.time(0, 1)
+            b += one_thread.time(0, 1)
+            report("pooled", k + 1, runs)
+    return float(np.median(a) / np.median(b))
+
+
+def with_profile(graph: OpGraph, profile: Profile, kind: str = LOCAL_KIND, fit: RooflineFit | None = None,
+                 pool: bool = False) -> OpGraph:
     """A copy of `graph` whose ops cost `profile`'s seconds on devices of `kind`.
 
     Without `fit`, an op the trace did not see costs the per-op overhead;
     with it, it gets no cost of `kind`, and the fit, stored in the meta
     (``meta["roofline_fit"][kind]``), estimates it. Profiles of other kinds
-    already in the graph are kept.
+    already in the graph are kept. `pool`: costs times `Profile.pool_ratio`.
     """
     out = copy.deepcopy(graph)
-    for op, seconds in zip(out.ops, profile.op_seconds(graph)):
+    for op, seconds in zip(out.ops, profile.op_seconds(graph, pool)):
         if fit is None or op.name in profile.kernel_seconds:
             op.cost[kind] = float(seconds)
     entry = {"kind": kind, "overhead": profile.overhead, "scale": profile.scale,
@@ -143,8 +171,8 @@ def with_profile(graph: OpGraph, profile: Profile, kind: str = LOCAL_KIND, fit: 
     return out
 
 
-def fit_profile(graph: OpGraph, profile: Profile, device: Device) -> RooflineFit:
-    """`device`'s roofline fitted to `profile`'s op costs (scaled kernel time + overhead) of the ops it timed."""
-    costs = profile.op_seconds(graph)
+def fit_profile(graph: OpGraph, profile: Profile, device: Device, pool: bool = False) -> RooflineFit:
+    """`device`'s roofline fitted to `profile`'s op costs (as `with_profile` writes them) of the ops it timed."""
+    costs = profile.op_seconds(graph, pool)
     return fit_roofline(graph, {op.name: float(c) for op, c in zip(graph.ops, costs)
                                 if op.name in profile.kernel_seconds}, device)

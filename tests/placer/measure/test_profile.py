@@ -40,3 +40,12 @@ def test_profiled_costs_do_not_apply_to_other_clusters(profiled):
     sim = Simulator(g, presets.get("2gpu"))
     cpu = [d.name for d in sim.cluster.devices].index("/device:CPU:0")
     assert not np.allclose(sim.times[:, cpu], [op.cost[LOCAL_KIND] for op in g])
+
+
+def test_pooled_costs_are_the_one_thread_costs_scaled(tiny):
+    """With `pool`, the step on TF's default pool is timed too, and costs are scaled by its ratio."""
+    _, _, graph, graph_def = tiny
+    profile = profile_ops(graph, graph_def, runs=2, warmup=1, pool=True)
+    assert profile.pool_ratio is not None and profile.pool_ratio > 0
+    assert np.allclose(profile.op_seconds(graph, pool=True), profile.pool_ratio * profile.op_seconds(graph))
+    assert profile_ops(graph, graph_def, runs=1, warmup=0).pool_ratio is None
