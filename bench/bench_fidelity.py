@@ -24,7 +24,17 @@ mostly within 5% of each other, ranked at 0.29 against themselves. With 400
 steps (100 rounds x 4) two runs gave 0.84 and 0.59 for the medians and 0.81
 and 0.91 for the 10th percentiles, which is why both are reported.
 
-Target: Spearman >= 0.8. Results go to bench/results/fidelity.json (one
+Each graph's placements are simulated three ways on the same measurements:
+``profiled`` (op costs profiled as above, the ``local`` preset: the headline
+figures), ``roofline`` (no profile: roofline costs from the ``local``
+preset's peaks) and ``calibrated`` (what ``placer profile`` writes, with its
+roofline fit, on this machine as ``placer detect-cluster`` and ``placer
+calibrate`` describe it). For each: Spearman, MAPE and the worst ratio
+max(simulated / measured, measured / simulated) over the placements.
+
+Targets: Spearman >= 0.8; ``calibrated`` within 1.5x of measured for every
+placement of the LSTM and ResNet-block graphs (reported against the median
+steps and against the 10th percentiles). Results go to bench/results/fidelity.json (one
 graph at a time, so an interrupted run resumes where it stopped), a
 scatter plot to bench/results/fidelity.png, and the graphs with their
 profiles (which ``--resimulate`` reads) to bench/results/fidelity/: with
@@ -276,17 +286,48 @@ def mape(sim, real) -> float:
     return float(np.mean(np.abs(sim - real) / real))
 
 
+def calibrated_cluster(args):
+    """This machine as `placer detect-cluster` and `placer calibrate` describe it (2 logical CPUs)."""
+    from placer.measure.calibrate import TFProber, calibrate
+    from placer.measure.detect import detect_cluster
+
+    return calibrate(detect_cluster("local-calibrated", 2), TFProber(), progress=log)
+
+
+def fitted(profiled: OpGraph) -> OpGraph:
+    """`profiled` with the roofline fit `placer profile` stores, fitted to its costs of the ops that ran."""
+    import copy
+
+    from placer.cost_model import FIT_KEY
+    from placer.measure.fit import fit_roofline
+    from placer.measure.profile import LOCAL_KIND
+
+    device = presets.get("local").devices[0]
+    fit = fit_roofline(profiled, {op.name: op.cost[LOCAL_KIND] for op in profiled if op.op != "Placeholder"}, device)
+    out = copy.deepcopy(profiled)
+    for op in out:
+        if op.op == "Placeholder":  # never traced: the fit estimates them, as `placer profile` leaves them
+            op.cost.pop(LOCAL_KIND, None)
+    out.meta[FIT_KEY] = {LOCAL_KIND: fit.to_dict()}
+    return out
+
+
 def run_graph(name: str, args, cache: Path) -> dict:
     """Profile, place, measure and simulate one graph; its graph files go to folder `cache`."""
-    from placer.measure.profile import profile_ops, with_profile
+    from placer.measure.profile import LOCAL_KIND, fit_profile, profile_ops, with_profile
 
     t0 = time.perf_counter()
     graph = build_graph(name, cache)
     log(f"{name}: {len(graph)} ops; profiling")
-    profile = profile_ops(graph, runs=args.profile_runs)
+    profile = profile_ops(graph, runs=args.profile_runs, pool=True)
     profiled = with_profile(graph, profile)
     profiled.meta.pop("tf_graphdef", None)
     save_graph(profiled, cache / f"{name}.profiled.json.gz")
+    # what `placer profile` writes for a cluster of logical CPUs sharing a pool: pooled costs and their fit
+    device = presets.get("local").devices[0]
+    calibrated = with_profile(graph, profile, LOCAL_KIND, fit_profile(graph, profile, device, pool=True), pool=True)
+    calibrated.meta.pop("tf_graphdef", None)
+    save_graph(calibrated, cache / f"{name}.calibrated.json.gz")
     cluster = presets.get("local")
     places = placements(profiled, cluster, args.random, args.seed, args.rl_steps)
     log(f"{name}: {len(places)} placements; measuring {args.rounds} rounds x {args.per_round} steps each")
@@ -302,10 +343,45 @@ def run_graph(name: str, args, cache: Path) -> dict:
     out = {
         "graph": name, "ops": len(graph), "placements": len(rows),
         "profile": {"overhead": profile.overhead, "scale": profile.scale, "step_seconds": profile.step_seconds,
+                    "pool_ratio": profile.pool_ratio,
                     "kernel_seconds_total": profile.meta["kernel_seconds_total"]},
         "rows": rows, "seconds": time.perf_counter() - t0, "rounds": args.rounds, "per_round": args.per_round,
     }
     return simulate(out, profiled, cluster)
+
+
+def max_ratio(sim, real) -> float:
+    sim, real = np.asarray(sim), np.asarray(real)
+    return float(np.max(np.maximum(sim / real, real / sim)))
+
+
+def simulate_configs(result: dict, cache: Path, calibrated) -> dict:
+    """Simulate `result`'s measured placements with roofline costs on the preset, and with `placer profile`'s
+    costs and fit on the calibrated cluster; Spearman, MAPE and worst ratio of each (and of the headline one).
+    The graphs come from `cache`: `placer profile`'s is ``NAME.calibrated.json.gz`` (results older than it:
+    `fitted` of ``NAME.profiled.json.gz``)."""
+    name = result["graph"]
+    graph, profiled = load_graph(cache / f"{name}.json.gz"), load_graph(cache / f"{name}.profiled.json.gz")
+    roofline = OpGraph(graph.name, graph.ops, {})
+    path = cache / f"{name}.calibrated.json.gz"
+    configs = {"profiled": None, "roofline": (roofline, presets.get("local")),
+               "calibrated": (load_graph(path) if path.exists() else fitted(profiled), calibrated)}
+    m_ = [r["measured"] for r in result["rows"]]
+    lo = [r["measured_p10"] for r in result["rows"]]
+    out = {}
+    for key, setup in configs.items():
+        if setup is None:
+            s_ = [r["simulated"] for r in result["rows"]]
+        else:
+            sim = Simulator(*setup)
+            s_ = [sim.run(np.asarray(r["assignment"], dtype=np.int64)).step_time for r in result["rows"]]
+        out[key] = {"spearman": spearman(s_, m_), "mape": mape(s_, m_), "max_ratio": max_ratio(s_, m_),
+                    "spearman_p10": spearman(s_, lo), "mape_p10": mape(s_, lo), "max_ratio_p10": max_ratio(s_, lo),
+                    "simulated": s_}
+        log(f"{result['graph']} {key}: Spearman {out[key]['spearman']:.3f}, MAPE {100 * out[key]['mape']:.1f}%, "
+            f"worst ratio {out[key]['max_ratio']:.2f} (vs p10: {out[key]['max_ratio_p10']:.2f})")
+    result["configs"] = out
+    return result
 
 
 def simulate(result: dict, profiled: OpGraph, cluster) -> dict:
@@ -424,6 +500,13 @@ def main() -> int:
         log("calibration: crossing cost and device parallelism")
         results["calibration"] = calibrate()
         write_atomic(out_path, json.dumps(results, indent=1).encode())
+    if "calibrated_cluster" not in results or args.force:
+        log("calibrated cluster: placer detect-cluster + placer calibrate")
+        results["calibrated_cluster"] = calibrated_cluster(args).to_dict()
+        write_atomic(out_path, json.dumps(results, indent=1).encode())
+    from placer.cluster import Cluster
+
+    calibrated = Cluster.from_dict(results["calibrated_cluster"])
     c = results["calibration"]
     print(f"crossing between logical CPUs: {1e6 * c['crossing_seconds_64B']:.1f} us (64 B), "
           f"{1e6 * c['crossing_seconds_4194304B']:.1f} us (4 MiB) -> latency {1e6 * c['fitted_latency']:.1f} us, "
@@ -439,18 +522,31 @@ def main() -> int:
             continue
         results[name] = run_graph(name, args, cache)
         write_atomic(out_path, json.dumps(results, indent=1).encode())
+    for name in names:
+        if name in results:
+            simulate_configs(results[name], cache, calibrated)
+    write_atomic(out_path, json.dumps(results, indent=1).encode())
     plot(results, out_path.with_suffix(".png"))
     print(f"{'graph':8} {'ops':>5} {'placements':>10} {'spearman':>9} {'MAPE':>7}   (vs measured p10: "
           "spearman, MAPE)   measured vs itself (split-half spearman of medians, of p10); "
           "spread of sim / measured / duplicates")
     for name, r in results.items():
-        if name == "calibration":
+        if name in ("calibration", "calibrated_cluster"):
             continue
         print(f"{name:8} {r['ops']:5d} {r['placements']:10d} {r['spearman']:9.3f} {100 * r['mape']:6.1f}%"
               f"   ({r['spearman_p10']:.3f}, {100 * r['mape_p10']:.1f}%)   "
               f"{r.get('split_half_spearman', float('nan')):.3f}, {r.get('split_half_spearman_p10', float('nan')):.3f}; "
               f"{100 * r.get('simulated_spread', float('nan')):.1f}% / "
               f"{100 * r.get('measured_spread', float('nan')):.1f}% / {100 * r.get('duplicate_spread', float('nan')):.1f}%")
+    print(f"{'graph':8} {'costs + cluster':23} {'spearman':>9} {'MAPE':>7} {'worst ratio':>12}   (vs p10: MAPE, "
+          "worst ratio)")
+    for name in names:
+        for key, label in (("roofline", "roofline + local"), ("profiled", "profiled + local"),
+                           ("calibrated", "placer profile + calib.")):
+            c = results.get(name, {}).get("configs", {}).get(key)
+            if c:
+                print(f"{name:8} {label:23} {c['spearman']:9.3f} {100 * c['mape']:6.1f}% {c['max_ratio']:11.2f}x   "
+                      f"({100 * c['mape_p10']:.1f}%, {c['max_ratio_p10']:.2f}x)")
     return 0
 
 

@@ -5,6 +5,7 @@ import sys
 import pytest
 
 from bench import bench_fidelity
+from placer import presets
 from placer.errors import PlacerError
 
 CALIBRATION = {"crossing_seconds_64B": 1e-6, "crossing_seconds_4194304B": 5e-5, "fitted_latency": 1e-6,
@@ -19,6 +20,8 @@ def nothing_measured(monkeypatch):
     monkeypatch.setattr(bench_fidelity, "run_graph", lambda name, args, cache: runs.append((name, cache)) or {
         "ops": 1, "placements": 0, "spearman": 1.0, "mape": 0.0, "spearman_p10": 1.0, "mape_p10": 0.0})
     monkeypatch.setattr(bench_fidelity, "plot", lambda results, path: None)
+    monkeypatch.setattr(bench_fidelity, "calibrated_cluster", lambda args: presets.get("local"))
+    monkeypatch.setattr(bench_fidelity, "simulate_configs", lambda *a: None)
     return runs
 
 
