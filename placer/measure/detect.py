@@ -129,6 +129,13 @@ def measure_cpu_rates(repeats: int = 12) -> dict[str, float]:
         return {"peak_flops": 2 * n**3 / best(product), "memory_bandwidth": 2 * 4 * words / best(stream)}
 
 
+def tensorflow_devices() -> list[str]:
+    """TensorFlow's physical devices here (``/physical_device:CPU:0`` ...)."""
+    import tensorflow as tf
+
+    return [d.name for d in tf.config.list_physical_devices()]
+
+
 def memory_bytes() -> float:
     """This machine's physical memory."""
     return float(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
@@ -164,6 +171,8 @@ def detect_cluster(name: str = "mine", cpus: int | None = None, *, run: Runner =
     meta: dict[str, Any] = {"description": "", "detected": {"cores": cores, "memory_bytes": memory_bytes(),
                                                             "cpu_rates_one_thread": rates,
                                                             "gpus": gpus}}
+    if cpu_rates is None:  # TensorFlow is loaded already: what it sees (a CPU-only build lists no GPU)
+        meta["detected"]["tensorflow_devices"] = tensorflow_devices()
     if not gpus:
         n = cpus or cores
         devices = [Device(f"/device:CPU:{i}", CPU_KIND, rates["peak_flops"], rates["memory_bandwidth"],
