@@ -24,7 +24,7 @@ def test_tensorflow_spellings_of_a_device_name_are_that_device():
 def test_the_same_gpu_of_two_machines_is_two_devices():
     """With devices named by task, another spelling of task 1's GPU 0 is task 1's, never task 0's."""
     graph = layered_graph(20, seed=1)
-    spec = presets.get("2gpu").to_dict()
+    spec = presets.get("2gpu-flat").to_dict()
     names = ["/job:worker/replica:0/task:0/device:CPU:0", "/job:worker/replica:0/task:0/device:GPU:0",
              "/job:worker/replica:0/task:1/device:GPU:0"]
     spec["devices"] = [{**d, "name": n} for d, n in zip(spec["devices"], names)]
@@ -44,7 +44,7 @@ def test_a_device_the_cluster_lacks_is_still_refused():
 
 def test_names_that_are_not_tensorflow_device_names_must_match_exactly():
     graph = layered_graph(20, seed=1)
-    spec = presets.get("2gpu").to_dict()
+    spec = presets.get("2gpu-flat").to_dict()
     spec["devices"] = [{**d, "name": f"dev{k}"} for k, d in enumerate(spec["devices"])]
     spec["links"] = []
     cluster = Cluster.from_dict(spec)

@@ -6,7 +6,7 @@ import pytest
 
 
 def test_json_output(cli, fork_files):
-    r = cli("simulate", fork_files / "g.json", "--cluster", "2gpu", "--placement", fork_files / "p.json", "--json")
+    r = cli("simulate", fork_files / "g.json", "--cluster", "2gpu-flat", "--placement", fork_files / "p.json", "--json")
     assert r.code == 0, r.err
     out = json.loads(r.out)
     # s 0-1 ms; send 10 us + 12e6 / 12e9 s = 1.01 ms each way; y 2.01-6.01; back 6.01-7.02; j 7.02-8.02
@@ -16,7 +16,7 @@ def test_json_output(cli, fork_files):
 
 
 def test_table_output(cli, fork_files):
-    r = cli("simulate", fork_files / "g.json", "--cluster", "2gpu", "--placement", fork_files / "p.json")
+    r = cli("simulate", fork_files / "g.json", "--cluster", "2gpu-flat", "--placement", fork_files / "p.json")
     assert r.code == 0 and "step time 8.020 ms" in r.out and "/device:GPU:1" in r.out
 
 
@@ -45,7 +45,7 @@ def test_a_placement_splitting_a_colocation_group_is_flagged(cli, fork_files):
         if node["name"] in ("x", "y"):
             node["colocation"] = "w"
     (fork_files / "g.json").write_text(json.dumps(g))
-    args = ("simulate", fork_files / "g.json", "--cluster", "2gpu", "--placement", fork_files / "p.json")
+    args = ("simulate", fork_files / "g.json", "--cluster", "2gpu-flat", "--placement", fork_files / "p.json")
     r = cli(*args)
     assert r.code == 0 and "COLOCATION BROKEN" in r.out and "'w'" in r.out
     assert json.loads(cli(*args, "--json").out)["colocation_ok"] is False
