@@ -43,7 +43,7 @@ def test_rl_job_fine_tunes_the_shipped_policy_unless_told_not_to(client, graph_i
 def test_rl_job_trains_from_scratch_where_the_policy_cannot_place(client, graph_id):
     """More devices than the shipped policy addresses: no zero-shot answer, so nothing to fine-tune."""
     most = max(member.weights["dev_slot"].shape[0] for member in load_policy().members)
-    spec = next(c["spec"] for c in client.get("/v1/clusters").json()["data"] if "topology" not in c["spec"])
+    spec = next(c["spec"] for c in client.get("/v1/clusters").json()["data"] if c["name"] == "2gpu-flat")
     gpu = next(d for d in spec["devices"] if d["kind"] == "gpu")
     spec = {**spec, "name": "wide", "links": [],
             "devices": [{**gpu, "name": f"/device:GPU:{i}"} for i in range(most + 1)]}
