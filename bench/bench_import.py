@@ -150,7 +150,7 @@ def bench_grappler(app: str = "resnet50", batch: int = 32) -> dict:
 
     # grappler's shape inference, like TF's, cannot see the shapes of variables captured as
     # resource placeholders; give it the same stand-ins our importer uses (VarHandleOps)
-    from placer.importers.graphdef import with_variable_shapes
+    from placer.importers.shapes import with_variable_shapes
 
     shaped = with_variable_shapes(graph_def)
     tf_gpu = "/job:localhost/replica:0/task:0/device:GPU:0"

@@ -99,7 +99,8 @@ def bench_grappler(repeats: int) -> dict:
     from tensorflow.python.grappler import cluster as gcluster
     from tensorflow.python.grappler import item as gitem
 
-    from placer.importers.graphdef import from_graphdef, with_variable_shapes
+    from placer.importers.graphdef import from_graphdef
+    from placer.importers.shapes import with_variable_shapes
     from placer.importers.keras_models import application_model, keras_step
 
     log("  building the ResNet-50 (batch 32) training step ...")

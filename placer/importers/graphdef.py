@@ -73,6 +73,9 @@ A control dependency on an op with outputs (``tf.function`` makes its output
 ``Identity`` wait on every variable read) is left out, as it would move and
 pin the whole tensor. ``meta["control_edges"]`` and
 ``meta["control_edges_dropped"]`` count both kinds.
+
+Shape inference is `placer.importers.shapes`, call inlining
+`placer.importers.function_calls`; this module builds the ops from them.
 """
 
 from __future__ import annotations
@@ -80,20 +83,21 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Iterable, Mapping
 
-from placer.errors import InputShapeError, ModelImportError
+from placer.errors import ModelImportError
 from placer.graph import Op, OpGraph
 from placer.importers.colocation import colocation_keys
 from placer.importers.fetches import function_fetches, node_of, prune
 from placer.importers.flops import CONTRACTIONS, OpInfo, op_flops
+from placer.importers.function_calls import CALL_TYPES, CONTROL_FLOW_TYPES, check_op_types, inline_function_calls
+from placer.importers.shapes import (import_for_inference, inference_copy, resolve_variable_shapes, shape_list,
+                                     static_shape)
 
-__all__ = ["DEFAULT_FOLD", "FLOP_UNIT", "from_graphdef", "from_graphdef_bytes", "from_graphdef_text", "node_of",
-           "with_variable_shapes"]
+__all__ = ["DEFAULT_FOLD", "FLOP_UNIT", "from_graphdef", "from_graphdef_bytes", "from_graphdef_text", "node_of"]
 
 DEFAULT_FOLD = ("Const", "NoOp")
 FLOP_UNIT = "FLOP (one multiply-add counts 2)"
 _VARIABLE_TYPES = {"VarHandleOp", "VariableV2", "Variable"}
 _SMALL_CONST = 16  # elements: the largest constant input whose value FLOP rules may read
-_XLA_MUST_COMPILE = "_XlaMustCompile"
 _RULE_ATTRS = ("transpose_a", "transpose_b", "adj_x", "adj_y", "equation", "ksize", "data_format",
                "is_training")
 
@@ -202,7 +206,7 @@ def from_graphdef(
 
     if not graph_def.node:
         raise ModelImportError("GraphDef has no nodes")
-    _check_op_types(graph_def, tf)
+    check_op_types(graph_def, tf)
     if unknown_dim is not None and (isinstance(unknown_dim, bool) or not isinstance(unknown_dim, int)
                                     or unknown_dim < 1):
         raise ModelImportError(f"the estimate of unknown dimensions (--unknown-dim) must be a positive integer, "
@@ -217,7 +221,7 @@ def from_graphdef(
         tensor_fetches = [f for f in fetches if ":" in f]
         fetches = list(dict.fromkeys(node_of(f) for f in fetches))
         graph_def, pruned = prune(graph_def, fetches, keep_stateful=not session)
-    graph_def, inlined = _inline_function_calls(graph_def)
+    graph_def, inlined = inline_function_calls(graph_def)
     tf_node_count = len(graph_def.node) + sum(pruned.values())
     nodes = list(graph_def.node)
     fold = set(fold)
@@ -226,14 +230,14 @@ def from_graphdef(
     for missing in sorted(set(input_shapes) - known_names):
         raise ModelImportError(f"input shape given for {missing!r}, which is no node of the graph")
 
-    var_shapes = _variable_shapes(nodes, variable_shapes)
+    var_shapes = resolve_variable_shapes(nodes, variable_shapes)
     estimate = 1 if allow_unknown_shapes else unknown_dim
     estimated: list[str] = []  # ops with a dimension set to `estimate`
     unsized = {n.name for n in nodes if n.op == "Placeholder" and n.name not in var_shapes
                and n.attr["dtype"].type == tf.resource.as_datatype_enum}  # resources of unknown shape
-    inference_def, inputs_meta = _inference_copy(graph_def, batch_size, input_shapes, var_shapes,
-                                                 allow_unknown_shapes, unknown_dim, estimated)
-    tf_graph = _import(inference_def, tf)
+    inference_def, inputs_meta = inference_copy(graph_def, batch_size, input_shapes, var_shapes,
+                                                allow_unknown_shapes, unknown_dim, estimated)
+    tf_graph = import_for_inference(inference_def, tf)
 
     # -- per-node facts from the imported graph
     unknown_ops: list[str] = []
@@ -243,8 +247,8 @@ def from_graphdef(
     for tf_op in tf_graph.get_operations():
         outs = []
         for k, t in enumerate(tf_op.outputs):
-            outs.append(_static_shape(t, node_by_name[tf_op.name], k, allow_unknown_shapes, unknown_ops,
-                                      unknown_dim, estimated, unsized))
+            outs.append(static_shape(t, node_by_name[tf_op.name], k, allow_unknown_shapes, unknown_ops,
+                                     unknown_dim, estimated, unsized))
         shapes[tf_op.name] = outs
         dtypes[tf_op.name] = [t.dtype for t in tf_op.outputs]
     for f in tensor_fetches:  # a session refuses a tensor its node does not have (loss:1, train:0 of a NoOp)
@@ -360,24 +364,11 @@ def from_graphdef(
             "ops": list(dict.fromkeys(estimated))}
     if inlined:
         info_meta["inlined_function_calls"] = inlined
-    calls = sum(1 for n in nodes if n.op in _CALL_TYPES | _CONTROL_FLOW_TYPES)
+    calls = sum(1 for n in nodes if n.op in CALL_TYPES | CONTROL_FLOW_TYPES)
     if calls:
         info_meta["function_call_ops"] = calls  # bodies not expanded (loops, conditionals); FLOPs fall back
     info_meta.update(meta or {})
     return OpGraph(name, ops, info_meta)
-
-
-def with_variable_shapes(graph_def, variable_shapes: Mapping[str, tuple[Iterable[int], Any]] | None = None):
-    """A copy of `graph_def` whose variable placeholders are ``VarHandleOp``s of known shape.
-
-    For tools that run their own shape inference on a `tf.function`'s GraphDef
-    (grappler's cost estimator, say): without it, every read of a captured
-    variable has an unknown shape, and so has every matmul or convolution using
-    it. Shapes are `variable_shapes` or read from ``_output_shapes``.
-    """
-    var_shapes = _variable_shapes(list(graph_def.node), variable_shapes)
-    shaped, _ = _inference_copy(graph_def, None, {}, var_shapes, True, None, [])
-    return shaped
 
 
 # -- helpers ----------------------------------------------------------------------
@@ -408,284 +399,13 @@ def _dtype_size(dtype) -> int:
     return base.size
 
 
-def _shape_list(shape_proto) -> list[int] | None:
-    """A TensorShapeProto as a list, or None when the rank or any dim is unknown."""
-    if shape_proto.unknown_rank:
-        return None
-    dims = [int(d.size) for d in shape_proto.dim]
-    return None if any(d < 0 for d in dims) else dims
-
-
-_CALL_TYPES = {"PartitionedCall", "StatefulPartitionedCall"}
-_CONTROL_FLOW_TYPES = {"While", "StatelessWhile", "If", "StatelessIf", "Case", "StatelessCase"}
-
-
-def _check_op_types(graph_def, tf) -> None:
-    """A ModelImportError naming the first node whose op type TensorFlow does not know.
-
-    TF's own import error says neither which node it is nor anything short
-    (its one line runs to 450 characters about tf.contrib).
-    """
-    from tensorflow.python.framework import op_def_registry
-
-    functions = {f.signature.name for f in graph_def.library.function}
-    for node in graph_def.node:
-        if node.op not in functions and op_def_registry.get(node.op) is None:
-            raise ModelImportError(f"node {node.name!r}: op type {node.op!r} is unknown to TensorFlow "
-                                   f"{tf.__version__} (a custom op, or one of another TensorFlow version)")
-
-
-def _inline_function_calls(graph_def):
-    """Inline calls of library functions (nested `tf.function`s), as TF's runtime does.
-
-    Uses grappler's function optimizer only, fetching every sink so nothing is
-    pruned. Nodes outside functions keep their names; a function's body gets
-    the call node's name as prefix (``StatefulPartitionedCall/MatMul``), as in
-    TensorFlow's own runtime graph. Functional loops and conditionals
-    (``While``, ``If``) are left as they are: lowering them would create cycles.
-    Returns the (possibly new) GraphDef and the number of calls inlined.
-    """
-    functions = {f.signature.name for f in graph_def.library.function}
-    calls = [n for n in graph_def.node if n.op in _CALL_TYPES or n.op in functions]
-    if not calls:
-        return graph_def, 0
-    from tensorflow.core.protobuf import config_pb2, meta_graph_pb2, rewriter_config_pb2
-    from tensorflow.python.grappler import tf_optimizer
-
-    graph_def = _without_xla_marks(graph_def)
-    consumed = {node_of(i) for n in graph_def.node for i in n.input}
-    metagraph = meta_graph_pb2.MetaGraphDef(graph_def=graph_def)
-    metagraph.collection_def["train_op"].node_list.value.extend(
-        n.name for n in graph_def.node if n.name not in consumed)
-    config = config_pb2.ConfigProto()
-    rewrite = config.graph_options.rewrite_options
-    rewrite.optimizers.append("function")
-    rewrite.min_graph_nodes = -1
-    rewrite.meta_optimizer_iterations = rewriter_config_pb2.RewriterConfig.ONE
-    try:
-        inlined = tf_optimizer.OptimizeGraph(config, metagraph)
-    except Exception as e:  # grappler raises plain errors on malformed graphs
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ModelImportError(f"cannot inline the GraphDef's function calls: {first}") from None
-    left = sum(1 for n in inlined.node if n.op in _CALL_TYPES)
-    return inlined, len(calls) - left
-
-
-def _without_xla_marks(graph_def):
-    """`graph_def`, or a copy whose calls and functions marked for XLA compilation are unmarked.
-
-    ``tf.function(jit_compile=True)`` marks the function ``_XlaMustCompile`` and
-    ``_noinline``, and each call of it ``_XlaMustCompile``; grappler inlines no
-    such call (it leaves them to XLA), so their FLOPs would fall back to one per
-    output element. Other ``_noinline`` functions keep their mark.
-    """
-    def marked(attrs) -> bool:
-        return _XLA_MUST_COMPILE in attrs and attrs[_XLA_MUST_COMPILE].b
-
-    library = graph_def.library.function
-    if not (any(marked(n.attr) for n in graph_def.node) or any(marked(f.attr) for f in library)
-            or any(marked(n.attr) for f in library for n in f.node_def)):
-        return graph_def
-    unmarked = type(graph_def)()
-    unmarked.CopyFrom(graph_def)
-    for f in unmarked.library.function:
-        if marked(f.attr):
-            del f.attr[_XLA_MUST_COMPILE]
-            if "_noinline" in f.attr:
-                del f.attr["_noinline"]
-        for n in f.node_def:
-            if marked(n.attr):
-                del n.attr[_XLA_MUST_COMPILE]
-    for n in unmarked.node:
-        if marked(n.attr):
-            del n.attr[_XLA_MUST_COMPILE]
-    return unmarked
-
-
-def _variable_shapes(nodes, given) -> dict[str, tuple[list[int], Any]]:
-    """Shapes and dtypes of the resource placeholders that stand for variables."""
-    from tensorflow.python.framework import dtypes
-
-    out: dict[str, tuple[list[int], Any]] = {}
-    for k, (shape, dt) in (given or {}).items():
-        out[k] = ([int(d) for d in shape], dtypes.as_dtype(dt))
-    resource_placeholders = {
-        n.name for n in nodes
-        if n.op == "Placeholder" and n.attr["dtype"].type == dtypes.resource.as_datatype_enum
-    }
-    by_name = {n.name: n for n in nodes}
-
-    def source(name: str) -> str:
-        """Follow a handle back through Identity ops (inlined function inputs) to its producer."""
-        for _ in range(64):
-            node = by_name.get(name)
-            if node is None or node.op != "Identity" or not node.input:
-                break
-            name = node.input[0].partition(":")[0]
-        return name
-
-    for n in nodes:
-        if n.op != "ReadVariableOp" or "_output_shapes" not in n.attr:
-            continue
-        src = source(n.input[0].partition(":")[0]) if n.input else ""
-        if src in resource_placeholders and src not in out:
-            shape = _shape_list(n.attr["_output_shapes"].list.shape[0])
-            if shape is not None:
-                out[src] = (shape, dtypes.as_dtype(n.attr["dtype"].type))
-    return out
-
-
-def _inference_copy(graph_def, batch_size, input_shapes, var_shapes, allow_unknown, unknown_dim, estimated):
-    """A copy of the GraphDef ready for shape inference, and a summary of its inputs; placeholders whose
-    dimensions after the first are set to `unknown_dim` are added to `estimated`."""
-    from tensorflow.core.framework import graph_pb2, tensor_shape_pb2
-    from tensorflow.python.framework import dtypes
-
-    gd = graph_pb2.GraphDef()
-    gd.CopyFrom(graph_def)
-    inputs_meta = []
-    for node in gd.node:
-        if "_output_shapes" in node.attr:
-            del node.attr["_output_shapes"]
-        if node.op not in ("Placeholder", "PlaceholderV2"):
-            continue
-        dt = dtypes.as_dtype(node.attr["dtype"].type)
-        if node.name in var_shapes:
-            shape, vdt = var_shapes[node.name]
-            node.op = "VarHandleOp"
-            node.ClearField("attr")
-            node.attr["dtype"].type = vdt.as_datatype_enum
-            node.attr["shape"].shape.CopyFrom(_shape_proto(shape, tensor_shape_pb2))
-            node.attr["shared_name"].s = node.name.encode()
-            node.attr["container"].s = b""
-            continue
-        if dt == dtypes.resource:
-            continue  # a resource that is not a variable we know (a table, an iterator)
-        proto = node.attr["shape"].shape
-        if node.name in input_shapes:
-            shape = input_shapes[node.name]
-        elif proto.unknown_rank:
-            if not allow_unknown:
-                problem = f"placeholder {node.name!r} has unknown rank"
-                raise InputShapeError(f"{problem}; give its shape (--input-shape {node.name}=D1,D2,...)", problem)
-            shape = None
-        else:
-            shape = [int(d.size) for d in proto.dim]
-            if shape and shape[0] < 0 and batch_size:
-                shape[0] = int(batch_size)
-            if unknown_dim is not None and any(d < 0 for d in shape[1:]):
-                shape = shape[:1] + [unknown_dim if d < 0 else d for d in shape[1:]]
-                estimated.append(node.name)
-            if any(d < 0 for d in shape):
-                if not allow_unknown:
-                    shown = "[" + ", ".join("?" if d < 0 else str(d) for d in shape) + "]"
-                    given = f"--input-shape {node.name}=D1,D2,..."
-                    hint = (f"give its shape ({given}) or estimate its unknown dimensions (--unknown-dim N)"
-                            if batch_size or shape[0] >= 0 else f"give the batch size (--batch) or its shape ({given})")
-                    problem = f"placeholder {node.name!r} has unknown shape {shown}"
-                    raise InputShapeError(f"{problem}; {hint}", problem)
-                estimated.append(node.name)
-                shape = [1 if d < 0 else d for d in shape]
-        if shape is not None:
-            node.attr["shape"].shape.CopyFrom(_shape_proto(shape, tensor_shape_pb2))
-        inputs_meta.append({"name": node.name, "shape": shape, "dtype": dt.name})
-    return gd, inputs_meta
-
-
-def _shape_proto(shape, tensor_shape_pb2):
-    proto = tensor_shape_pb2.TensorShapeProto()
-    for d in shape:
-        proto.dim.add().size = int(d)
-    return proto
-
-
-def _import(graph_def, tf):
-    """Import into a fresh tf.Graph (runs TF's shape inference); errors in one line."""
-    graph = tf.Graph()
-    try:
-        with graph.as_default():
-            tf.graph_util.import_graph_def(graph_def, name="")
-    except (ValueError, TypeError, KeyError, tf.errors.OpError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        if "cycle" in first:  # TF counts the nodes it could not order but names none of them
-            cycle = _a_cycle(graph_def)
-            if cycle:
-                shown = " -> ".join(repr(n) for n in cycle[:8]) + (" -> ..." if len(cycle) > 8 else "")
-                raise ModelImportError(f"node {cycle[0]!r}: is on a cycle ({shown} -> {cycle[0]!r})") from None
-        raise ModelImportError(f"TensorFlow cannot import the GraphDef: {first}") from None
-    return graph
-
-
-def _a_cycle(graph_def) -> list[str]:
-    """Nodes of one cycle of `graph_def` in data-flow order ([] if none), not counting a while loop's
-    back edges (NextIteration into Merge), which TensorFlow allows."""
-    import networkx as nx
-
-    next_iterations = {n.name for n in graph_def.node if n.op in ("NextIteration", "RefNextIteration")}
-    g = nx.DiGraph()
-    for node in graph_def.node:
-        for name in node.input:
-            src = name.lstrip("^").split(":")[0]
-            if not (node.op in ("Merge", "RefMerge") and src in next_iterations):
-                g.add_edge(src, node.name)
-    try:
-        return [u for u, _ in nx.find_cycle(g)]
-    except nx.NetworkXNoCycle:
-        return []
-
-
-def _static_shape(tensor, node, k: int, allow_unknown: bool, unknown_ops: list[str], unknown_dim: int | None,
-                  estimated: list[str], unsized: set[str]) -> list[int]:
-    """The tensor's inferred shape, else the node's ``_output_shapes``, else an estimate or an error.
-
-    A float tensor's unknown dimensions become `unknown_dim` (1 with `allow_unknown`) and the op is
-    added to `estimated`; without either it is an error naming the op and the option that helps (the
-    inputs' shapes are all known by now, so the dimension depends on the data). A variable read of
-    unknown shape is an error even with `unknown_dim`. Integer and boolean tensors whose shape depends
-    on values (the reduction indices of ``BroadcastGradientArgs``, ``Where``...) are index metadata, not
-    data: their unknown dimensions become 1. Every such op is listed in `unknown_ops`. An op reading a
-    resource of unknown shape (in `unsized`: a captured variable the GraphDef holds no shape for) is an
-    error too: no estimate sizes a variable.
-    """
-    shape = tensor.shape
-    if shape.is_fully_defined():
-        return [int(d) for d in shape.as_list()]
-    if "_output_shapes" in node.attr and k < len(node.attr["_output_shapes"].list.shape):
-        recorded = _shape_list(node.attr["_output_shapes"].list.shape[k])
-        if recorded is not None:
-            return recorded
-    fill = 1
-    if tensor.dtype.is_floating or tensor.dtype.is_complex:
-        shown = "unknown rank" if shape.rank is None else str([d if d is not None else "?" for d in shape.as_list()])
-        problem = f"op {node.name!r} ({node.op}): output {k} has shape {shown} after shape inference"
-        if node.op == "ReadVariableOp" and not allow_unknown:
-            # a captured variable: its shape is only in the readers' _output_shapes, and no estimate sizes it
-            raise ModelImportError(f"{problem}; the variable it reads has no shape in the GraphDef: write the "
-                                   "GraphDef with as_graph_def(add_shapes=True)")
-        read = [node_of(i) for i in node.input if not i.startswith("^") and node_of(i) in unsized]
-        if read and not allow_unknown:
-            raise ModelImportError(f"{problem}; the variable it reads ({read[0]!r}) has no shape in the GraphDef "
-                                   "(only a ReadVariableOp written with as_graph_def(add_shapes=True) records "
-                                   "one): import the SavedModel or .keras file instead (placer import PATH)")
-        if shape.rank is None and not allow_unknown:
-            raise ModelImportError(f"{problem}; give the inputs' shapes (--batch, --input-shape)")
-        if not allow_unknown and unknown_dim is None:
-            raise ModelImportError(f"{problem}, though every input's shape is known: it depends on the data; "
-                                   "estimate it with --unknown-dim N (recorded in the graph's meta)")
-        fill = 1 if allow_unknown else unknown_dim
-        estimated.append(node.name)
-    if node.name not in unknown_ops:
-        unknown_ops.append(node.name)
-    return [fill if d is None else int(d) for d in (shape.as_list() if shape.rank is not None else [])]
-
-
 def _variable_bytes(node, var_shapes, out_shapes, tf) -> float:
     """Weight bytes a variable op owns: its full shape times its dtype's size."""
     if node.name in var_shapes:
         shape, dt = var_shapes[node.name]
         return float(_n(shape) * _dtype_size(dt))
     if node.op == "VarHandleOp":
-        shape = _shape_list(node.attr["shape"].shape)
+        shape = shape_list(node.attr["shape"].shape)
         dt = tf.dtypes.as_dtype(node.attr["dtype"].type)
         return float(_n(shape) * _dtype_size(dt)) if shape is not None else 0.0
     # VariableV2 / Variable: the output is the variable itself

@@ -132,11 +132,11 @@ def variable_specs(graph: OpGraph, graph_def) -> dict[str, tuple[list[int], Any]
     From ``meta["captures"]`` (written by `from_tf_function`) where present,
     else from the ``_output_shapes`` of the ``ReadVariableOp`` nodes that read it.
     """
-    from placer.importers.graphdef import _variable_shapes
+    from placer.importers.shapes import resolve_variable_shapes
 
     given = {c["placeholder"]: (c["shape"], c["dtype"]) for c in graph.meta.get("captures", [])
              if c.get("kind") == "variable"}
-    return _variable_shapes(list(graph_def.node), given)
+    return resolve_variable_shapes(list(graph_def.node), given)
 
 
 def load_runnable(path: str | os.PathLike, graphdef_path: str | os.PathLike | None = None, *,

@@ -354,7 +354,7 @@ class TestErrors:
 def test_with_variable_shapes_gives_tf_the_shapes_of_captured_variables(conv_step):
     import tensorflow as tf
 
-    from placer.importers.graphdef import with_variable_shapes
+    from placer.importers.shapes import with_variable_shapes
 
     shaped = with_variable_shapes(conv_step.graph_def())
     graph = tf.Graph()
