@@ -32,6 +32,12 @@ def check_op_types(graph_def, tf) -> None:
                                    f"{tf.__version__} (a custom op, or one of another TensorFlow version)")
 
 
+def runnable_graphdef(graph_def):
+    """`graph_def` with its calls inlined: the GraphDef whose nodes an imported `OpGraph`'s ops are, which
+    running or pinning the graph needs (a GraphDef without calls is returned as it is)."""
+    return inline_function_calls(graph_def)[0]
+
+
 def inline_function_calls(graph_def):
     """Inline calls of library functions (nested `tf.function`s), as TF's runtime does.
 

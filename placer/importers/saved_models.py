@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import zipfile
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 from placer.errors import ModelImportError
 from placer.graph import OpGraph
+from placer.importers.function_calls import runnable_graphdef
 from placer.importers.graphdef import DEFAULT_FOLD
 
 SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
@@ -61,7 +62,8 @@ def from_saved_model(path: str | Path, name: str | None = None, *, signature: st
     input_shapes : full shapes of the signature's input placeholders by node name (``--input-shape``).
     unknown_dim : estimate for other unknown dimensions (``--unknown-dim``; see `from_graphdef`).
     fold, prune : as `placer.importers.keras_models.from_tf_function`.
-    with_graph_def : also return the signature's GraphDef (``add_shapes=True``), as ``(graph, graph_def)``.
+    with_graph_def : also return the GraphDef the graph's ops are nodes of (the signature's, calls inlined), as
+        ``(graph, graph_def)``: what running or pinning the graph needs.
 
     Raises
     ------
@@ -69,9 +71,43 @@ def from_saved_model(path: str | Path, name: str | None = None, *, signature: st
         If `path` is no SavedModel TensorFlow can load, it has no such signature (the message lists
         them), or an input's shape stays unknown.
     """
-    import tensorflow as tf
-
     from placer.importers.keras_models import from_tf_function
+
+    path = Path(path)
+    loaded = load_signature(path, signature)  # held while tracing: the signature's variables live in it
+    cf = loaded.function
+    meta = {
+        "source": f"SavedModel {path.name}", "signature": loaded.name, "signatures": loaded.names,
+        "training": False, "batch_size": batch_size,
+    }
+    graph = from_tf_function(cf, (), name or path.resolve().name, fold=fold, meta=meta, prune=prune,
+                             batch_size=batch_size, input_shapes=input_shapes, unknown_dim=unknown_dim)
+    if with_graph_def:
+        return graph, runnable_graphdef(cf.graph.as_graph_def(add_shapes=True))
+    return graph
+
+
+class Signature(NamedTuple):
+    """One signature of a loaded SavedModel; `model` owns the variables `function` captures, so it must
+    live as long as the function is used."""
+
+    model: Any
+    function: Any
+    name: str
+    names: list[str]
+
+
+def load_signature(path: str | Path, signature: str | None = None) -> Signature:
+    """One signature of a SavedModel, loaded.
+
+    `signature` defaults to ``serving_default``, or the only one.
+
+    Raises
+    ------
+    ModelImportError
+        If `path` is no SavedModel TensorFlow can load, or it has no such signature (the message lists them).
+    """
+    import tensorflow as tf
 
     path = Path(path)
     if not is_saved_model(path):
@@ -90,16 +126,7 @@ def from_saved_model(path: str | Path, name: str | None = None, *, signature: st
     if signature not in signatures:
         raise ModelImportError(f"{str(path)!r} has no signature {signature!r}; give one of "
                                f"{', '.join(sorted(signatures))} (--signature NAME)")
-    cf = signatures[signature]
-    meta = {
-        "source": f"SavedModel {path.name}", "signature": signature, "signatures": sorted(signatures),
-        "training": False, "batch_size": batch_size,
-    }
-    graph = from_tf_function(cf, (), name or path.resolve().name, fold=fold, meta=meta, prune=prune,
-                             batch_size=batch_size, input_shapes=input_shapes, unknown_dim=unknown_dim)
-    if with_graph_def:
-        return graph, cf.graph.as_graph_def(add_shapes=True)
-    return graph
+    return Signature(loaded, signatures[signature], signature, sorted(signatures))
 
 
 def load_keras_file(path: str | Path):
@@ -137,7 +164,8 @@ def from_keras_file(path: str | Path, batch_size: int, name: str | None = None, 
         with (its optimizer's configuration, fresh slots). A model saved uncompiled needs both to train.
     training : False imports a forward pass only.
     fold, prune : as `placer.importers.keras_models.from_keras`.
-    with_graph_def : also return the traced GraphDef (``add_shapes=True``), as ``(graph, graph_def)``.
+    with_graph_def : also return the GraphDef the graph's ops are nodes of (the traced step's, calls inlined),
+        as ``(graph, graph_def)``.
 
     Raises
     ------
@@ -145,14 +173,32 @@ def from_keras_file(path: str | Path, batch_size: int, name: str | None = None, 
         If the file cannot be loaded, the model's loss or optimizer is unknown and not given, its loss is
         one per output (give one with ``--loss``), or its input shapes are not fixed.
     """
+    from placer.importers.keras_models import from_tf_function
+
+    path = Path(path)
+    step = keras_file_step(path, batch_size, loss=loss, optimizer=optimizer, training=training)
+    graph = from_tf_function(step.concrete_function(), step.signature, name or path.stem, fold=fold,
+                             variable_paths=step.variable_paths, meta=step.meta, prune=prune)
+    if with_graph_def:
+        return graph, runnable_graphdef(step.graph_def())
+    return graph
+
+
+def keras_file_step(path: str | Path, batch_size: int, *, loss: str | None = None, optimizer: str | None = None,
+                    training: bool = True):
+    """The `placer.importers.keras_models.KerasStep` `from_keras_file` traces (see it for the parameters).
+
+    Its meta says where the loss and optimizer came from (``loss_from``, ``optimizer_from``: ``"compiled"``
+    or ``"given"``), so the same step can be traced again from the file (``placer profile --keras``).
+    """
     import keras
 
-    from placer.importers.keras_models import from_tf_function, keras_step
+    from placer.importers.keras_models import keras_step
 
     path = Path(path)
     model = load_keras_file(path)
     compiled = bool(getattr(model, "compiled", False))
-    opt_name = "given"
+    loss_from = opt_from = "given"
     if training:
         if loss is None:
             loss = getattr(model, "loss", None) if compiled else None
@@ -162,25 +208,21 @@ def from_keras_file(path: str | Path, batch_size: int, name: str | None = None, 
             if isinstance(loss, (list, tuple, dict)):
                 raise ModelImportError(f"{str(path)!r}: the model was compiled with one loss per output; "
                                        "give one loss for all (--loss)")
+            loss_from = "compiled"
         if optimizer is None:
             saved = getattr(model, "optimizer", None) if compiled else None
             if saved is None:
                 raise ModelImportError(f"{str(path)!r}: the model was saved without an optimizer (not "
                                        "compiled); give one (--optimizer, e.g. adam)")
             optimizer = keras.optimizers.deserialize(keras.optimizers.serialize(saved))
-            opt_name = "compiled"
+            opt_from = "compiled"
     loss_key = loss if isinstance(loss, str) else type(loss).__name__
     targets = _sparse_targets(model, batch_size) if "sparse" in loss_key.lower() else None
     step = keras_step(model, batch_size, optimizer, training, loss=loss, target_specs=targets)
-    meta = {**step.meta, "source": f"Keras file {path.name}"}
+    step.meta["source"] = f"Keras file {path.name}"
     if training:
-        meta["optimizer_from"] = opt_name
-    cf = step.concrete_function()
-    graph = from_tf_function(cf, step.signature, name or path.stem, fold=fold,
-                             variable_paths=step.variable_paths, meta=meta, prune=prune)
-    if with_graph_def:
-        return graph, step.graph_def()
-    return graph
+        step.meta.update(optimizer_from=opt_from, loss_from=loss_from)
+    return step
 
 
 def _sparse_targets(model, batch_size: int) -> list:

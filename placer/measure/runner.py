@@ -82,13 +82,17 @@ def _sinks(graph_def) -> list[str]:
 
 def _targets(graph: OpGraph, graph_def) -> list[str]:
     """What one measured step runs: every sink of the GraphDef, or, for a graph the importer pruned
-    (``meta["fetches"]``), its fetches and the sinks it kept, so the nodes it left out stay out."""
+    (``meta["fetches"]``), its fetches and the sinks it kept, so the nodes it left out stay out. A fetch
+    that is a function call the importer inlined is no node of the inlined GraphDef: the sinks of its body
+    and its readers stand for it."""
     sinks = _sinks(graph_def)
     fetches = graph.meta.get("fetches")
     if not fetches:
         return sinks
+    names = {n.name for n in graph_def.node}
     fed = {n.name for n in graph_def.node if n.op in ("Placeholder", "PlaceholderV2")}  # run as their stand-ins
-    return [n for n in dict.fromkeys([*fetches, *(s for s in sinks if s in graph.index)]) if n not in fed]
+    return [n for n in dict.fromkeys([*fetches, *(s for s in sinks if s in graph.index)])
+            if n in names and n not in fed]
 
 
 def _random_value(name: str, shape, dtype, seed: int) -> np.ndarray:

@@ -31,7 +31,7 @@ def test_saved_model_names_its_signatures_and_the_batch_flag(saved_models):
 def test_keras_file_step_uses_the_compiled_loss_and_optimizer(saved_models):
     graph = from_keras_file(saved_models["compiled"], 4)
     assert graph.meta["loss"] == "mean_squared_error" and graph.meta["optimizer"] == "Adam"
-    assert graph.meta["optimizer_from"] == "compiled" and graph.meta["training"] is True
+    assert graph.meta["optimizer_from"] == graph.meta["loss_from"] == "compiled" and graph.meta["training"] is True
     # weights plus Adam's two slots per weight (and its iteration count and learning rate)
     assert 3 * MLP_WEIGHT_BYTES <= graph.meta["variable_bytes"] < 3 * MLP_WEIGHT_BYTES + 64
 
@@ -39,6 +39,17 @@ def test_keras_file_step_uses_the_compiled_loss_and_optimizer(saved_models):
 def test_keras_file_given_loss_and_optimizer_win(saved_models):
     graph = from_keras_file(saved_models["compiled"], 4, loss="mean_absolute_error", optimizer="sgd")
     assert graph.meta["loss"] == "mean_absolute_error" and graph.meta["optimizer"] == "SGD"
+    assert graph.meta["optimizer_from"] == graph.meta["loss_from"] == "given"
+
+
+def test_the_graph_def_returned_holds_every_op(saved_models):
+    """The signature calls the model's function: its GraphDef is returned with that call inlined, as the
+    ops are, so it can run and pin the graph (``--save-graphdef``, ``placer profile --graphdef``)."""
+    graph, graph_def = from_saved_model(saved_models["saved_model"], batch_size=2, with_graph_def=True)
+    nodes = {n.name for n in graph_def.node}
+    assert any(op.name.startswith("StatefulPartitionedCall/") for op in graph)
+    assert all(op.name in nodes for op in graph)
+    assert not any(n.op == "StatefulPartitionedCall" for n in graph_def.node)
 
 
 def test_uncompiled_keras_file_needs_loss_and_optimizer(saved_models):
