@@ -1,4 +1,5 @@
-"""`placer profile GRAPH --graphdef MODEL.pb -o OUT`: time every op on this machine's devices, fit their roofline."""
+"""`placer profile GRAPH [--graphdef MODEL.pb | --saved-model DIR | --keras FILE] -o OUT`: time every op on this
+machine's devices, fit their roofline."""
 
 from __future__ import annotations
 
@@ -17,11 +18,19 @@ def add_parser(sub) -> None:
                     "logical CPUs sharing a thread pool (CLUSTER's shared_threads) the costs are scaled by the "
                     "step on TF's default pool over the step on one thread, measured interleaved. "
                     "Nothing is written until the end: an interrupted run leaves OUT as it was.")
-    p.add_argument("graph", help="graph file (imported from the model; its GraphDef embedded or given)")
+    p.add_argument("graph", help="graph file (imported from the model; its GraphDef embedded, given, or traced "
+                                 "again from the model)")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--graphdef", help="the GraphDef GRAPH was imported from (not needed when embedded)")
-    src.add_argument("--saved-model", metavar="DIR", help="the SavedModel GRAPH was imported from")
-    src.add_argument("--keras", metavar="FILE", help="the .keras file GRAPH was imported from")
+    src.add_argument("--saved-model", metavar="DIR",
+                     help="the SavedModel folder GRAPH was imported from: its signature's function is run")
+    src.add_argument("--keras", metavar="FILE",
+                     help="the .keras file GRAPH was imported from: the step the import traced is run (its "
+                          "training step with the same loss and optimizer, at GRAPH's batch size)")
+    p.add_argument("--signature", metavar="NAME",
+                   help="--saved-model: the signature GRAPH was imported from (default: the one GRAPH records)")
+    p.add_argument("--batch", type=int,
+                   help="--keras: the batch size GRAPH was imported with (default: the one GRAPH records)")
     p.add_argument("--device", action="append", default=None, metavar="D",
                    help="a device to profile on (repeat for several kinds); default one of each kind of CLUSTER")
     p.add_argument("--cluster", help="cluster whose device kinds and peaks the costs and fit are for "
@@ -42,16 +51,18 @@ def run(args) -> int:
     from placer.graph_io import save_graph
     from placer.measure.pinning import canonical_device
     from placer.measure.profile import fit_profile, profile_ops, with_profile
-    from placer.measure.source import META_KEY, attach_graphdef, load_runnable
+    from placer.measure.source import META_KEY, attach_graphdef
 
-    if args.saved_model or args.keras:
-        flag = "--saved-model" if args.saved_model else "--keras"
-        raise PlacerError(f"{flag}: this version cannot load a {'SavedModel' if args.saved_model else '.keras file'}"
-                          " to profile; give the GraphDef GRAPH was imported from with --graphdef")
     if args.warmup < 0 or args.runs < 1:
         raise PlacerError(f"need --warmup >= 0 and --runs >= 1, got {args.warmup} and {args.runs}")
+    if args.signature is not None and not args.saved_model:
+        raise PlacerError("--signature applies to --saved-model")
+    if args.batch is not None and not args.keras:
+        raise PlacerError("--batch applies to --keras")
+    if args.batch is not None and args.batch < 1:
+        raise PlacerError(f"--batch must be a positive integer, got {args.batch}")
     out_path = output_file(args.output, "-o")
-    graph, graph_def = load_runnable(args.graph, args.graphdef)
+    graph, graph_def = _load(args)
     cluster = _cluster(args.cluster)
     by_name = {canonical_device(d.name): d for d in cluster.devices}
     if args.device:
@@ -100,6 +111,21 @@ def run(args) -> int:
                   f"{100 * f['median_error']:.0f}%", f"{100 * f['mape']:.0f}%") for r in rows for f in [r["fit"]]])
     print(f"wrote {out_path}")
     return 0
+
+
+def _load(args):
+    """``(graph, GraphDef)``: the GraphDef embedded, given, or traced again from the model GRAPH was imported
+    from, as `placer.measure.source` loads each."""
+    from placer.measure import source
+
+    if not (args.saved_model or args.keras):
+        return source.load_runnable(args.graph, args.graphdef)
+    from placer.importers import import_file
+
+    graph = import_file(args.graph)
+    if args.saved_model:
+        return graph, source.saved_model_graphdef(graph, args.saved_model, args.signature)
+    return graph, source.keras_graphdef(graph, args.keras, args.batch)
 
 
 def _runnable(devices, quiet: bool):

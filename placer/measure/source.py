@@ -10,6 +10,11 @@ places, both of which keep op names identical to TF node names:
 - a GraphDef file the user names (``placer measure --graphdef model.pb``),
   the same file ``placer import model.pb`` read.
 
+Or it is traced again from the SavedModel folder or ``.keras`` file the graph
+was imported from (`saved_model_graphdef`, `keras_graphdef`: ``placer profile
+--saved-model DIR`` / ``--keras FILE``), by the importers' own loaders, as the
+step the import traced.
+
 A graph from any other source (JSON written by hand, the MSR importer, a
 synthetic benchmark) has no TF origin and cannot be measured.
 """
@@ -93,12 +98,78 @@ def graphdef_of(graph: OpGraph, path: str | os.PathLike | None = None):
             graph_def.ParseFromString(raw)
         except Exception as e:  # protobuf's DecodeError and friends
             raise ModelImportError(f"graph {graph.name!r}: embedded GraphDef is corrupt ({e})") from None
+    _check_belongs(graph, graph_def, "the GraphDef", "this GraphDef")
+    return graph_def
+
+
+def _check_belongs(graph: OpGraph, graph_def, what: str, source: str) -> None:
+    """A ModelImportError unless every op of `graph` is a node of `graph_def` (`what`, from `source`)."""
     names = {n.name for n in graph_def.node}
     missing = [op.name for op in graph if op.name not in names]
     if missing:
         raise ModelImportError(
-            f"op {missing[0]!r} of graph {graph.name!r} is no node of the GraphDef ({len(missing)} of "
-            f"{len(graph)} ops missing): the graph was not imported from this GraphDef")
+            f"op {missing[0]!r} of graph {graph.name!r} is no node of {what} ({len(missing)} of "
+            f"{len(graph)} ops missing): the graph was not imported from {source}")
+
+
+def saved_model_graphdef(graph: OpGraph, path: str | os.PathLike, signature: str | None = None):
+    """The GraphDef behind `graph`, traced again from the SavedModel folder it was imported from.
+
+    The step is the one ``placer import DIR`` imported: the signature's function (``meta["signature"]``;
+    `signature`, ``--signature``, must agree with it), its calls inlined.
+
+    Raises
+    ------
+    ModelImportError
+        If the folder is no SavedModel with that signature, `signature` is not the one the graph was
+        imported from, or ops of the graph are no nodes of the signature's step.
+    """
+    from placer.importers.function_calls import runnable_graphdef
+    from placer.importers.saved_models import load_signature
+
+    imported = graph.meta.get("signature")
+    if signature is not None and imported is not None and signature != imported:
+        raise ModelImportError(f"--signature {signature}: graph {graph.name!r} was imported from signature "
+                               f"{imported!r}")
+    loaded = load_signature(path, signature or imported)
+    graph_def = runnable_graphdef(loaded.function.graph.as_graph_def(add_shapes=True))
+    _check_belongs(graph, graph_def, f"signature {loaded.name!r} of {str(path)!r}", "it")
+    return graph_def
+
+
+def keras_graphdef(graph: OpGraph, path: str | os.PathLike, batch_size: int | None = None):
+    """The GraphDef behind `graph`, traced again from the ``.keras`` file it was imported from.
+
+    The step is the one ``placer import model.keras`` traced: a training step (a forward pass where
+    ``meta["training"]`` is false) at the graph's batch size (``meta["batch_size"]``; `batch_size`,
+    ``--batch``, must agree with it, and is needed only for a graph that records none), with the loss and
+    optimizer the import used: the model's compiled ones, or the ones given then (``meta["loss_from"]``,
+    ``meta["optimizer_from"]``).
+
+    Raises
+    ------
+    ModelImportError
+        If the file cannot be loaded or traced, the batch size is unknown or not the graph's, or ops of
+        the graph are no nodes of the traced step.
+    """
+    from placer.importers.function_calls import runnable_graphdef
+    from placer.importers.saved_models import keras_file_step
+
+    m = graph.meta
+    imported = m.get("batch_size")
+    if batch_size is not None and imported is not None and batch_size != imported:
+        raise ModelImportError(f"--batch {batch_size}: graph {graph.name!r} was imported with batch size "
+                               f"{imported}; import it again with --batch {batch_size} to profile that step")
+    batch_size = batch_size or imported
+    if batch_size is None:
+        raise ModelImportError(f"graph {graph.name!r} records no batch size: give the one it was imported "
+                               "with (--batch)")
+    training = m.get("training", True)
+    step = keras_file_step(path, int(batch_size), training=training,
+                           loss=m.get("loss") if training and m.get("loss_from") == "given" else None,
+                           optimizer=m.get("optimizer") if training and m.get("optimizer_from") == "given" else None)
+    graph_def = runnable_graphdef(step.graph_def())
+    _check_belongs(graph, graph_def, f"the step traced from {str(path)!r}", "it (or with other options)")
     return graph_def
 
 
