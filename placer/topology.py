@@ -370,6 +370,46 @@ def route_matrices(routes: Routes, num_devices: int) -> tuple[np.ndarray, np.nda
     return bw, lat
 
 
+def pairs_per_direction(routes: Routes) -> np.ndarray:
+    """int64[R]: how many ordered device pairs' routes use each link direction.
+
+    1 everywhere in a flat cluster (each pair has its own direction); a GPU's
+    PCIe port or a switch's uplink in a topology counts every pair routed
+    over it, which is how many transfers may queue for it at once.
+    """
+    return np.bincount(routes.resource, minlength=routes.bandwidth.shape[0]).astype(np.int64)
+
+
+class RouteFacts(NamedTuple):
+    """Each ordered device pair's route described as numbers, ``[D, D]`` each (diagonal: inf, 0, 0, 0).
+
+    ``bandwidth`` and ``latency`` are `route_matrices` (what one transfer
+    alone sees); ``hops`` counts the route's link directions; ``sharers`` is
+    how many ordered device pairs use the route's busiest direction (the one
+    the most pairs use: 1 on a flat cluster, where no pair shares), so
+    ``bandwidth / sharers`` is the route's fair share when every pair sends.
+    """
+
+    bandwidth: np.ndarray
+    latency: np.ndarray
+    hops: np.ndarray
+    sharers: np.ndarray
+
+
+def route_facts(routes: Routes, num_devices: int) -> RouteFacts:
+    """`RouteFacts` of every ordered device pair's route."""
+    D = num_devices
+    bw, lat = route_matrices(routes, D)
+    pairs = pairs_per_direction(routes)
+    hops = np.diff(routes.offset).reshape(D, D).astype(np.int64)
+    sharers = np.zeros((D, D), dtype=np.int64)
+    for k in range(D * D):
+        rs = routes.resource[routes.offset[k]:routes.offset[k + 1]]
+        if rs.size:
+            sharers[k // D, k % D] = int(pairs[rs].max())
+    return RouteFacts(bw, lat, hops, sharers)
+
+
 def link_ends(entry: Any, where: str, noun: str) -> list[str]:
     """The two names a link entry's ``between`` joins, checked (flat ``links`` join devices, topology links nodes).
 

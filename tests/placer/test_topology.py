@@ -10,6 +10,8 @@ import pytest
 from placer import machines, presets
 from placer.cluster import Cluster, Link
 from placer.errors import ClusterError
+from placer.topology import pairs_per_direction, route_facts
+from tests.placer.helpers import GB, devices, host_with_switch
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "placer" / "schemas" / "cluster.schema.json").read_text())
 DEV = {"peak_flops": 1e13, "memory_bandwidth": 9e11, "memory_bytes": 1.6e10}
@@ -261,3 +263,22 @@ def test_rule_matches_listing_every_route(seed):
         for b in c.device_names:
             if a != b:
                 assert c.compiled.paths[(a, b)] == _brute_force_route(c, a, b)
+
+
+def test_route_facts_describe_hops_and_sharing():
+    """g0 -> host: 3 hops at 1 GB/s; its busiest direction, switch 0's uplink, carries 4 pairs' routes
+    (g0 and g1, each to the host and to g2)."""
+    c = host_with_switch()
+    facts = route_facts(c.routes(), len(c))
+    cpu, g0, g1 = (c.index[n] for n in ("cpu", "g0", "g1"))
+    assert facts.hops[g0, cpu] == 3 and facts.hops[g0, g1] == 2 and facts.hops[g0, g0] == 0
+    assert facts.bandwidth[g0, cpu] == GB and facts.latency[g0, cpu] == 0.0
+    assert facts.sharers[g0, cpu] == 4
+    assert pairs_per_direction(c.routes())[c.compiled.adj["sw0"]["sock"]] == 4
+
+
+def test_route_facts_on_the_flat_model_share_nothing():
+    flat = Cluster("flat", devices("a", "b", "c"), default_link=Link(GB, 1e-5))
+    facts = route_facts(flat.routes(), 3)
+    assert facts.hops.tolist() == [[0, 1, 1], [1, 0, 1], [1, 1, 0]]
+    assert facts.sharers.tolist() == [[0, 1, 1], [1, 0, 1], [1, 1, 0]]

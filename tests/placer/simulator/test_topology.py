@@ -9,21 +9,7 @@ from placer.simulator import Simulator
 from placer.simulator.reference import simulate_reference
 from placer.synthetic import layered_graph
 from placer.topology import Switch, TopoLink, Topology
-from tests.placer.helpers import graph, op
-
-GB = 1e9
-
-
-def devices(*names: str) -> list[Device]:
-    return [Device(n, "cpu" if n == "cpu" else "gpu", 1e12, 1e11, 1e12) for n in names]
-
-
-def host_with_switch(uplink: float = GB, port: float = GB, memory: float = 1000 * GB) -> Cluster:
-    """cpu - socket - one PCIe switch - g0, g1; g2 on a switch of its own; no latency."""
-    links = [TopoLink("cpu", "sock", memory), TopoLink("sw0", "sock", uplink), TopoLink("sw1", "sock", uplink),
-             TopoLink("g0", "sw0", port), TopoLink("g1", "sw0", port), TopoLink("g2", "sw1", port)]
-    return Cluster("host", devices("cpu", "g0", "g1", "g2"), topology=Topology(
-        [Switch("sock", "cpu-socket"), Switch("sw0", "pcie-switch"), Switch("sw1", "pcie-switch")], links))
+from tests.placer.helpers import GB, devices, graph, host_with_switch, op
 
 
 def both_ways(res, sim, a):
