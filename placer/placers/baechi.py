@@ -42,7 +42,7 @@ from placer.cluster import Cluster
 from placer.dag import upward_ranks
 from placer.graph import OpGraph
 from placer.placement import Placement
-from placer.placers.common import LiveMemory, MemoryLedger, Problem, expand_units, fit_to_memory
+from placer.placers.common import LiveMemory, MemoryLedger, Problem, Transfers, expand_units, fit_to_memory
 from placer.placers.heft import Schedule
 from placer.placers.options import Option
 from placer.placers.registry import register
@@ -73,60 +73,6 @@ def place_m_topo(graph: OpGraph, cluster: Cluster) -> Placement:
 
 
 # -- m-ETF and m-SCT: one list scheduler ----------------------------------------
-class _Links:
-    """Transfers as the simulator makes them: each directed link carries one at a time
-    (FIFO), and an output crosses to a device once, however many consumers it has there.
-
-    Baechi's scheduler models communication the same way (a channel per
-    device, tensors cached on the receiver); here the channel is the directed
-    link, as in `placer.simulator`.
-    """
-
-    def __init__(self, problem: Problem, assignment: np.ndarray, finish: np.ndarray):
-        self.problem = problem
-        D = problem.num_devices
-        self.free = [[0.0] * D for _ in range(D)]
-        self.arrived: dict[tuple[int, int], float] = {}
-        self.assignment = assignment
-        self.finish = finish
-        self.p_off, self.p_idx = problem.graph.predecessors
-
-    def _cost(self, m: int, q: int, d: int) -> float:
-        pr = self.problem
-        x = pr.xfer[m]
-        return float(x) if x >= 0 else float(pr.latency[q, d] + pr.out_bytes[m] / pr.bandwidth[q, d])
-
-    def ready_time(self, j: int, d: int, commit: bool = False) -> tuple[float, set[int]]:
-        """When op j's inputs can all be on device `d`, and the source devices of new sends.
-
-        With `commit`, the sends are booked on the links and cached.
-        """
-        ready = 0.0
-        pending: dict[int, list[int]] = {}
-        for m in self.p_idx[self.p_off[j]:self.p_off[j + 1]].tolist():
-            q = int(self.assignment[m])
-            if q == d:
-                t = float(self.finish[m])
-            else:
-                t = self.arrived.get((m, d), -1.0)
-                if t < 0:
-                    pending.setdefault(q, []).append(m)
-                    continue
-            if t > ready:
-                ready = t
-        for q, sources in pending.items():
-            link = self.free[q][d]
-            for m in sorted(sources, key=lambda m: self.finish[m]):
-                link = max(link, float(self.finish[m])) + self._cost(m, q, d)
-                if commit:
-                    self.arrived[(m, d)] = link
-            if commit:
-                self.free[q][d] = link
-            if link > ready:
-                ready = link
-        return ready, set(pending)
-
-
 def list_schedule(problem: Problem, devices: np.ndarray, memory: LiveMemory,
                   favorite: np.ndarray | None = None) -> Schedule:
     """ETF list scheduling over `devices`; with `favorite` (child per op, -1: none), SCT.
@@ -142,7 +88,7 @@ def list_schedule(problem: Problem, devices: np.ndarray, memory: LiveMemory,
     -------
     Schedule
         The scheduler's own device, start and finish per op, with transfers
-        serialised per link (`_Links`).
+        serialised per link direction on their routes (`Transfers`).
     """
     n, D = problem.num_ops, problem.num_devices
     devs = np.asarray(devices, dtype=np.int64)
@@ -166,7 +112,7 @@ def list_schedule(problem: Problem, devices: np.ndarray, memory: LiveMemory,
     assignment = np.full(n, -1, dtype=np.int64)
     start, finish = np.zeros(n), np.zeros(n)
     unit = problem.unit
-    links = _Links(problem, assignment, finish)
+    links = Transfers(problem, assignment, finish)
     reads_from: list[set[int]] = [set() for _ in range(D)]  # ready ops with an input on each device
     stale: set[int] = set()
 
@@ -225,7 +171,7 @@ def list_schedule(problem: Problem, devices: np.ndarray, memory: LiveMemory,
         for m in p_idx_l[p_off_l[i]:p_off_l[i + 1]]:
             reads_from[int(assignment[m])].discard(i)
         stale.discard(i)
-        for q in senders:  # these links are busier now: ready times through them may grow
+        for q in senders:  # routes from these devices are busier now: ready times over them may grow
             stale.update(reads_from[q])
         u = int(unit[i])
         new_unit = None

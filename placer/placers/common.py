@@ -29,6 +29,8 @@ from placer.cost_model import op_time_matrix
 from placer.graph import OpGraph
 from placer.placement import Placement
 from placer.simulator.core import graph_arrays
+from placer.simulator.transfer import LinkBook
+from placer.topology import Routes
 
 
 @dataclass
@@ -45,6 +47,8 @@ class Problem:
     capacity : memory bytes of each device.
     candidates : the devices a homogeneous placer spreads over: the GPUs, or
         every device when the cluster has none.
+    routes : every ordered device pair's route (`placer.cluster.Cluster.routes`);
+        `bandwidth` and `latency` are each route's bottleneck and summed latency.
     """
 
     graph: OpGraph
@@ -60,6 +64,7 @@ class Problem:
     unit_memory: np.ndarray
     capacity: np.ndarray
     candidates: np.ndarray
+    routes: Routes
 
     @classmethod
     def build(cls, graph: OpGraph, cluster: Cluster, fuse_chains: bool = False,
@@ -89,7 +94,7 @@ class Problem:
             xfer=xfer, bandwidth=bandwidth, latency=latency, unit=unit, unit_ops=unit_ops,
             op_memory=op_memory, unit_memory=unit_memory,
             capacity=capacity,
-            candidates=candidates,
+            candidates=candidates, routes=cluster.routes(),
         )
 
     @property
@@ -103,6 +108,15 @@ class Problem:
     @property
     def num_units(self) -> int:
         return len(self.unit_ops)
+
+    @property
+    def routed(self) -> bool:
+        """Whether the cluster is a topology, whose routes share link directions (not the flat model)."""
+        return self.cluster.topology is not None
+
+    def link_book(self) -> LinkBook:
+        """A fresh `LinkBook` (every link direction free at 0) over this cluster's routes."""
+        return LinkBook(self.routes, self.num_devices)
 
     def comm_times(self, v: int, src: int) -> np.ndarray:
         """Seconds to send op `v`'s output from device `src` to each device (0 to itself)."""
@@ -412,3 +426,69 @@ class LiveMemory:
             self.used[d] -= self.problem.out_bytes[m]
 
 
+class Transfers:
+    """Transfers as the simulator makes them (`placer.simulator.transfer.LinkBook`): each follows its
+    route and waits until every link direction on it is free (FIFO), and an output crosses to a device
+    once, however many consumers it has there.
+
+    Baechi's scheduler models communication the same way (a channel per
+    device, tensors cached on the receiver); here the channels are the link
+    directions of the routes, as in `placer.simulator`. m-ETF and m-SCT use
+    it on every cluster, HEFT and CPOP on a topology (`ListScheduler`).
+
+    Parameters
+    ----------
+    problem : the compiled graph and cluster.
+    assignment, finish : the scheduler's own device and finish time per op,
+        read as it fills them (-1: not placed yet).
+    """
+
+    def __init__(self, problem: Problem, assignment: np.ndarray, finish: np.ndarray):
+        self.problem = problem
+        self.book = problem.link_book()
+        self.arrived: dict[tuple[int, int], float] = {}
+        self.assignment = assignment
+        self.finish = finish
+        self.p_off, self.p_idx = problem.graph.predecessors
+        self.out_bytes = problem.out_bytes.tolist()
+        self.xfer = problem.xfer.tolist()
+
+    def ready_time(self, j: int, d: int, commit: bool = False) -> tuple[float, set[int]]:
+        """When op j's inputs can all be on device `d`, and the devices whose sends may now start later.
+
+        New sends are planned in the order their data is ready (ties: input
+        order). With `commit`, they are booked on the links and cached, and the
+        second item names every device with a route over a direction just
+        booked (without `commit` it is empty).
+        """
+        ready = 0.0
+        pending: list[tuple[float, int, int]] = []
+        for m in self.p_idx[self.p_off[j]:self.p_off[j + 1]].tolist():
+            q = int(self.assignment[m])
+            if q == d:
+                t = float(self.finish[m])
+            else:
+                t = self.arrived.get((m, d), -1.0)
+                if t < 0:
+                    pending.append((float(self.finish[m]), m, q))
+                    continue
+            if t > ready:
+                ready = t
+        if not pending:
+            return ready, set()
+        pending.sort(key=lambda p: p[0])  # stable: input order among equal finishes
+        book = self.book
+        plan = None if commit else {}
+        for f, m, q in pending:
+            t = book.send(q, d, f, self.out_bytes[m], self.xfer[m], plan)
+            if commit:
+                self.arrived[(m, d)] = t
+            if t > ready:
+                ready = t
+        touched: set[int] = set()
+        if commit:
+            D = book.num_devices
+            for _, _, q in pending:
+                for r in book.route[q * D + d]:
+                    touched.update(book.senders_over[r])
+        return ready, touched

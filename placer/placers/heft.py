@@ -18,9 +18,16 @@ HEFT is for heterogeneous devices, so it uses every device of the cluster,
 CPU included. Additions for this project: a colocation unit is pinned to the
 device of its first placed op, and a device without room for an op (by
 `LiveMemory` along HEFT's own order) is not offered (see
-`placer.placers.common`). Communication, as in the paper,
-is contention-free; the simulator serialises each link, so its step time can
-be longer than HEFT's own schedule length (``meta["schedule_length"]``).
+`placer.placers.common`). Communication: on a flat cluster, as in the
+paper, contention-free (each pair has its own link there, and the
+simulator's serialising of it is left to the simulator's step time, which
+can be longer than HEFT's own schedule length, ``meta["schedule_length"]``);
+on a topology, where a GPU's port or a switch's uplink carries the
+transfers of many pairs, as the simulator makes transfers
+(`placer.placers.common.Transfers`): each follows its route, starts when
+every link direction on it is free, and an output crosses to a device once.
+Transfers are booked in HEFT's placement order, after any booked before
+(no insertion on links).
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from placer.cluster import Cluster
 from placer.dag import upward_ranks
 from placer.graph import OpGraph
 from placer.placement import Placement
-from placer.placers.common import LiveMemory, Problem
+from placer.placers.common import LiveMemory, Problem, Transfers
 from placer.placers.registry import register
 
 
@@ -85,7 +92,8 @@ def earliest_slot(starts: list[float], ends: list[float], ready: float, duration
 class ListScheduler:
     """The processor-selection phase HEFT and CPOP share: ops placed one at a time, each at its earliest
     finish time among the devices offered (insertion policy), colocation units pinned to the device of their
-    first placed op, and `LiveMemory` kept along the way."""
+    first placed op, and `LiveMemory` kept along the way. On a topology, transfers are booked on their routes'
+    link directions (`Transfers`); on a flat cluster they are contention-free (see the module docstring)."""
 
     def __init__(self, problem: Problem, memory: LiveMemory):
         n, D = problem.num_ops, problem.num_devices
@@ -96,6 +104,7 @@ class ListScheduler:
         self.starts: list[list[float]] = [[] for _ in range(D)]
         self.ends: list[list[float]] = [[] for _ in range(D)]
         self.p_off, self.p_idx = problem.graph.predecessors
+        self.transfers = Transfers(problem, self.assignment, self.finish) if problem.routed else None
 
     def allowed(self, i: int, devs: np.ndarray) -> list[int]:
         """Where op i may go: its unit's device once pinned, else the devices of `devs` with room for it
@@ -111,8 +120,12 @@ class ListScheduler:
         """Put op i on the device of `choices` where it finishes first; returns that device."""
         problem = self.problem
         ready = np.zeros(problem.num_devices)
-        for m in self.p_idx[self.p_off[i]:self.p_off[i + 1]].tolist():
-            np.maximum(ready, self.finish[m] + problem.comm_times(m, int(self.assignment[m])), out=ready)
+        if self.transfers is None:
+            for m in self.p_idx[self.p_off[i]:self.p_off[i + 1]].tolist():
+                np.maximum(ready, self.finish[m] + problem.comm_times(m, int(self.assignment[m])), out=ready)
+        else:
+            for d in choices:
+                ready[d] = self.transfers.ready_time(i, d)[0]
         best = None
         for d in choices:
             dur = float(problem.times[i, d])
@@ -120,6 +133,8 @@ class ListScheduler:
             if best is None or t + dur < best[0] + best[1]:
                 best = (t, dur, d, k)
         t, dur, d, k = best
+        if self.transfers is not None:
+            self.transfers.ready_time(i, d, commit=True)
         if dur > 0:  # a zero-length op occupies no time, so it never blocks a gap
             self.starts[d].insert(k, t)
             self.ends[d].insert(k, t + dur)

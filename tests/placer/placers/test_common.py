@@ -1,10 +1,11 @@
-"""Colocation units, the memory ledger and the memory repair pass."""
+"""Colocation units, the memory ledger, the memory repair pass and the list schedulers' transfers."""
 
 import numpy as np
 
 from placer.cluster import Cluster, Device, Link
 from placer.graph import Op, OpGraph
-from placer.placers.common import MemoryLedger, Problem, colocation_units, fit_to_memory
+from placer.placers.common import MemoryLedger, Problem, Transfers, colocation_units, fit_to_memory
+from tests.placer.helpers import GB, devices, host_with_switch
 
 
 def cluster(memory=10.0, kinds=("gpu", "gpu")):
@@ -66,3 +67,39 @@ def test_gradient_ops_join_their_forward_op():
     assert unit[ix["gradient_tape/net/conv1/Relu/ReluGrad"]] == unit[ix["net/conv1/Relu"]]
     assert unit[ix["gradient_tape/net/conv1/Reshape"]] == unit[ix["net/conv1/Conv2D"]]
     assert unit[ix["gradient_tape/Mean/Tile"]] != unit[ix["loss"]]  # one-level scopes are not matched
+
+
+class TestTransfers:
+    """What a list scheduler sees of transfers: the simulator's routes, shared link directions, FIFO."""
+
+    @staticmethod
+    def two_senders(c):
+        g = OpGraph("g", [Op("a", "X", output_bytes=GB), Op("b", "X", output_bytes=GB), Op("c", "X", ["a", "b"])])
+        problem = Problem.build(g, c)
+        assignment = np.array([1, 2, -1])
+        return Transfers(problem, assignment, np.array([1.0, 1.0, 0.0]))
+
+    def test_two_gpus_behind_one_switch_sending_to_the_host_at_once_wait_for_each_other(self):
+        """g0 and g1 share their switch's uplink: the second 1 GB copy waits for the first (1-2, then 2-3)."""
+        transfers = self.two_senders(host_with_switch())
+        assert transfers.ready_time(2, 0)[0] == 3.0
+        assert transfers.ready_time(2, 0, commit=True)[0] == 3.0
+        assert transfers.arrived == {(0, 0): 2.0, (1, 0): 3.0}
+
+    def test_on_the_flat_model_they_do_not(self):
+        transfers = self.two_senders(Cluster("flat", devices("cpu", "g0", "g1", "g2"), default_link=Link(GB, 0.0)))
+        assert transfers.ready_time(2, 0, commit=True)[0] == 2.0
+
+    def test_an_output_crosses_to_a_device_once(self):
+        transfers = self.two_senders(host_with_switch())
+        transfers.ready_time(2, 0, commit=True)
+        before = list(transfers.book.free)
+        assert transfers.ready_time(2, 0, commit=True)[0] == 3.0
+        assert transfers.book.free == before
+
+    def test_a_booking_names_every_device_whose_routes_got_busier(self):
+        """Booking g0 -> host and g1 -> host fills their uplink and the host's memory link, which g2's sends
+        to the host use too: sends from all three GPUs may now start later, the host's own are untouched."""
+        transfers = self.two_senders(host_with_switch())
+        assert transfers.ready_time(2, 0)[1] == set()
+        assert transfers.ready_time(2, 0, commit=True)[1] == {1, 2, 3}

@@ -3,11 +3,14 @@
 import numpy as np
 import pytest
 
+from placer.cluster import Cluster, Link
 from placer.dag import upward_ranks
+from placer.graph import Op, OpGraph
 from placer.placers import registry
 from placer.placers.common import Problem
 from placer.placers.heft import earliest_slot, heft, priority_order
 from placer.simulator import Simulator
+from tests.placer.helpers import GB, devices, host_with_switch
 from tests.placer.placers.paper_dags import HEFT_MAKESPAN, heft_paper_cluster, heft_paper_graph
 
 
@@ -83,3 +86,29 @@ def test_heft_prefers_the_faster_device():
     s = heft(Problem.build(g, c))
     assert list(s.assignment) == [1, 1] and s.length == 2.0
     assert np.all(s.start <= s.finish)
+
+
+class TestOnATopology:
+    """HEFT sees transfers as the simulator makes them once routes share link directions."""
+
+    @staticmethod
+    def gather():
+        """a and b run on GPUs (1 s), c on the host (1 s; 1000 s on a GPU) reads their 1 GB outputs."""
+        gpu, cpu = {"gpu": 1.0, "cpu": 100.0}, {"gpu": 1000.0, "cpu": 1.0}
+        return OpGraph("gather", [Op("a", "X", cost=gpu, output_bytes=GB), Op("b", "X", cost=gpu, output_bytes=GB),
+                                  Op("c", "X", ["a", "b"], cost=cpu)])
+
+    def test_the_second_copy_over_a_shared_uplink_waits(self):
+        """a on g0, b on g1 (same switch): the copies reach the host at 2 and 3, c runs 3-4, as simulated."""
+        graph, cluster = self.gather(), host_with_switch()
+        p = registry.place("heft", graph, cluster)
+        assert [p.devices[n] for n in "abc"] == ["g0", "g1", "cpu"]
+        assert p.meta["schedule_length"] == 4.0
+        assert p.step_time == 4.0
+
+    def test_the_flat_model_keeps_the_papers_contention_free_copies(self):
+        graph = self.gather()
+        cluster = Cluster("flat", devices("cpu", "g0", "g1", "g2"), default_link=Link(GB, 0.0))
+        p = registry.place("heft", graph, cluster)
+        assert p.meta["schedule_length"] == 3.0
+        assert p.step_time == 3.0
