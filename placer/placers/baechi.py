@@ -42,7 +42,8 @@ from placer.cluster import Cluster
 from placer.dag import upward_ranks
 from placer.graph import OpGraph
 from placer.placement import Placement
-from placer.placers.common import LiveMemory, MemoryLedger, Problem, Transfers, expand_units, fit_to_memory
+from placer.placers.common import (LiveMemory, MemoryLedger, Problem, Transfers, expand_units, fit_to_memory,
+                                   route_mapping)
 from placer.placers.heft import Schedule
 from placer.placers.options import Option
 from placer.placers.registry import register
@@ -53,8 +54,10 @@ from placer.placers.registry import register
 def place_m_topo(graph: OpGraph, cluster: Cluster) -> Placement:
     """Fill devices in topological order up to total memory / k + the largest unit each.
 
-    The share balances Baechi's static memory (weights + outputs); whether
-    the result fits is then checked with the simulator (`fit_to_memory`).
+    The share balances Baechi's static memory (weights + outputs); on a
+    topology the filled devices then swap by `route_mapping` (neighbouring
+    shares on GPUs whose routes share few links); whether the result fits is
+    then checked with the simulator (`fit_to_memory`).
     """
     problem = Problem.build(graph, cluster)
     devices = problem.candidates
@@ -68,6 +71,7 @@ def place_m_topo(graph: OpGraph, cluster: Cluster) -> Placement:
         d = int(devices[k])
         shares.charge(u, d)
         unit_device[u] = d
+    unit_device = route_mapping(problem, unit_device, devices)[unit_device]
     unit_device, ledger = fit_to_memory(problem, unit_device, devices)
     return problem.placement(expand_units(problem, unit_device), "m_topo", ledger, memory_share=float(share))
 

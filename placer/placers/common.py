@@ -274,6 +274,81 @@ def expand_units(problem: Problem, unit_device: np.ndarray) -> np.ndarray:
     return np.asarray(unit_device, dtype=np.int64)[problem.unit]
 
 
+def route_mapping(problem: Problem, unit_device: np.ndarray, devices: np.ndarray) -> np.ndarray:
+    """Devices swapped among `devices` so that units that talk share few link directions: ``out[d]``.
+
+    A partitioner decides which units share a device; on a topology which of
+    the alike devices each such group gets also decides which transfers queue
+    for the same link direction (two GPUs behind one PCIe switch share its
+    uplink; NVSwitch GPUs share nothing but their own ports). The rule: count
+    the bytes each device sends each other one under `unit_device` (an output
+    once per other device reading it), charge each transfer's bytes /
+    bandwidth to every link direction on its route, and minimise the busiest
+    direction's total (transfers on one direction run one after another, so
+    it bounds the step's communication), then the sum over directions (fewer
+    and faster hops). Only devices that are alike (kind, speed, memory) swap,
+    so the partitioner's balance holds. Search: pairwise swaps while one
+    improves, the best first (ties: the first pair in `devices`' order), so
+    the answer is deterministic and no swap is made when none helps. On a
+    flat cluster nothing is swapped.
+
+    Parameters
+    ----------
+    problem : the compiled graph and cluster.
+    unit_device : the partitioner's device per unit.
+    devices : the devices that may swap.
+
+    Returns
+    -------
+    int64[num_devices]: the device that takes over each device's units (the
+    identity outside `devices`); ``out[unit_device]`` is the new device per unit.
+    """
+    D = problem.num_devices
+    perm = np.arange(D, dtype=np.int64)
+    devices = np.asarray(devices, dtype=np.int64)
+    k = len(devices)
+    if not problem.routed or k < 2:
+        return perm
+    place = np.asarray(unit_device, dtype=np.int64)[problem.unit]
+    p_off, p_idx = problem.graph.predecessors
+    consumer = np.repeat(np.arange(problem.num_ops), np.diff(p_off))
+    cross = place[p_idx] != place[consumer]
+    sends = np.unique(p_idx[cross] * D + place[consumer[cross]])  # an output once per other device
+    producer = sends // D
+    traffic = np.zeros((D, D))
+    np.add.at(traffic, (place[producer], sends % D), problem.out_bytes[producer])
+    routes = problem.routes
+    hold = np.zeros((D, D, len(routes.bandwidth)))  # seconds per byte on each direction of each pair's route
+    for a in range(D):
+        for b in range(D):
+            rs = routes.resource[routes.offset[a * D + b]:routes.offset[a * D + b + 1]]
+            hold[a, b, rs] = 1.0 / routes.bandwidth[rs]
+    devs = problem.cluster.devices
+    alike = [(devs[d].kind, devs[d].peak_flops, devs[d].memory_bytes, devs[d].memory_bandwidth,
+              devs[d].op_overhead) for d in devices.tolist()]
+
+    def cost(p: np.ndarray) -> tuple[float, float]:
+        load = np.einsum("pq,pqr->r", traffic, hold[np.ix_(p, p)])
+        return float(load.max()), float(load.sum())
+
+    best = cost(perm)
+    while True:
+        step = None
+        for i in range(k):
+            for j in range(i + 1, k):
+                if alike[i] != alike[j]:
+                    continue
+                trial = perm.copy()
+                a, b = devices[i], devices[j]
+                trial[a], trial[b] = perm[b], perm[a]
+                c = cost(trial)
+                if c < best and (step is None or c < step[0]):
+                    step = (c, trial)
+        if step is None:
+            return perm
+        best, perm = step
+
+
 class MemoryLedger:
     """Static bytes (weights + every output) on each device as units are placed.
 

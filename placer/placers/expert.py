@@ -15,8 +15,11 @@ any layer (loss, optimizer glue) follow their producer, else their consumer.
 
 Other graphs get contiguous stages of the topological order, balanced by
 compute time over the GPUs (a pipeline cut by hand). Colocation units take
-the device most of their ops were given; `fit_to_memory` then relieves any
-GPU over the memory estimate.
+the device most of their ops were given. On a topology the layers or
+stages then swap GPUs by `placer.placers.common.route_mapping`, so that the
+ones that talk most do not share a switch uplink (an expert reads the
+machine's topology too); `fit_to_memory` then relieves any GPU over the
+memory estimate.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import numpy as np
 from placer.cluster import Cluster
 from placer.graph import OpGraph
 from placer.placement import Placement
-from placer.placers.common import Problem, expand_units, fit_to_memory
+from placer.placers.common import Problem, expand_units, fit_to_memory, route_mapping
 from placer.placers.registry import register
 
 _GRADIENT_PREFIX = re.compile(r"^(gradient_tape|gradients?|training)(_\d+)?$", re.IGNORECASE)
@@ -195,5 +198,6 @@ def place_expert(graph: OpGraph, cluster: Cluster) -> Placement:
     else:
         unit_device = balanced_stages(problem, devices)
         how = {"expert_mode": "stages"}
+    unit_device = route_mapping(problem, unit_device, devices)[unit_device]
     unit_device, ledger = fit_to_memory(problem, unit_device, devices)
     return problem.placement(expand_units(problem, unit_device), "expert", ledger, **how)

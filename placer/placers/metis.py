@@ -9,6 +9,14 @@ to its device's speed (`target_shares`), so a GPU twice as fast gets twice
 the work. METIS sees no direction, so it ignores the schedule; that is
 the method's known weakness against HEFT and the Baechi placers. Parts over
 the memory estimate are then relieved by `fit_to_memory`.
+
+On a topology (routes that share link directions) an edge weighs what its
+transfers cost, not their bytes: each crossing's mean route time over the
+GPU pairs (summed latency + bytes / bottleneck bandwidth,
+`Problem.mean_comm_time`), so many small tensors weigh their latency; and
+the parts go to the GPUs by `placer.placers.common.route_mapping`, so that
+parts that talk most do not queue on the same switch uplink. On a flat
+cluster edges weigh bytes and part p goes to the p-th GPU, as METIS numbers them.
 """
 
 from __future__ import annotations
@@ -18,22 +26,26 @@ import numpy as np
 from placer.cluster import Cluster
 from placer.graph import OpGraph
 from placer.placement import Placement
-from placer.placers.common import Problem, expand_units, fit_to_memory
+from placer.placers.common import Problem, expand_units, fit_to_memory, route_mapping
 from placer.placers.registry import register
 
 # METIS weights are C ints; sums must stay below 2**31 on 32-bit index builds.
 _WEIGHT_SCALE = 2**20
 
 
-def unit_graph(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Undirected unit graph as CSR ``(xadj, adjncy, bytes)``, parallel edges summed."""
+def unit_graph(problem: Problem, op_weight: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Undirected unit graph as CSR ``(xadj, adjncy, weight)``, parallel edges summed.
+
+    An edge from op i weighs ``op_weight[i]`` (its output bytes by default).
+    """
     p_off, p_idx = problem.graph.predecessors
     dst = np.repeat(np.arange(problem.num_ops), np.diff(p_off))
     su, du = problem.unit[p_idx], problem.unit[dst]
     keep = su != du
     a = np.concatenate([su[keep], du[keep]])
     b = np.concatenate([du[keep], su[keep]])
-    w = np.concatenate([problem.out_bytes[p_idx[keep]]] * 2)
+    per_op = problem.out_bytes if op_weight is None else op_weight
+    w = np.concatenate([per_op[p_idx[keep]]] * 2)
     U = problem.num_units
     key = a * U + b
     uniq, inverse = np.unique(key, return_inverse=True)
@@ -78,13 +90,14 @@ def place_metis(graph: OpGraph, cluster: Cluster) -> Placement:
         parts = np.zeros(problem.num_units, dtype=np.int64)
         cut = 0
     else:
-        xadj, adjncy, bytes_ = unit_graph(problem)
-        eweights = _int_weights(bytes_) if len(bytes_) else None
+        xadj, adjncy, weight = unit_graph(problem, problem.mean_comm_time(devices) if problem.routed else None)
+        eweights = _int_weights(weight) if len(weight) else None
         shares = target_shares(problem, devices)
         cut, part_list = pymetis.part_graph(
             k, pymetis.CSRAdjacency(xadj, adjncy), vweights=_int_weights(unit_cost), eweights=eweights,
             tpwgts=None if shares is None else shares.tolist(),
         )
         parts = np.asarray(part_list, dtype=np.int64)
-    unit_device, ledger = fit_to_memory(problem, devices[parts], devices)
+    unit_device = devices[parts]
+    unit_device, ledger = fit_to_memory(problem, route_mapping(problem, unit_device, devices)[unit_device], devices)
     return problem.placement(expand_units(problem, unit_device), "metis", ledger, edge_cut=int(cut))

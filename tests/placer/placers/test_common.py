@@ -4,7 +4,9 @@ import numpy as np
 
 from placer.cluster import Cluster, Device, Link
 from placer.graph import Op, OpGraph
-from placer.placers.common import MemoryLedger, Problem, Transfers, colocation_units, fit_to_memory
+from placer.placers.common import (MemoryLedger, Problem, Transfers, colocation_units, fit_to_memory,
+                                   route_mapping)
+from placer.topology import Switch, TopoLink, Topology
 from tests.placer.helpers import GB, devices, host_with_switch
 
 
@@ -103,3 +105,39 @@ class TestTransfers:
         transfers = self.two_senders(host_with_switch())
         assert transfers.ready_time(2, 0)[1] == set()
         assert transfers.ready_time(2, 0, commit=True)[1] == {1, 2, 3}
+
+
+class TestRouteMapping:
+    """Partitioners' parts swap alike devices so that the parts that talk do not share a switch uplink."""
+
+    @staticmethod
+    def two_switches():
+        """g0, g1 behind sw0 and g2, g3 behind sw1, the switches' uplinks 10x slower than the GPU ports."""
+        links = [TopoLink("sw0", "sock", GB), TopoLink("sw1", "sock", GB)] + [
+            TopoLink(f"g{i}", f"sw{i // 2}", 10 * GB) for i in range(4)]
+        return Cluster("two", devices("g0", "g1", "g2", "g3"), topology=Topology(
+            [Switch("sock", "cpu-socket"), Switch("sw0", "pcie-switch"), Switch("sw1", "pcie-switch")], links))
+
+    @staticmethod
+    def talkers():
+        """a sends 1 GB to b; c and d talk to nobody."""
+        return OpGraph("g", [Op("a", "X", output_bytes=GB), Op("b", "X", ["a"]), Op("c", "X"), Op("d", "X")])
+
+    def test_parts_that_talk_end_behind_one_switch(self):
+        problem = Problem.build(self.talkers(), self.two_switches())
+        unit_device = np.empty(problem.num_units, dtype=np.int64)
+        for name, d in zip("abcd", (0, 2, 1, 3)):  # a and b across the uplinks
+            unit_device[problem.unit[problem.graph.index[name]]] = d
+        perm = route_mapping(problem, unit_device, problem.candidates)
+        a, b = (int(perm[unit_device[problem.unit[problem.graph.index[n]]]]) for n in "ab")
+        assert {a, b} in ({0, 1}, {2, 3})
+        assert sorted(perm.tolist()) == [0, 1, 2, 3]
+
+    def test_no_swap_when_none_helps_or_on_the_flat_model(self):
+        problem = Problem.build(self.talkers(), self.two_switches())
+        unit_device = np.empty(problem.num_units, dtype=np.int64)
+        for name, d in zip("abcd", (0, 1, 2, 3)):
+            unit_device[problem.unit[problem.graph.index[name]]] = d
+        assert route_mapping(problem, unit_device, problem.candidates).tolist() == [0, 1, 2, 3]
+        flat = Problem.build(self.talkers(), Cluster("flat", devices("g0", "g1", "g2", "g3"), default_link=Link(GB, 0)))
+        assert route_mapping(flat, np.array([0, 2, 1, 3]), flat.candidates).tolist() == [0, 1, 2, 3]
