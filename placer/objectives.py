@@ -18,7 +18,16 @@
 
   An op's transfer time is its ``transfer_time`` when given (profiled
   datasets); otherwise latency + output_bytes / bandwidth of the link used,
-  and the send is charged the slowest of its links.
+  and the send is charged the slowest of its links. On a topology the link
+  used is the route (summed latency, bottleneck bandwidth), and the link
+  directions are loads too: each transfer charges every direction on its
+  route that direction's own latency + bytes / bandwidth (as the simulator
+  holds it), and the objective is the largest load of a device or a
+  direction. A switch's uplink or a socket link carries the transfers of
+  many device pairs and no device's send or receive charge stands for it;
+  a device's own port is covered by its charges, but counting it as well
+  costs nothing. A flat cluster has no such shared links, and its loads are
+  the model's as published.
 
 `ThroughputModel` compiles a graph and cluster once and scores placements,
 singly (`loads`) or in batches (`max_load_batch`, for training loops and
@@ -37,7 +46,7 @@ from placer.cost_model import op_time_matrix
 from placer.errors import PlacerError
 from placer.graph import OpGraph
 from placer.simulator.core import check_assignment, graph_arrays
-from placer.simulator.transfer import transfer_time
+from placer.simulator.transfer import link_time, transfer_time
 
 OBJECTIVES = ("step_time", "throughput")
 
@@ -63,6 +72,8 @@ class Loads:
     held_bytes : ``param_bytes`` held, per device.
     memory_ok : every device holds at most its ``memory_bytes``.
     colocation_ok : every colocation key is on one device.
+    link_load : seconds of transfers each link direction carries (topology;
+        empty on a flat cluster, whose links are not loads of their own).
     """
 
     max_load: float
@@ -72,6 +83,7 @@ class Loads:
     held_bytes: np.ndarray
     memory_ok: bool
     colocation_ok: bool
+    link_load: np.ndarray
 
     @property
     def feasible(self) -> bool:
@@ -115,6 +127,8 @@ class ThroughputModel:
         self.s_off, self.s_idx = graph.successors
         (self.out_bytes, self.params, self.xfer_time, self.bandwidth, self.latency,
          self.memory_bytes) = graph_arrays(graph, cluster)
+        self.routes = cluster.routes()
+        self.routed = cluster.topology is not None
         groups = graph.colocation_groups()
         self.coloc = [np.asarray(ix, dtype=np.int64) for ix in groups.values() if len(ix) > 1]
 
@@ -127,14 +141,17 @@ class ThroughputModel:
         a = check_assignment(assignment, self.graph, self.cluster)
         compute = np.zeros(self.num_devices)
         comm = np.zeros(self.num_devices)
+        links = np.zeros(len(self.routes.bandwidth) if self.routed else 0)
         _loads(a, self.times, self.s_off, self.s_idx, self.xfer_time, self.out_bytes,
-               self.bandwidth, self.latency, self.pays, compute, comm)
+               self.bandwidth, self.latency, self.pays, compute, comm, *self.routes, links)
         load = compute + comm
         held = np.bincount(a, weights=self.params, minlength=self.num_devices).astype(np.float64)
         return Loads(
-            max_load=float(load.max()), load=load, compute=compute, communication=comm, held_bytes=held,
+            max_load=max(float(load.max()), float(links.max()) if links.size else 0.0), load=load,
+            compute=compute, communication=comm, held_bytes=held,
             memory_ok=bool((held <= self.memory_bytes).all()),
             colocation_ok=all(bool((a[ix] == a[ix[0]]).all()) for ix in self.coloc),
+            link_load=links,
         )
 
     def lower_bound(self) -> float:
@@ -153,20 +170,28 @@ class ThroughputModel:
 
     def load_batch(self, assignments: np.ndarray) -> np.ndarray:
         """Per-device loads of K placements (``[K, num_ops]`` -> ``[K, num_devices]``)."""
-        a = check_assignment(np.atleast_2d(assignments), self.graph, self.cluster)
-        out = np.empty((a.shape[0], self.num_devices))
-        _load_batch(a, self.times, self.s_off, self.s_idx, self.xfer_time, self.out_bytes,
-                    self.bandwidth, self.latency, self.pays, out)
-        return out
+        return self._batch(assignments)[0]
 
     def max_load_batch(self, assignments: np.ndarray) -> np.ndarray:
-        """Objective of K placements (``[K, num_ops]`` -> ``[K]``)."""
-        return self.load_batch(assignments).max(axis=1)
+        """Objective of K placements (``[K, num_ops]`` -> ``[K]``): devices' and link directions' loads."""
+        out, link_max = self._batch(assignments)
+        return np.maximum(out.max(axis=1), link_max)
+
+    def _batch(self, assignments: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        a = check_assignment(np.atleast_2d(assignments), self.graph, self.cluster)
+        out = np.empty((a.shape[0], self.num_devices))
+        link_max = np.zeros(a.shape[0])
+        _load_batch(a, self.times, self.s_off, self.s_idx, self.xfer_time, self.out_bytes,
+                    self.bandwidth, self.latency, self.pays, out, *self.routes,
+                    len(self.routes.bandwidth) if self.routed else 0, link_max)
+        return out, link_max
 
 
 @numba.njit(cache=True)
-def _loads(a, times, s_off, s_idx, xfer_time, out_bytes, bandwidth, latency, pays, compute, comm):
-    """Fill per-device compute and communication (see the module docstring)."""
+def _loads(a, times, s_off, s_idx, xfer_time, out_bytes, bandwidth, latency, pays, compute, comm,
+           route_off, route_res, res_bw, res_lat, links):
+    """Fill per-device compute and communication, and each link direction's load in `links` when it has
+    room for them (a topology; see the module docstring)."""
     n = a.shape[0]
     D = compute.shape[0]
     seen = np.full(D, -1, dtype=np.int64)
@@ -181,6 +206,13 @@ def _loads(a, times, s_off, s_idx, xfer_time, out_bytes, bandwidth, latency, pay
                 continue
             seen[dv] = u
             c = transfer_time(xfer_time, out_bytes, u, latency, bandwidth, du, dv)
+            if links.shape[0] > 0:
+                for k2 in range(route_off[du * D + dv], route_off[du * D + dv + 1]):
+                    r = route_res[k2]
+                    if xfer_time[u] >= 0.0:
+                        links[r] += xfer_time[u]
+                    else:
+                        links[r] += link_time(res_lat[r], out_bytes[u], res_bw[r])
             sends = True
             if c > send:
                 send = c
@@ -191,16 +223,23 @@ def _loads(a, times, s_off, s_idx, xfer_time, out_bytes, bandwidth, latency, pay
 
 
 @numba.njit(cache=True)
-def _load_batch(a, times, s_off, s_idx, xfer_time, out_bytes, bandwidth, latency, pays, out):
+def _load_batch(a, times, s_off, s_idx, xfer_time, out_bytes, bandwidth, latency, pays, out,
+                route_off, route_res, res_bw, res_lat, num_links, link_max):
     D = times.shape[1]
     compute = np.empty(D)
     comm = np.empty(D)
+    links = np.empty(num_links)
     for k in range(a.shape[0]):
         compute[:] = 0.0
         comm[:] = 0.0
-        _loads(a[k], times, s_off, s_idx, xfer_time, out_bytes, bandwidth, latency, pays, compute, comm)
+        links[:] = 0.0
+        _loads(a[k], times, s_off, s_idx, xfer_time, out_bytes, bandwidth, latency, pays, compute, comm,
+               route_off, route_res, res_bw, res_lat, links)
         for d in range(D):
             out[k, d] = compute[d] + comm[d]
+        for r in range(num_links):
+            if links[r] > link_max[k]:
+                link_max[k] = links[r]
 
 
 def max_load(graph: OpGraph, cluster: Cluster, placement) -> float:

@@ -10,7 +10,7 @@ from placer.errors import PlacementError, PlacerError
 from placer.graph import Op, OpGraph
 from placer.objectives import ThroughputModel, check_objective, evaluate
 from placer.placement import Placement
-from tests.placer.helpers import two_device_cluster
+from tests.placer.helpers import GB, devices, host_with_switch, two_device_cluster
 
 
 def _cluster(memory: float = 100.0) -> Cluster:
@@ -128,3 +128,33 @@ class TestObjectives:
         assert Placement.from_dict(p.to_dict()).max_load == 4.5
         q = evaluate(g, c, Placement("diamond", "c3", "hand", dict(p.devices)), "step_time")
         assert q.max_load is None and q.step_time == p.step_time
+
+
+class TestLinkLoads:
+    """On a topology the link directions are loads too: a switch uplink no device's charge covers."""
+
+    @staticmethod
+    def gather():
+        """a on g0 and b on g1 each send 1 GB to c on the host; 0.1 s of compute each."""
+        cost = {"gpu": 0.1, "cpu": 0.1}
+        return OpGraph("gather", [Op("a", "X", cost=cost, output_bytes=GB), Op("b", "X", cost=cost, output_bytes=GB),
+                                  Op("c", "X", ["a", "b"], cost=cost)])
+
+    def test_a_shared_uplink_is_the_busiest_load(self):
+        """Devices: g0 and g1 0.1 + 1 s each (the host pays no communication); the uplink carries 2 s."""
+        loads = ThroughputModel(self.gather(), host_with_switch()).loads(np.array([1, 2, 0]))
+        assert loads.load.tolist() == pytest.approx([0.1, 1.1, 1.1, 0.0])
+        assert loads.max_load == pytest.approx(2.0)
+        assert loads.link_load.max() == pytest.approx(2.0)
+
+    def test_batches_score_the_same(self):
+        model = ThroughputModel(self.gather(), host_with_switch())
+        a = np.array([[1, 2, 0], [1, 3, 0]])
+        assert model.max_load_batch(a).tolist() == pytest.approx([model.max_load(x) for x in a])
+        assert model.max_load_batch(a)[1] == pytest.approx(1.1)  # different switches: no shared uplink
+
+    def test_the_flat_model_has_no_link_loads(self):
+        flat = Cluster("flat", devices("cpu", "g0", "g1", "g2"), default_link=Link(GB, 0.0))
+        loads = ThroughputModel(self.gather(), flat).loads(np.array([1, 2, 0]))
+        assert loads.max_load == pytest.approx(1.1)
+        assert loads.link_load.size == 0
