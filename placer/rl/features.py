@@ -18,6 +18,7 @@ from placer.cluster import Cluster
 from placer.dag import levels
 from placer.graph import OpGraph
 from placer.grouping import Grouping
+from placer.topology import route_facts
 
 # Op types by role, matched in order against the op type; anything else is "other".
 OP_CATEGORIES: list[tuple[str, re.Pattern]] = [
@@ -139,16 +140,23 @@ def device_features(cluster: Cluster) -> np.ndarray:
 
     Columns: kind (gpu, cpu, other), peak FLOP/s, memory bandwidth and memory
     relative to the cluster's best (log10), and the device's mean link
-    bandwidth relative to the cluster's best link.
+    bandwidth relative to the cluster's best link (log10). A link here is the
+    route to each other device (`placer.topology.route_facts`), at its fair
+    share: its bottleneck bandwidth over how many device pairs use its
+    busiest link direction, so a GPU behind a shared PCIe switch reads
+    slower than one with NVLink to every peer. On a flat cluster no pair
+    shares and this is each pair's own link, the column the shipped policy
+    was trained on; folding the sharing into that column, rather than adding
+    one, keeps the policy's inputs the shape it was saved with.
     """
     devs = cluster.devices
     flops = np.array([d.peak_flops for d in devs])
     mbw = np.array([d.memory_bandwidth for d in devs])
     mem = np.array([d.memory_bytes for d in devs])
-    bw, _ = cluster.link_matrices()
+    facts = route_facts(cluster.routes(), len(devs))
     if len(devs) > 1:
-        finite = np.where(np.isfinite(bw), bw, np.nan)
-        mean_bw = np.nanmean(finite, axis=1)
+        finite = np.where(np.isfinite(facts.bandwidth), facts.bandwidth, np.nan)
+        mean_bw = np.nanmean(finite / np.maximum(facts.sharers, 1), axis=1)
         link = np.log10(mean_bw / np.nanmax(finite))
     else:
         link = np.zeros(1)

@@ -5,6 +5,7 @@ from pathlib import Path
 import numpy as np
 
 from placer import presets
+from placer.cluster import Cluster, Link
 from placer.cost_model import op_time_matrix
 from placer.graph_io import load_graph
 from placer.rl.features import (CATEGORY_NAMES, NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, NUM_LOAD_FEATURES,
@@ -12,6 +13,7 @@ from placer.rl.features import (CATEGORY_NAMES, NUM_DEVICE_FEATURES, NUM_GROUP_F
                                 load_features, op_category)
 from placer.grouping import Grouping, group_graph
 from placer.synthetic import layered_graph
+from tests.placer.helpers import host_with_switch
 
 GRAPHS = Path(__file__).resolve().parents[3] / "graphs"
 
@@ -128,3 +130,15 @@ def test_decode_context_times_are_fair_shares():
     assert ctx.sent.shape == (G, G) and np.all((ctx.inflow > 0) <= (ctx.sent > 0)) and np.all(np.diag(ctx.sent) == 0)
     assert np.all(np.diag(ctx.link) == 0) and np.isclose(ctx.link[~np.eye(D, dtype=bool)].max(), 1.0)
     assert ctx.latency.shape == (D, D) and np.all(ctx.latency >= 0) and np.all(np.diag(ctx.latency) == 0)
+
+
+def test_device_link_column_reads_shared_routes_slower():
+    """Behind a shared PCIe switch a GPU's routes get a fair share of their bottleneck; flat pairs share nothing."""
+    topo = host_with_switch()
+    bw, lat = topo.link_matrices()
+    names = topo.device_names
+    flat = Cluster("flat", topo.devices, links={frozenset((a, b)): Link(float(bw[i, j]), float(lat[i, j]))
+                                                for i, a in enumerate(names) for j, b in enumerate(names) if i < j})
+    shared, alone = device_features(topo)[:, -1], device_features(flat)[:, -1]
+    assert (shared < alone).all()
+    assert device_features(topo).shape == device_features(flat).shape
