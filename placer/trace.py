@@ -8,7 +8,14 @@ of one simulated step has:
   event (``ph: "X"``; args: name, type, FLOPs, output and weight bytes) and a
   ``memory`` counter (``ph: "C"``) of the bytes live on the device;
 - one ``links`` process with a thread per link direction that carried
-  anything, each transfer a complete event with its bytes;
+  anything, named ``"from -> to"`` after the direction's two ends (devices
+  or switches: ``"pcie-switch0 -> socket0"``; on a flat cluster a direction
+  is a device pair's own link), holding each transfer as a complete event
+  with its bytes for as long as the transfer holds that direction (the
+  simulator's rule: a direction's own latency + bytes / bandwidth from the
+  transfer's start, so a fast link on a slow route is held briefly; a
+  one-hop route's hold is the transfer itself). A transfer over a route of
+  three directions appears on three tracks;
 - metadata events (``ph: "M"``) naming and ordering the processes and threads.
 
 Timestamps and durations are microseconds (the format's unit). The top-level
@@ -31,6 +38,7 @@ from placer.errors import PlacerError
 from placer.fileio import write_atomic
 from placer.graph import OpGraph
 from placer.simulator.core import SimResult
+from placer.simulator.transfer import link_time
 
 US = 1e6
 """Microseconds per second: trace timestamps are in microseconds."""
@@ -156,23 +164,31 @@ def chrome_trace(graph: OpGraph, cluster: Cluster, assignment: np.ndarray, resul
 
     src_op, dst_dev = np.nonzero(result.transfer_start >= 0.0)
     order = np.lexsort((dst_dev, src_op, result.transfer_start[src_op, dst_dev]))
+    routes = cluster.routes()
+    names = direction_names(cluster)
     named_links: set[int] = set()
     for k in order:
         i, dst = int(src_op[k]), int(dst_dev[k])
         src = int(place[i])
-        tid = 1 + src * D + dst
-        if tid not in named_links:
-            named_links.add(tid)
-            events.append(_meta("thread_name", links_pid, tid, name=f"{devices[src].name} -> {devices[dst].name}"))
-            events.append(_meta("thread_sort_index", links_pid, tid, sort_index=tid))
         op = graph.ops[i]
         t0, t1 = float(result.transfer_start[i, dst]), float(result.transfer_end[i, dst])
-        events.append({
-            "name": op.name, "cat": "transfer", "ph": "X", "pid": links_pid, "tid": tid,
-            "ts": t0 * US, "dur": (t1 - t0) * US,
-            "args": {"tensor": op.name, "from": devices[src].name, "to": devices[dst].name,
-                     "bytes": op.output_bytes},
-        })
+        route = routes.resource[routes.offset[src * D + dst]:routes.offset[src * D + dst + 1]].tolist()
+        for r in route:
+            tid = 1 + r
+            if tid not in named_links:
+                named_links.add(tid)
+                events.append(_meta("thread_name", links_pid, tid, name=names[r]))
+                events.append(_meta("thread_sort_index", links_pid, tid, sort_index=tid))
+            if len(route) == 1 or cluster.shared_threads or op.transfer_time is not None:
+                held = t1 - t0  # the whole transfer (a shared pool's copy is in its op's time: 0 here)
+            else:
+                held = link_time(float(routes.latency[r]), op.output_bytes, float(routes.bandwidth[r]))
+            events.append({
+                "name": op.name, "cat": "transfer", "ph": "X", "pid": links_pid, "tid": tid,
+                "ts": t0 * US, "dur": held * US,
+                "args": {"tensor": op.name, "from": devices[src].name, "to": devices[dst].name,
+                         "bytes": op.output_bytes},
+            })
 
     for d, (times, level) in enumerate(memory_timeline(graph, place, result)):
         for t, b in zip(times.tolist(), level.tolist()):
@@ -192,6 +208,22 @@ def chrome_trace(graph: OpGraph, cluster: Cluster, assignment: np.ndarray, resul
             ],
         },
     }
+
+
+def direction_names(cluster: Cluster) -> list[str]:
+    """``"from -> to"`` of each link direction of `cluster`'s routes (`placer.topology.Routes`).
+
+    A topology's link k joins nodes a and b: direction 2k is ``"a -> b"``,
+    2k + 1 ``"b -> a"``. A flat cluster's direction ``i * D + j`` is the
+    pair's own link, named after the two devices.
+    """
+    if cluster.topology is not None:
+        out = []
+        for l in cluster.topology.links:
+            out += [f"{l.a} -> {l.b}", f"{l.b} -> {l.a}"]
+        return out
+    names = cluster.device_names
+    return [f"{a} -> {b}" for a in names for b in names]
 
 
 def _meta(kind: str, pid: int, tid: int = 0, **args: Any) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from placer.errors import PlacerError
 from placer.simulator import Simulator
 from placer.synthetic import layered_graph
 from placer.trace import chrome_trace, memory_timeline, write_trace
-from tests.placer.helpers import graph, op, two_device_cluster
+from tests.placer.helpers import GB, graph, host_with_switch, op, two_device_cluster
 
 # Required fields of the Trace Event Format (JSON object form), per phase used here.
 TRACE_SCHEMA = {
@@ -190,3 +190,34 @@ class TestWriteTrace:
         (tmp_path / "file").write_text("")
         with pytest.raises(PlacerError, match="cannot write"):
             write_trace(chrome_trace(*hand), tmp_path / "file" / "t.json")
+
+
+class TestLinkDirectionTracks:
+    """On a topology each link direction that carried traffic is a track, holding each transfer over it."""
+
+    @pytest.fixture
+    def gather(self):
+        """g0 and g1 (behind one PCIe switch) each send 1 GB to the host at 1 s: the uplink takes them in turn."""
+        g = graph(op("a", cost=1, out=GB), op("b", cost=1, out=GB), op("c", ["a", "b"], cost=1))
+        cluster = host_with_switch()
+        place = np.array([1, 2, 0])
+        return g, cluster, place, Simulator(g, cluster).run(place)
+
+    def test_one_track_per_direction_that_carried_traffic(self, gather):
+        trace = chrome_trace(*gather)
+        tracks = {e["args"]["name"] for e in _by_phase(trace, "M") if e["name"] == "thread_name" and e["pid"] == 5}
+        assert tracks == {"g0 -> sw0", "g1 -> sw0", "sw0 -> sock", "sock -> cpu"}
+
+    def test_each_direction_holds_each_transfer_for_its_own_time(self, gather):
+        """The uplink (1 GB/s) holds a's copy 1-2 s and b's 2-3 s; the host's memory link (1000 GB/s) 1 ms each."""
+        trace = chrome_trace(*gather)
+        names = {e["tid"]: e["args"]["name"] for e in _by_phase(trace, "M") if e["name"] == "thread_name"
+                 and e["pid"] == 5}
+        held = {}
+        for e in _by_phase(trace, "X"):
+            if e["cat"] == "transfer":
+                held.setdefault(names[e["tid"]], []).append((e["name"], e["ts"] / 1e6, e["dur"] / 1e6))
+        assert held["sw0 -> sock"] == [("a", 1.0, 1.0), ("b", 2.0, 1.0)]
+        assert held["g1 -> sw0"] == [("b", 2.0, 1.0)]
+        assert [(n, t) for n, t, _ in held["sock -> cpu"]] == [("a", 1.0), ("b", 2.0)]
+        assert [d for _, _, d in held["sock -> cpu"]] == pytest.approx([1e-3, 1e-3])
