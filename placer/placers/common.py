@@ -20,6 +20,7 @@ places (on the device with the most room), records
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +30,7 @@ from placer.cost_model import op_time_matrix
 from placer.graph import OpGraph
 from placer.placement import Placement
 from placer.simulator.core import graph_arrays
-from placer.simulator.transfer import LinkBook
+from placer.simulator.transfer import LinkBook, link_time
 from placer.topology import Routes
 
 
@@ -516,11 +517,14 @@ class Transfers:
     problem : the compiled graph and cluster.
     assignment, finish : the scheduler's own device and finish time per op,
         read as it fills them (-1: not placed yet).
+    gaps : book each transfer into the earliest idle gap of its route's
+        directions (`GapBook`, for schedulers that place out of time order)
+        instead of after every transfer booked before.
     """
 
-    def __init__(self, problem: Problem, assignment: np.ndarray, finish: np.ndarray):
+    def __init__(self, problem: Problem, assignment: np.ndarray, finish: np.ndarray, gaps: bool = False):
         self.problem = problem
-        self.book = problem.link_book()
+        self.book = GapBook(problem.routes, problem.num_devices) if gaps else problem.link_book()
         self.arrived: dict[tuple[int, int], float] = {}
         self.assignment = assignment
         self.finish = finish
@@ -567,3 +571,79 @@ class Transfers:
                 for r in book.route[q * D + d]:
                     touched.update(book.senders_over[r])
         return ready, touched
+
+
+def earliest_slot(starts: list[float], ends: list[float], ready: float, duration: float) -> tuple[float, int]:
+    """Earliest start >= `ready` of an idle gap of `duration` (insertion policy), and its index."""
+    k = bisect_right(ends, ready)
+    t = ready
+    while k < len(starts):
+        if t + duration <= starts[k]:
+            return t, k
+        if ends[k] > t:
+            t = ends[k]
+        k += 1
+    return t, k
+
+
+_py_link_time = link_time.py_func
+
+
+class GapBook(LinkBook):
+    """`LinkBook` for a scheduler that plans out of time order: a transfer takes the earliest time at or
+    after its data is ready when every direction on its route has an idle gap as long as that direction's
+    hold, as HEFT's insertion policy places ops in a device's idle gaps.
+
+    Booked in time order this is the simulator's FIFO rule; booked out of it, a transfer planned later
+    but happening earlier is not queued behind the ones already planned.
+    """
+
+    def __init__(self, routes, num_devices: int):
+        super().__init__(routes, num_devices)
+        self.starts: list[list[float]] = [[] for _ in self.res_bw]
+        self.ends: list[list[float]] = [[] for _ in self.res_bw]
+
+    def _holds(self, k: int, nbytes: float, profiled: float) -> tuple[list[float], float]:
+        route = self.route[k]
+        if profiled >= 0.0:
+            return [profiled] * len(route), profiled
+        return ([_py_link_time(self.res_lat[r], nbytes, self.res_bw[r]) for r in route],
+                _py_link_time(self.route_lat[k], nbytes, self.route_bw[k]))
+
+    def _fits(self, r: int, t: float, hold: float, pending: dict | None) -> float:
+        """The earliest time >= t with direction r idle for `hold`, counting tentative bookings too."""
+        extra = pending.get(r, ()) if pending else ()
+        while True:
+            t, _ = earliest_slot(self.starts[r], self.ends[r], t, hold)
+            for a, b in extra:
+                if a < t + hold and t < b:
+                    t = b
+                    break
+            else:
+                return t
+
+    def send(self, q: int, d: int, ready: float, nbytes: float, profiled: float = -1.0,
+             pending: dict | None = None) -> float:
+        """Book a transfer (see `LinkBook.send`) into the earliest common gap; its arrival time."""
+        k = q * self.num_devices + d
+        holds, duration = self._holds(k, nbytes, profiled)
+        route = self.route[k]
+        t = ready
+        moved = True
+        while moved:  # until every direction is idle from t for its hold
+            moved = False
+            for r, h in zip(route, holds):
+                if h > 0.0:
+                    t2 = self._fits(r, t, h, pending)
+                    if t2 > t:
+                        t, moved = t2, True
+        for r, h in zip(route, holds):
+            if h <= 0.0:
+                continue
+            if pending is not None:
+                pending.setdefault(r, []).append((t, t + h))
+            else:
+                i = bisect_right(self.starts[r], t)
+                self.starts[r].insert(i, t)
+                self.ends[r].insert(i, t + h)
+        return t + duration

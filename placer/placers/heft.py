@@ -26,13 +26,15 @@ on a topology, where a GPU's port or a switch's uplink carries the
 transfers of many pairs, as the simulator makes transfers
 (`placer.placers.common.Transfers`): each follows its route, starts when
 every link direction on it is free, and an output crosses to a device once.
-Transfers are booked in HEFT's placement order, after any booked before
-(no insertion on links).
+HEFT places ops out of time order (by rank, into idle gaps), so it also
+books a transfer into the earliest idle gap of every link direction on its
+route (`placer.placers.common.GapBook`), as it inserts ops on devices;
+queueing it behind transfers planned earlier but happening later would
+overstate every gap-filling op's input time.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,7 +43,7 @@ from placer.cluster import Cluster
 from placer.dag import upward_ranks
 from placer.graph import OpGraph
 from placer.placement import Placement
-from placer.placers.common import LiveMemory, Problem, Transfers
+from placer.placers.common import LiveMemory, Problem, Transfers, earliest_slot
 from placer.placers.registry import register
 
 
@@ -76,19 +78,6 @@ def quantised_ranks(rank: np.ndarray) -> np.ndarray:
     return np.round(rank / scale * 1e9)
 
 
-def earliest_slot(starts: list[float], ends: list[float], ready: float, duration: float) -> tuple[float, int]:
-    """Earliest start >= `ready` of an idle gap of `duration` (insertion policy), and its index."""
-    k = bisect_right(ends, ready)
-    t = ready
-    while k < len(starts):
-        if t + duration <= starts[k]:
-            return t, k
-        if ends[k] > t:
-            t = ends[k]
-        k += 1
-    return t, k
-
-
 class ListScheduler:
     """The processor-selection phase HEFT and CPOP share: ops placed one at a time, each at its earliest
     finish time among the devices offered (insertion policy), colocation units pinned to the device of their
@@ -104,7 +93,7 @@ class ListScheduler:
         self.starts: list[list[float]] = [[] for _ in range(D)]
         self.ends: list[list[float]] = [[] for _ in range(D)]
         self.p_off, self.p_idx = problem.graph.predecessors
-        self.transfers = Transfers(problem, self.assignment, self.finish) if problem.routed else None
+        self.transfers = Transfers(problem, self.assignment, self.finish, gaps=True) if problem.routed else None
 
     def allowed(self, i: int, devs: np.ndarray) -> list[int]:
         """Where op i may go: its unit's device once pinned, else the devices of `devs` with room for it

@@ -4,8 +4,9 @@ import numpy as np
 
 from placer.cluster import Cluster, Device, Link
 from placer.graph import Op, OpGraph
-from placer.placers.common import (MemoryLedger, Problem, Transfers, colocation_units, fit_to_memory,
+from placer.placers.common import (GapBook, MemoryLedger, Problem, Transfers, colocation_units, fit_to_memory,
                                    route_mapping)
+from placer.simulator.transfer import LinkBook
 from placer.topology import Switch, TopoLink, Topology
 from tests.placer.helpers import GB, devices, host_with_switch
 
@@ -141,3 +142,29 @@ class TestRouteMapping:
         assert route_mapping(problem, unit_device, problem.candidates).tolist() == [0, 1, 2, 3]
         flat = Problem.build(self.talkers(), Cluster("flat", devices("g0", "g1", "g2", "g3"), default_link=Link(GB, 0)))
         assert route_mapping(flat, np.array([0, 2, 1, 3]), flat.candidates).tolist() == [0, 1, 2, 3]
+
+
+class TestGapBook:
+    """For schedulers that plan out of time order: a transfer takes the earliest idle gap on its route."""
+
+    def test_an_earlier_transfer_planned_later_goes_before(self):
+        """g0 -> host booked at 10-11 s; g1 -> host, ready at 0 and planned after it, takes the uplink at 0-1."""
+        gaps, fifo = GapBook(host_with_switch().routes(), 4), LinkBook(host_with_switch().routes(), 4)
+        for book in (gaps, fifo):
+            assert book.send(1, 0, 10.0, GB) == 11.0
+        assert gaps.send(2, 0, 0.0, GB) == 1.0
+        assert fifo.send(2, 0, 0.0, GB) == 12.0
+
+    def test_a_gap_too_short_on_any_direction_is_skipped(self):
+        """The uplink is free 1-2 s but a 1.5 GB copy needs 1.5 s: it goes after the 2-3 s booking."""
+        book = GapBook(host_with_switch().routes(), 4)
+        book.send(1, 0, 0.0, GB)
+        book.send(1, 0, 2.0, GB)
+        assert book.send(2, 0, 1.0, 1.5 * GB) == 4.5
+
+    def test_tentative_bookings_count_and_leave_the_book_as_it_was(self):
+        book = GapBook(host_with_switch().routes(), 4)
+        plan = {}
+        assert book.send(1, 0, 0.0, GB, pending=plan) == 1.0
+        assert book.send(2, 0, 0.0, GB, pending=plan) == 2.0
+        assert all(not s for s in book.starts)
