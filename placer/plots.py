@@ -92,7 +92,9 @@ def gantt_chart(graph, cluster, assignment, result, path: str | Path, title: str
 
     Devices are rows with their ops coloured by type (the `max_types` types
     with the most compute time get their own colour, the rest are "other");
-    each link direction that carried a tensor is a row of its transfers. The
+    each link direction that carried a tensor is a row of its transfers' holds
+    on it (`placer.trace.link_holds`: on a topology, a switch's uplink is a
+    row, and a transfer shows on each direction of its route). The
     lower panel is the bytes live on each device (`placer.trace.memory_timeline`).
 
     Parameters
@@ -109,7 +111,7 @@ def gantt_chart(graph, cluster, assignment, result, path: str | Path, title: str
     Path
         `path`.
     """
-    from placer.trace import memory_timeline
+    from placer.trace import direction_names, link_holds, memory_timeline
 
     plt = _pyplot()
     place = np.asarray(assignment, dtype=np.int64)
@@ -121,9 +123,10 @@ def gantt_chart(graph, cluster, assignment, result, path: str | Path, title: str
     for t, d in zip(types.tolist(), dur.tolist()):
         by_time[t] = by_time.get(t, 0.0) + d
     top = sorted(by_time, key=by_time.get, reverse=True)[:max_types]
-    src_op, dst_dev = np.nonzero(result.transfer_start >= 0.0)
-    links = sorted({(int(place[i]), int(j)) for i, j in zip(src_op, dst_dev)})
-    rows = names + [f"{names[a]} -> {names[b]}" for a, b in links]
+    holds = link_holds(graph, cluster, place, result)
+    links = sorted({h[0] for h in holds})
+    link_names = direction_names(cluster)
+    rows = names + [link_names[r] for r in links]
     scale, unit = _time_unit(max(result.step_time, 1e-12))
 
     from matplotlib.patches import Patch
@@ -144,12 +147,9 @@ def gantt_chart(graph, cluster, assignment, result, path: str | Path, title: str
                 ax.broken_barh(np.c_[result.start[sel] * scale, dur[sel] * scale], (d - 0.4, 0.8),
                                facecolors=color, edgecolors="none")
         handles.append(Patch(color=color, label=label))
-    for row, (a, b) in enumerate(links, start=D):
-        sel = (place[src_op] == a) & (dst_dev == b)
-        x0 = result.transfer_start[src_op[sel], b]
-        x1 = result.transfer_end[src_op[sel], b]
-        ax.broken_barh(np.c_[x0 * scale, (x1 - x0) * scale], (row - 0.3, 0.6),
-                       facecolors="#444444", edgecolors="white", linewidth=0.3)
+    for row, r in enumerate(links, start=D):
+        bars = np.array([(t0, held) for (rr, _, _, _, t0, held) in holds if rr == r])
+        ax.broken_barh(bars * scale, (row - 0.3, 0.6), facecolors="#444444", edgecolors="white", linewidth=0.3)
     if links:
         handles.append(Patch(color="#444444", label="transfer"))
     ax.set_yticks(range(len(rows)))

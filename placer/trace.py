@@ -162,33 +162,21 @@ def chrome_trace(graph: OpGraph, cluster: Cluster, assignment: np.ndarray, resul
                      "output_bytes": op.output_bytes, "param_bytes": op.param_bytes},
         })
 
-    src_op, dst_dev = np.nonzero(result.transfer_start >= 0.0)
-    order = np.lexsort((dst_dev, src_op, result.transfer_start[src_op, dst_dev]))
-    routes = cluster.routes()
     names = direction_names(cluster)
     named_links: set[int] = set()
-    for k in order:
-        i, dst = int(src_op[k]), int(dst_dev[k])
-        src = int(place[i])
+    for r, i, src, dst, t0, held in link_holds(graph, cluster, place, result):
+        tid = 1 + r
+        if tid not in named_links:
+            named_links.add(tid)
+            events.append(_meta("thread_name", links_pid, tid, name=names[r]))
+            events.append(_meta("thread_sort_index", links_pid, tid, sort_index=tid))
         op = graph.ops[i]
-        t0, t1 = float(result.transfer_start[i, dst]), float(result.transfer_end[i, dst])
-        route = routes.resource[routes.offset[src * D + dst]:routes.offset[src * D + dst + 1]].tolist()
-        for r in route:
-            tid = 1 + r
-            if tid not in named_links:
-                named_links.add(tid)
-                events.append(_meta("thread_name", links_pid, tid, name=names[r]))
-                events.append(_meta("thread_sort_index", links_pid, tid, sort_index=tid))
-            if len(route) == 1 or cluster.shared_threads or op.transfer_time is not None:
-                held = t1 - t0  # the whole transfer (a shared pool's copy is in its op's time: 0 here)
-            else:
-                held = link_time(float(routes.latency[r]), op.output_bytes, float(routes.bandwidth[r]))
-            events.append({
-                "name": op.name, "cat": "transfer", "ph": "X", "pid": links_pid, "tid": tid,
-                "ts": t0 * US, "dur": held * US,
-                "args": {"tensor": op.name, "from": devices[src].name, "to": devices[dst].name,
-                         "bytes": op.output_bytes},
-            })
+        events.append({
+            "name": op.name, "cat": "transfer", "ph": "X", "pid": links_pid, "tid": tid,
+            "ts": t0 * US, "dur": held * US,
+            "args": {"tensor": op.name, "from": devices[src].name, "to": devices[dst].name,
+                     "bytes": op.output_bytes},
+        })
 
     for d, (times, level) in enumerate(memory_timeline(graph, place, result)):
         for t, b in zip(times.tolist(), level.tolist()):
@@ -208,6 +196,42 @@ def chrome_trace(graph: OpGraph, cluster: Cluster, assignment: np.ndarray, resul
             ],
         },
     }
+
+
+def link_holds(graph: OpGraph, cluster: Cluster, assignment: np.ndarray, result: SimResult
+               ) -> list[tuple[int, int, int, int, float, float]]:
+    """Every transfer's hold on each link direction of its route, by the simulator's rule.
+
+    A transfer holds each direction r on its route from its start for r's own
+    latency + bytes / bandwidth (a profiled ``transfer_time``: for that
+    time); a one-hop route's hold is the transfer itself, and a shared
+    thread pool's copy (in its op's time) holds nothing.
+
+    Returns
+    -------
+    list of (direction, op, src device, dst device, start s, held s)
+        Transfers by start time (ties: op, then destination), each followed
+        along its route.
+    """
+    place = np.asarray(assignment, dtype=np.int64)
+    D = len(cluster)
+    src_op, dst_dev = np.nonzero(result.transfer_start >= 0.0)
+    order = np.lexsort((dst_dev, src_op, result.transfer_start[src_op, dst_dev]))
+    routes = cluster.routes()
+    out = []
+    for k in order:
+        i, dst = int(src_op[k]), int(dst_dev[k])
+        src = int(place[i])
+        op = graph.ops[i]
+        t0, t1 = float(result.transfer_start[i, dst]), float(result.transfer_end[i, dst])
+        route = routes.resource[routes.offset[src * D + dst]:routes.offset[src * D + dst + 1]].tolist()
+        for r in route:
+            if len(route) == 1 or cluster.shared_threads or op.transfer_time is not None:
+                held = t1 - t0
+            else:
+                held = link_time(float(routes.latency[r]), op.output_bytes, float(routes.bandwidth[r]))
+            out.append((r, i, src, dst, t0, held))
+    return out
 
 
 def direction_names(cluster: Cluster) -> list[str]:

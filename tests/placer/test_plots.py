@@ -8,7 +8,7 @@ import pytest
 from placer.errors import PlacerError
 from placer.plots import _time_unit, gantt_chart
 from placer.simulator import Simulator
-from tests.placer.helpers import graph, op, two_device_cluster
+from tests.placer.helpers import GB, graph, host_with_switch, op, two_device_cluster
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -32,6 +32,15 @@ class TestGanttChart:
         """The rows are the devices and each link direction that carried a tensor."""
         svg = gantt_chart(*step, tmp_path / "g.svg").read_text()
         for label in ("A -&gt; B", "B -&gt; A", "live GiB"):
+            assert label in svg
+
+    def test_topology_rows_are_link_directions(self, tmp_path):
+        """On a topology each link direction of the routes used is a row: the switch's uplink among them."""
+        g = graph(op("a", out=GB), op("b", out=GB), op("c", ["a", "b"]))
+        c = host_with_switch()
+        place = np.array([1, 2, 0])
+        svg = gantt_chart(g, c, place, Simulator(g, c).run(place), tmp_path / "t.svg").read_text()
+        for label in ("g0 -&gt; sw0", "g1 -&gt; sw0", "sw0 -&gt; sock", "sock -&gt; cpu"):
             assert label in svg
 
     def test_unknown_format(self, step, tmp_path):
