@@ -42,11 +42,11 @@ from placer.cluster import Cluster
 from placer.dag import upward_ranks
 from placer.graph import OpGraph
 from placer.placement import Placement
-from placer.placers.common import (LiveMemory, MemoryLedger, Problem, Transfers, expand_units, fit_to_memory,
-                                   route_mapping)
+from placer.placers.common import LiveMemory, MemoryLedger, Problem, expand_units, fit_to_memory
 from placer.placers.heft import Schedule
 from placer.placers.options import Option
 from placer.placers.registry import register
+from placer.placers.routes import Transfers, route_mapping
 
 
 # -- m-TOPO -------------------------------------------------------------------

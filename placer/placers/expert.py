@@ -16,7 +16,7 @@ any layer (loss, optimizer glue) follow their producer, else their consumer.
 Other graphs get contiguous stages of the topological order, balanced by
 compute time over the GPUs (a pipeline cut by hand). Colocation units take
 the device most of their ops were given. On a topology the layers or
-stages then swap GPUs by `placer.placers.common.route_mapping`, so that the
+stages then swap GPUs by `placer.placers.routes.route_mapping`, so that the
 ones that talk most do not share a switch uplink (an expert reads the
 machine's topology too); `fit_to_memory` then relieves any GPU over the
 memory estimate.
@@ -31,8 +31,9 @@ import numpy as np
 from placer.cluster import Cluster
 from placer.graph import OpGraph
 from placer.placement import Placement
-from placer.placers.common import Problem, expand_units, fit_to_memory, route_mapping
+from placer.placers.common import Problem, expand_units, fit_to_memory
 from placer.placers.registry import register
+from placer.placers.routes import route_mapping
 
 _GRADIENT_PREFIX = re.compile(r"^(gradient_tape|gradients?|training)(_\d+)?$", re.IGNORECASE)
 # a scope part is a layer when one of its "_"-separated words names one ("src_embedding_1",

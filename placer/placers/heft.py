@@ -24,11 +24,11 @@ simulator's serialising of it is left to the simulator's step time, which
 can be longer than HEFT's own schedule length, ``meta["schedule_length"]``);
 on a topology, where a GPU's port or a switch's uplink carries the
 transfers of many pairs, as the simulator makes transfers
-(`placer.placers.common.Transfers`): each follows its route, starts when
+(`placer.placers.routes.Transfers`): each follows its route, starts when
 every link direction on it is free, and an output crosses to a device once.
 HEFT places ops out of time order (by rank, into idle gaps), so it also
 books a transfer into the earliest idle gap of every link direction on its
-route (`placer.placers.common.GapBook`), as it inserts ops on devices;
+route (`placer.placers.routes.GapBook`), as it inserts ops on devices;
 queueing it behind transfers planned earlier but happening later would
 overstate every gap-filling op's input time.
 """
@@ -43,8 +43,9 @@ from placer.cluster import Cluster
 from placer.dag import upward_ranks
 from placer.graph import OpGraph
 from placer.placement import Placement
-from placer.placers.common import LiveMemory, Problem, Transfers, earliest_slot
+from placer.placers.common import LiveMemory, Problem
 from placer.placers.registry import register
+from placer.placers.routes import Transfers, earliest_slot
 
 
 @dataclass

@@ -14,7 +14,7 @@ On a topology (routes that share link directions) an edge weighs what its
 transfers cost, not their bytes: each crossing's mean route time over the
 GPU pairs (summed latency + bytes / bottleneck bandwidth,
 `Problem.mean_comm_time`), so many small tensors weigh their latency; and
-the parts go to the GPUs by `placer.placers.common.route_mapping`, so that
+the parts go to the GPUs by `placer.placers.routes.route_mapping`, so that
 parts that talk most do not queue on the same switch uplink. On a flat
 cluster edges weigh bytes and part p goes to the p-th GPU, as METIS numbers them.
 """
@@ -26,8 +26,9 @@ import numpy as np
 from placer.cluster import Cluster
 from placer.graph import OpGraph
 from placer.placement import Placement
-from placer.placers.common import Problem, expand_units, fit_to_memory, route_mapping
+from placer.placers.common import Problem, expand_units, fit_to_memory
 from placer.placers.registry import register
+from placer.placers.routes import route_mapping
 
 # METIS weights are C ints; sums must stay below 2**31 on 32-bit index builds.
 _WEIGHT_SCALE = 2**20
