@@ -93,11 +93,13 @@ def earliest_slot(starts: list[float], ends: list[float], ready: float, duration
     """Earliest start >= `ready` of an idle gap of `duration` (insertion policy), and its index."""
     k = bisect_right(ends, ready)
     t = ready
-    while k < len(starts):
+    n = len(starts)
+    while k < n:
         if t + duration <= starts[k]:
             return t, k
-        if ends[k] > t:
-            t = ends[k]
+        e = ends[k]
+        if e > t:
+            t = e
         k += 1
     return t, k
 
