@@ -25,6 +25,12 @@ the DP's split and from balanced non-contiguous placements (the METIS
 partition; LPT and round robin on graphs of at most 2000 units), then (on
 those graphs too) kicks the best one and descends again (iterated local
 search); it can leave the contiguous space and beat the DP.
+
+On a topology the pieces then swap alike devices by
+`placer.placers.routes.route_mapping` when that lowers the max load: the
+DP and the search count device loads, and a piece's transfers also load the
+link directions of its routes (a switch uplink, DGX-1's PCIe paths between
+GPUs without NVLink), which the objective counts and the swap shortens.
 """
 
 from __future__ import annotations
@@ -39,12 +45,13 @@ from placer.cluster import Cluster
 from placer.graph import OpGraph
 from placer.objectives import ThroughputModel
 from placer.placement import Placement
-from placer.placers.common import colocation_units
+from placer.placers.common import Problem, colocation_units
 from placer.placers.options import Option
 from placer.placers.pipeline_units import (
     Ideals, TooManyIdeals, UnitDag, build_units, chain_ideals, enumerate_ideals, is_backward, merge_trivial,
 )
 from placer.placers.registry import register
+from placer.placers.routes import route_mapping
 
 DEFAULT_MAX_IDEALS = 40_000
 DEFAULT_PAIR_BUDGET = 30_000_000
@@ -382,6 +389,21 @@ def best_split(graph: OpGraph, cluster: Cluster, *, max_ideals: int = DEFAULT_MA
     return best_a, best_v, info
 
 
+def _route_swap(graph: OpGraph, cluster: Cluster, model: ThroughputModel, assignment: np.ndarray,
+                info: dict) -> np.ndarray:
+    """`assignment` with alike devices swapped by `route_mapping` if that lowers the max load (a topology)."""
+    if cluster.topology is None:
+        return assignment
+    problem = Problem.build(graph, cluster)
+    unit_device = np.array([assignment[ops[0]] for ops in problem.unit_ops], dtype=np.int64)
+    swapped = route_mapping(problem, unit_device, np.arange(len(cluster)))[assignment]
+    before, after = model.max_load(assignment), model.max_load(swapped)
+    if after < before:
+        info["route_swap"] = {"max_load_before": before, "max_load_after": after}
+        return swapped
+    return assignment
+
+
 def _blocks(dag: UnitDag, order: np.ndarray, count: int) -> UnitDag:
     """`dag` with the units of `order` grouped into `count` consecutive blocks (a coarser chain)."""
     block_of = np.empty(dag.num_units, dtype=np.int64)
@@ -440,5 +462,6 @@ def place_pipeline_dp(
             assignment, kicked = iterate(model, assignment, unit, seed=seed, time_limit=search_seconds)
             info["iterated_local_search"] = kicked
         info["local_search_seconds"] = time.perf_counter() - t1
+    assignment = _route_swap(graph, cluster, model, assignment, info)
     return Placement.from_assignment(graph, cluster, assignment, "pipeline_dp",
                                      meta={"pipeline_dp": info, "memory_estimate_exceeded": exceeded})

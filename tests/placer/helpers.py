@@ -37,3 +37,11 @@ def host_with_switch(uplink: float = GB, port: float = GB, memory: float = 1000 
              TopoLink("g0", "sw0", port), TopoLink("g1", "sw0", port), TopoLink("g2", "sw1", port)]
     return Cluster("host", devices("cpu", "g0", "g1", "g2"), topology=Topology(
         [Switch("sock", "cpu-socket"), Switch("sw0", "pcie-switch"), Switch("sw1", "pcie-switch")], links))
+
+
+def two_switches() -> Cluster:
+    """g0, g1 behind sw0 and g2, g3 behind sw1, the switches' uplinks (1 GB/s) 10x slower than the GPU ports."""
+    links = [TopoLink("sw0", "sock", GB), TopoLink("sw1", "sock", GB)] + [
+        TopoLink(f"g{i}", f"sw{i // 2}", 10 * GB) for i in range(4)]
+    return Cluster("two", devices("g0", "g1", "g2", "g3"), topology=Topology(
+        [Switch("sock", "cpu-socket"), Switch("sw0", "pcie-switch"), Switch("sw1", "pcie-switch")], links))

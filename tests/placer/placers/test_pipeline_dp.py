@@ -12,9 +12,10 @@ from placer.cluster import Cluster, Device, Link
 from placer.errors import PlacerError
 from placer.graph import Op, OpGraph
 from placer.objectives import ThroughputModel
-from placer.placers.pipeline_dp import best_split
+from placer.placers.pipeline_dp import _route_swap, best_split
 from placer.placers.pipeline_units import build_units, chain_ideals, enumerate_ideals, TooManyIdeals
 from placer.placers.registry import place
+from tests.placer.helpers import GB, two_switches
 
 DATASET = Path(__file__).resolve().parents[3] / ".." / "shared" / "datasets" / "msr_dnn_partitioning"
 
@@ -171,3 +172,16 @@ def test_matches_or_beats_the_published_dp_on_bert24():
 def test_bad_option_values(option):
     with pytest.raises(PlacerError, match=f"option {next(iter(option))} must be"):
         place("pipeline_dp", _chain([1.0]), _cluster(2), objective="throughput", **option)
+
+
+def test_on_a_topology_pieces_that_talk_swap_behind_one_switch():
+    """a on g0 sends 1 GB to b on g2, across the 1 GB/s uplinks (1 s charged to each): swapping g1 and g2's
+    pieces puts them behind one switch, over 10 GB/s ports, and lowers the max load."""
+    g = OpGraph("pair", [Op("a", "X", cost={"gpu": 0.01}, output_bytes=GB), Op("b", "X", ["a"], cost={"gpu": 0.01}),
+                         Op("c", "X", cost={"gpu": 0.01}), Op("d", "X", cost={"gpu": 0.01})])
+    c = two_switches()
+    model = ThroughputModel(g, c)
+    info = {}
+    a = _route_swap(g, c, model, np.array([0, 2, 1, 3]), info)
+    assert {int(a[0]) // 2} == {int(a[1]) // 2}
+    assert info["route_swap"]["max_load_after"] < info["route_swap"]["max_load_before"] == pytest.approx(1.01)

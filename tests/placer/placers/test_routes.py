@@ -7,8 +7,7 @@ from placer.graph import Op, OpGraph
 from placer.placers.common import Problem
 from placer.placers.routes import GapBook, Transfers, route_mapping
 from placer.simulator.transfer import LinkBook
-from placer.topology import Switch, TopoLink, Topology
-from tests.placer.helpers import GB, devices, host_with_switch
+from tests.placer.helpers import GB, devices, host_with_switch, two_switches
 
 
 class TestTransfers:
@@ -51,20 +50,12 @@ class TestRouteMapping:
     """Partitioners' parts swap alike devices so that the parts that talk do not share a switch uplink."""
 
     @staticmethod
-    def two_switches():
-        """g0, g1 behind sw0 and g2, g3 behind sw1, the switches' uplinks 10x slower than the GPU ports."""
-        links = [TopoLink("sw0", "sock", GB), TopoLink("sw1", "sock", GB)] + [
-            TopoLink(f"g{i}", f"sw{i // 2}", 10 * GB) for i in range(4)]
-        return Cluster("two", devices("g0", "g1", "g2", "g3"), topology=Topology(
-            [Switch("sock", "cpu-socket"), Switch("sw0", "pcie-switch"), Switch("sw1", "pcie-switch")], links))
-
-    @staticmethod
     def talkers():
         """a sends 1 GB to b; c and d talk to nobody."""
         return OpGraph("g", [Op("a", "X", output_bytes=GB), Op("b", "X", ["a"]), Op("c", "X"), Op("d", "X")])
 
     def test_parts_that_talk_end_behind_one_switch(self):
-        problem = Problem.build(self.talkers(), self.two_switches())
+        problem = Problem.build(self.talkers(), two_switches())
         unit_device = np.empty(problem.num_units, dtype=np.int64)
         for name, d in zip("abcd", (0, 2, 1, 3)):  # a and b across the uplinks
             unit_device[problem.unit[problem.graph.index[name]]] = d
@@ -74,7 +65,7 @@ class TestRouteMapping:
         assert sorted(perm.tolist()) == [0, 1, 2, 3]
 
     def test_no_swap_when_none_helps_or_on_the_flat_model(self):
-        problem = Problem.build(self.talkers(), self.two_switches())
+        problem = Problem.build(self.talkers(), two_switches())
         unit_device = np.empty(problem.num_units, dtype=np.int64)
         for name, d in zip("abcd", (0, 1, 2, 3)):
             unit_device[problem.unit[problem.graph.index[name]]] = d
