@@ -34,7 +34,19 @@ class Device:
     peak_flops : peak floating-point operations per second (FP32).
     memory_bandwidth : bytes per second between the device and its memory.
     memory_bytes : memory available for weights and activations.
-    op_overhead : fixed seconds per op (kernel launch, executor dispatch).
+    op_overhead : seconds added to every op's kernel (the gap between
+        back-to-back kernels; the plain roofline's fixed cost per op).
+    matrix_flops : peak rate of matrix ops (MatMul, convolutions...) as the
+        framework runs them, e.g. TF32 tensor cores; None: `peak_flops`.
+    matrix_efficiency : achieved / peak rate of matrix ops, their FLOPs counted as
+        direct multiply-adds (Winograd convolutions can take it above 1).
+    memory_efficiency : fraction of `memory_bandwidth` that ops achieve.
+    dispatch : host seconds to issue one op; an op holds the device for at
+        least this long (kernels queue, so dispatch overlaps the kernels).
+    fusion : element-wise chains run as one kernel, relabelling ops move no
+        bytes (XLA-style; `placer.cost_model`).
+
+    The optional fields' defaults give the plain roofline of `placer.cost_model`.
     """
 
     name: str
@@ -43,13 +55,33 @@ class Device:
     memory_bandwidth: float
     memory_bytes: float
     op_overhead: float = 0.0
+    matrix_flops: float | None = None
+    matrix_efficiency: float = 1.0
+    memory_efficiency: float = 1.0
+    dispatch: float = 0.0
+    fusion: bool = False
+
+    @property
+    def matrix_rate(self) -> float:
+        """FLOP/s that matrix ops achieve: ``matrix_flops`` (or ``peak_flops``) x ``matrix_efficiency``."""
+        return (self.peak_flops if self.matrix_flops is None else self.matrix_flops) * self.matrix_efficiency
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """The device in the JSON spec format; optional fields only where they differ from their defaults
+        (so a spec without them, and its fingerprint, read as before)."""
+        d: dict[str, Any] = {
             "name": self.name, "kind": self.kind, "peak_flops": self.peak_flops,
             "memory_bandwidth": self.memory_bandwidth, "memory_bytes": self.memory_bytes,
             "op_overhead": self.op_overhead,
         }
+        for key, default in _OPTIONAL_DEFAULTS.items():
+            if getattr(self, key) != default:
+                d[key] = getattr(self, key)
+        return d
+
+
+_OPTIONAL_DEFAULTS: dict[str, Any] = {"matrix_flops": None, "matrix_efficiency": 1.0, "memory_efficiency": 1.0,
+                                      "dispatch": 0.0, "fusion": False}
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,7 +297,25 @@ def _device_from_dict(d: Any, k: int, cluster: str) -> Device:
         memory_bandwidth=_positive(d.get("memory_bandwidth"), "'memory_bandwidth'", where),
         memory_bytes=_positive(d.get("memory_bytes"), "'memory_bytes'", where),
         op_overhead=_positive(d.get("op_overhead", 0.0), "'op_overhead'", where, allow_zero=True),
+        matrix_flops=None if d.get("matrix_flops") is None else _positive(d["matrix_flops"], "'matrix_flops'", where),
+        matrix_efficiency=_positive(d.get("matrix_efficiency", 1.0), "'matrix_efficiency'", where),
+        memory_efficiency=_fraction(d.get("memory_efficiency", 1.0), "'memory_efficiency'", where),
+        dispatch=_positive(d.get("dispatch", 0.0), "'dispatch'", where, allow_zero=True),
+        fusion=_flag(d.get("fusion", False), "'fusion'", where),
     )
+
+
+def _fraction(value: Any, what: str, where: str) -> float:
+    x = _positive(value, what, where)
+    if x > 1:
+        raise ClusterError(f"{where}: {what} must be a fraction in (0, 1], got {value!r}")
+    return x
+
+
+def _flag(value: Any, what: str, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise ClusterError(f"{where}: {what} must be true or false, got {value!r}")
+    return value
 
 
 def _link_from_dict(l: Any, where: str) -> Link:

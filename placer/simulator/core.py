@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 
 from placer.cluster import Cluster
-from placer.cost_model import op_time_matrix
+from placer.cost_model import op_time_matrix, resident_bytes
 from placer.dag import critical_path_length
 from placer.errors import PlacementError, PlacerError
 from placer.graph import OpGraph
@@ -136,6 +136,7 @@ class Simulator:
         self.s_off, self.s_idx = graph.successors
         (self.out_bytes, self.params, self.xfer_time, self.bandwidth, self.latency,
          self.memory_bytes) = graph_arrays(graph, cluster)
+        self.held = resident_bytes(graph, cluster)  # [n, D] bytes an output holds where it is produced
         self.routes = cluster.routes()  # the link directions each pair's transfers use (and share)
         # a shared thread pool (logical CPUs of one process) lets a device run several ops at once,
         # but never more than the pool's threads in the whole cluster
@@ -184,7 +185,7 @@ class Simulator:
         start, finish = np.empty(n), np.empty(n)
         x_start, x_end = np.empty((n, D)), np.empty((n, D))
         step, busy, peak, moved = kernel.simulate_one(
-            place, self.times, self.rank, self.p_off, self.p_idx, self.s_off, self.s_idx, self.out_bytes,
+            place, self.times, self.rank, self.p_off, self.p_idx, self.s_off, self.s_idx, self.out_bytes, self.held,
             self.xfer_time, self.bandwidth, self.latency, dev_params, start, finish, x_start, x_end,
             self.slots, self.pool, *self.routes,
         )
@@ -199,7 +200,7 @@ class Simulator:
         """Simulate K placements at once (``[K, num_ops]``); the reward loop of training."""
         places = check_assignment(np.atleast_2d(assignments), self.graph, self.cluster)
         steps, busy, peaks, moved = kernel.simulate_batch(
-            places, self.times, self.rank, self.p_off, self.p_idx, self.s_off, self.s_idx, self.out_bytes,
+            places, self.times, self.rank, self.p_off, self.p_idx, self.s_off, self.s_idx, self.out_bytes, self.held,
             self.xfer_time, self.bandwidth, self.latency, self.params, self.slots, self.pool, *self.routes,
         )
         return BatchResult(steps, busy, peaks, moved, (peaks > self.memory_bytes[None, :]).any(axis=1))

@@ -24,8 +24,10 @@ the tests hold the two to identical answers):
   On a one-hop route both are latency + bytes / bandwidth, the flat model's
   arithmetic. Transfers overlap with compute;
 - memory per device: a tensor lives from its producer's start until the last
-  of its local consumers finishes and its outgoing sends are done; a received
-  copy lives from the start of its transfer until its last consumer there
+  of its local consumers finishes and its outgoing sends are done, holding
+  its ``held`` bytes there (its output bytes, or none where the device fuses
+  it away: `placer.cost_model.resident_bytes`); a received copy holds its
+  output bytes from the start of its transfer until its last consumer there
   finishes. Frees at an instant happen before allocations at it.
 
 Heaps are hand-written over flat arrays because numba's typed containers cost
@@ -90,7 +92,7 @@ def _pop(ht, hk, hv, hw, base, size):
 
 
 @njit(cache=True)
-def simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer_time, bw, lat,
+def simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, held, xfer_time, bw, lat,
                  dev_params, start, finish, x_start, x_end, slots, pool, route_off, route_res, res_bw, res_lat):
     """Simulate one placement; fills `start`, `finish`, `x_start`, `x_end`.
 
@@ -102,6 +104,7 @@ def simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer
     p_off, p_idx : CSR of distinct producers.
     s_off, s_idx : CSR of distinct consumers.
     out_bytes : float64[n]; xfer_time : float64[n], < 0 where the link model applies.
+    held : float64[n, D] bytes op i's output holds on device d when produced there.
     bw, lat : float64[D, D] each route's bottleneck bandwidth and summed latency
         (what a shared pool's thread pays per crossing).
     dev_params : float64[D] weight bytes placed on each device.
@@ -201,7 +204,7 @@ def simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer
             busy[d] += dur_v
             running[d] += 1
             running_total += 1
-            cur[d] += out_bytes[v]
+            cur[d] += held[v, d]
             if cur[d] > peak[d]:
                 peak[d] = cur[d]
             esize = _push(et, ek, ev, ew, 0, esize, finish[v], rank[v], v, KIND_FINISH * D + d)
@@ -221,7 +224,7 @@ def simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer
                     u = p_idx[e]
                     refs[u, d] -= 1
                     if refs[u, d] == 0:
-                        cur[d] -= out_bytes[u]
+                        cur[d] -= held[u, d] if place[u] == d else out_bytes[u]
                 owed = 0
                 for e in range(s_off[v], s_off[v + 1]):
                     w = s_idx[e]
@@ -272,7 +275,7 @@ def simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer
                             esize = _push(et, ek, ev, ew, 0, esize, s, order + n * D, v, KIND_SEND * D + dw)
                 refs[v, d] += owed
                 if refs[v, d] == 0:
-                    cur[d] -= out_bytes[v]
+                    cur[d] -= held[v, d]
             elif kind == KIND_SEND:
                 cur[d] += out_bytes[v]
                 if cur[d] > peak[d]:
@@ -281,7 +284,7 @@ def simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer
                 src = place[v]
                 refs[v, src] -= 1
                 if refs[v, src] == 0:
-                    cur[src] -= out_bytes[v]
+                    cur[src] -= held[v, src]
                 for e in range(s_off[v], s_off[v + 1]):
                     w = s_idx[e]
                     if place[w] == d:
@@ -305,7 +308,7 @@ def simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer
 
 
 @njit(cache=True, parallel=True)
-def simulate_batch(places, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer_time, bw, lat, params,
+def simulate_batch(places, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, held, xfer_time, bw, lat, params,
                    slots, pool, route_off, route_res, res_bw, res_lat):
     """Simulate K placements (rows of `places`) in parallel; summaries only."""
     K, n = places.shape
@@ -323,7 +326,7 @@ def simulate_batch(places, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, x
         finish = np.empty(n)
         x_start = np.empty((n, D))
         x_end = np.empty((n, D))
-        s, b, p, mv = simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, xfer_time,
+        s, b, p, mv = simulate_one(place, times, rank, p_off, p_idx, s_off, s_idx, out_bytes, held, xfer_time,
                                    bw, lat, dev_params, start, finish, x_start, x_end, slots, pool,
                                    route_off, route_res, res_bw, res_lat)
         steps[k] = s

@@ -106,7 +106,7 @@ def simulate_reference(sim, assignment) -> tuple[float, np.ndarray, np.ndarray, 
         for w in succ[i]:
             last[place[w]] = max(last.get(place[w], -1.0), finish[w])
         own_free = max([finish[i], last.get(place[i], -1.0)] + [end for (op, _), (_, end) in sends.items() if op == i])
-        intervals.append((start[i], own_free, place[i], sim.out_bytes[i]))
+        intervals.append((start[i], own_free, place[i], sim.held[i, place[i]]))
         for (op, e), (s, end) in sends.items():
             if op == i:
                 intervals.append((s, max(last.get(e, -1.0), end), e, sim.out_bytes[i]))

@@ -30,6 +30,22 @@ def test_spec_round_trip():
     assert again.to_dict() == c.to_dict()
 
 
+def test_optional_device_fields_round_trip_and_are_left_out_at_their_defaults():
+    """A spec without them reads, writes and fingerprints as before; one with them keeps them."""
+    plain = Cluster.from_dict(SPEC)
+    assert set(plain.to_dict()["devices"][1]) == {"name", "kind", "peak_flops", "memory_bandwidth", "memory_bytes",
+                                                  "op_overhead"}
+    spec = json.loads(json.dumps(SPEC))
+    spec["devices"][1].update(matrix_flops=1.5e14, matrix_efficiency=1.15, memory_efficiency=0.9, dispatch=5e-6,
+                              fusion=True)
+    c = Cluster.from_dict(spec)
+    dev = c.devices[1]
+    assert (dev.matrix_rate, dev.memory_efficiency, dev.dispatch, dev.fusion) == (1.5e14 * 1.15, 0.9, 5e-6, True)
+    assert Cluster.from_dict(c.to_dict()).devices[1] == dev
+    assert c.fingerprint != plain.fingerprint
+    assert plain.devices[1].matrix_rate == plain.devices[1].peak_flops
+
+
 def test_link_matrices():
     bw, lat = Cluster.from_dict(SPEC).link_matrices()
     assert bw[1, 2] == bw[2, 1] == 5e10 and bw[0, 1] == 1e10 and lat[0, 0] == 0
@@ -49,6 +65,11 @@ def test_link_matrices():
     (lambda s: s["links"].append({"between": ["g1", "g0"], "bandwidth": 1}),
      r"link #1: devices 'g1' and 'g0' are already joined by link #0"),
     (lambda s: s["default_link"].update(between=["c", "g0"]), "default_link .* takes no 'between'"),
+    (lambda s: s["devices"][1].update(memory_efficiency=1.5), "device 'g0': 'memory_efficiency' must be a fraction"),
+    (lambda s: s["devices"][1].update(matrix_efficiency=0), "device 'g0': 'matrix_efficiency' must be positive"),
+    (lambda s: s["devices"][1].update(matrix_flops="fast"), "device 'g0': 'matrix_flops' must be a finite number"),
+    (lambda s: s["devices"][1].update(dispatch=-1e-6), "device 'g0': 'dispatch' must be non-negative"),
+    (lambda s: s["devices"][1].update(fusion="yes"), "device 'g0': 'fusion' must be true or false"),
 ])
 def test_errors_name_the_problem(change, message):
     spec = json.loads(json.dumps(SPEC))
