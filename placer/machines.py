@@ -4,8 +4,9 @@ Every builder returns a `Cluster` with a `placer.topology.Topology` and a
 ``meta["sources"]`` list saying where each figure comes from (``placer
 clusters NAME`` and ``GET /v1/clusters`` show it). `placer.presets` names
 all of them; the V100 machines (`v100_pcie_server`, `dgx1`) are ``2gpu`` ...
-``8gpu-nvlink``, and `flat_v100` builds the same devices in the idealised
-flat model (``2gpu-flat`` ...), as those presets were before topologies.
+``8gpu-nvlink``, and `flat_v100` builds the V100 machines in the idealised
+flat model (``2gpu-flat`` ...), devices and links as those presets were
+before topologies and op costs by class.
 
 Conventions:
 
@@ -18,10 +19,12 @@ Conventions:
 - the host CPU is one TensorFlow device (``/device:CPU:0``) joined to every
   socket by that socket's memory (its DRAM bandwidth), so a GPU reaches host
   memory through its own socket;
-- GPU memory: the card's memory less about 1.5 GiB for the CUDA context and
-  TensorFlow's reserve (as the V100 presets keep 15 of 16 GiB);
-- per-op overhead as the V100 presets model it (5 us on a GPU, 2 us on the
-  CPU) until the dispatch model of #45 replaces it.
+- GPU memory: what TensorFlow's allocator gets (V100 16 GB: 14,684 MiB, from
+  its log); the 80 GB cards' 78 GiB is the card's memory less about 1.5 GiB
+  for the CUDA context and TensorFlow's reserve;
+- GPU op costs by class with dispatch and fusion (`GPU_COSTS`, matrix rates
+  and efficiencies, sources in `GPU_COST_SOURCES`; docs/simulator.md); the
+  host CPU keeps the plain roofline with 2 us per op.
 """
 
 from __future__ import annotations
@@ -35,12 +38,39 @@ GIB = 2**30
 GB = 1e9
 US = 1e-6
 
-GPU_OP_OVERHEAD = 5e-6
 CPU_OP_OVERHEAD = 2e-6
+
+# GPU op costs (placer.cost_model, docs/simulator.md#op-costs); each figure's source in GPU_COST_SOURCES
+GPU_LAUNCH_GAP = 1.2e-6  # measured: back-to-back kernels replayed from a CUDA graph, H200
+GPU_DISPATCH = 5e-6  # host time to issue one op (TensorFlow executor + cudaLaunchKernel)
+GPU_MEMORY_EFFICIENCY = 0.9  # measured: fp32 add 4.28-4.36 of 4.8 TB/s on H200
+FP32_MATRIX_EFFICIENCY = 1.3  # FP32 matrix ops (no tensor cores), fitted to the V100 calibration rows
+A100_TF32 = 156e12  # dense TF32 tensor cores (datasheet)
+A100_TF32_EFFICIENCY = 0.35  # fitted to the calibration table's A100 TF32 row
+H100_TF32 = 494.5e12  # dense TF32 tensor cores, H100 SXM5 (datasheet: 989 with sparsity)
+H100_TF32_EFFICIENCY = 0.4  # fitted to the calibration table's H200 TF32 rows
+GPU_COSTS = dict(op_overhead=GPU_LAUNCH_GAP, dispatch=GPU_DISPATCH, memory_efficiency=GPU_MEMORY_EFFICIENCY,
+                 fusion=True)
+
+GPU_COST_SOURCES = [
+    "op costs by class (docs/simulator.md#op-costs): launch gap 1.2 us = kernels replayed from a CUDA graph, "
+    "2000 tiny ops; eager PyTorch issues one op every 8.4 us, a launch + sync round trip 16.5 us; achieved "
+    "memory bandwidth 0.9 = fp32 add of 2^26-2^28 elements at 4.28-4.36 TB/s of 4.8 (measured on a lent H200 "
+    "by python -m bench.gpu_facts, bench/results/gpu_facts_h200.json); dispatch 5 us per op on the host "
+    "(TensorFlow's executor + cudaLaunchKernel, the per-op figure these presets charged before); XLA-style "
+    "fusion of element-wise chains (NVIDIA's published TensorFlow runs use XLA or fused kernels)",
+    "matrix ops: TensorFlow (2.4+) runs MatMul and convolutions on TF32 tensor cores on Ampere and Hopper by "
+    "default; V100 in FP32. Achieved efficiencies fitted to bench/results/calibration.json "
+    "(python -m bench.bench_calibration): FP32 1.3 of peak, fitted to the V100 rows (cuDNN's Winograd 3x3 "
+    "convolutions beat the direct-FLOP rate: 88-90 TFLOP/s measured on H200's 67 FP32 peak, while its 1x1 "
+    "and 7x7 convolutions reach 17-32; the factor also absorbs part of the element-wise time of the unfused "
+    "Keras batch norm), A100 TF32 0.35 of 156, H100 TF32 0.4 of 494.5 (measured on H200: TF32 convolutions "
+    "20-243 TFLOP/s, large matmuls 388-408)",
+]
 
 # ---------------------------------------------------------------------------------------------- DGX A100
 A100_SXM4_80GB = dict(kind="gpu", peak_flops=19.5e12, memory_bandwidth=2039e9, memory_bytes=78 * GIB,
-                      op_overhead=GPU_OP_OVERHEAD)
+                      matrix_flops=A100_TF32, matrix_efficiency=A100_TF32_EFFICIENCY, **GPU_COSTS)
 EPYC_7742_X2 = dict(kind="cpu", peak_flops=2 * 64 * 2.25e9 * 32, memory_bandwidth=2 * 204.8e9,
                     memory_bytes=2048 * GIB, op_overhead=CPU_OP_OVERHEAD)
 A100_NVLINK3 = 272 * GB  # measured p2p writes (12 links x 25 GB/s = 300 GB/s nominal per direction)
@@ -80,7 +110,7 @@ def _gpu_name(node: int | None, i: int, kind: str = "GPU") -> str:
 
 
 def _dgx_node(node: int | None, gpu: dict, host: dict, nvlink: float, pcie: float, ddr: float, socket_link: float,
-              nic_bw: float, nic_kind: str, pcie_kind: str, nvlink_kind: str,
+              nic_bw: float, nic_kind: str, pcie_kind: str, nvlink_kind: str, port_latency: float = PCIE_PORT_LATENCY,
               ) -> tuple[list[Device], list[Switch], list[TopoLink]]:
     """One DGX-style node: 8 GPUs on one NVSwitch fabric, 4 PCIe switches of 2 GPUs + 2 NICs, 2 sockets.
 
@@ -99,7 +129,7 @@ def _dgx_node(node: int | None, gpu: dict, host: dict, nvlink: float, pcie: floa
         switches.append(Switch(name, "pcie-switch"))
         links.append(TopoLink(name, f"{p}socket{sw // 2}", pcie, HOP_LATENCY, f"{pcie_kind} uplink"))
         for i in (2 * sw, 2 * sw + 1):
-            links.append(TopoLink(_gpu_name(node, i), name, pcie, PCIE_PORT_LATENCY, pcie_kind))
+            links.append(TopoLink(_gpu_name(node, i), name, pcie, port_latency, pcie_kind))
             switches.append(Switch(f"{p}nic{i}", nic_kind))
             links.append(TopoLink(f"{p}nic{i}", name, pcie, HOP_LATENCY, pcie_kind))
     for i in range(8):
@@ -146,11 +176,12 @@ def two_dgx_a100(name: str = "2x-dgx-a100") -> Cluster:
 
 # ---------------------------------------------------------------------------------------------- DGX H100
 H100_SXM5_80GB = dict(kind="gpu", peak_flops=67e12, memory_bandwidth=3350e9, memory_bytes=78 * GIB,
-                      op_overhead=GPU_OP_OVERHEAD)
+                      matrix_flops=H100_TF32, matrix_efficiency=H100_TF32_EFFICIENCY, **GPU_COSTS)
 XEON_8480C_X2 = dict(kind="cpu", peak_flops=2 * 56 * 2.0e9 * 64, memory_bandwidth=2 * 307.2e9,
                      memory_bytes=2048 * GIB, op_overhead=CPU_OP_OVERHEAD)
 H100_NVLINK4 = 376 * GB  # measured p2p writes (450 GB/s nominal per direction)
-H100_PCIE5 = 44 * GB  # mean of measured host->device 35.2 and device->host 52.8 GB/s
+H100_PCIE5 = 54 * GB  # measured pinned cudaMemcpy over PCIe 5.0 x16: 53.7 host->device, 54.6 device->host
+H100_PCIE_PORT_LATENCY = 3.6 * US  # measured 4-byte pinned copy 4.0-4.2 us, less the switch uplink's hop
 XEON_UPI = 4 * 32 * GB  # four UPI 2.0 links at 16 GT/s, per direction
 XEON_DDR5 = 307.2 * GB  # 8 channels DDR5-4800 per socket
 NDR_IB = 50 * GB  # ConnectX-7 400 Gb/s per direction
@@ -164,31 +195,47 @@ DGX_H100_SOURCES = [
     "NVIDIA H100 SXM5 datasheet: 67 TFLOP/s FP32, 3.35 TB/s HBM3",
     "NVLink 4 376 GB/s per direction: p2pBandwidthLatencyTest unidirectional P2P writes on HGX H100 SXM "
     "(371-377 GB/s, github.com/NVIDIA/nccl/issues/1264)",
-    "PCIe 5.0 x16 44 GB/s: mean of nvbandwidth host_to_device_memcpy_sm 35.2 and device_to_host_memcpy_sm "
-    "52.8 GB/s on an 8x H100 system (github.com/NVIDIA/nvbandwidth/issues/24); p2pBandwidthLatencyTest with "
-    "P2P disabled (through the host) 36-38 GB/s on HGX H100 (github.com/NVIDIA/nccl/issues/1264)",
+    "PCIe 5.0 x16 54 GB/s per direction and 4.1 us a small copy: measured on a lent NVIDIA H200 (same PCIe 5.0 "
+    "x16 port as the H100 SXM5) by python -m bench.gpu_facts (bench/results/gpu_facts_h200.json; PyTorch 2.11, "
+    "CUDA 13): pinned cudaMemcpy of 1 GiB 53.7 GB/s host->device and 54.6 device->host, 4-byte pinned copies "
+    "4.0-4.2 us, pageable 5.6-15 GB/s; both directions at once 86 GB/s in total (near full duplex: one link per "
+    "direction), two host->device copies at once 53.5 GB/s in total (one port shared). Used rather than the "
+    "44 GB/s mean of nvbandwidth's SM-driven copies on an 8x H100 system (host_to_device_memcpy_sm 35.2, "
+    "device_to_host_memcpy_sm 52.8 GB/s, github.com/NVIDIA/nvbandwidth/issues/24), because TensorFlow copies "
+    "tensors with the copy engines (cudaMemcpyAsync of pinned buffers), which the measurement times, and both "
+    "directions agree at 85-87% of the 63 GB/s signalling rate, as PCIe 3.0 and 4.0 copies do (12 of 15.75, "
+    "25.1 of 31.5); p2pBandwidthLatencyTest with P2P disabled (through the host) 36-38 GB/s on HGX H100 "
+    "(github.com/NVIDIA/nccl/issues/1264) crosses PCIe twice. The H200 sat directly on its host's root port, "
+    "not behind a DGX's PCIe switch",
     "Intel Xeon Platinum 8480C: 56 cores, 2.0 GHz base, AVX-512 with 2 FMA units (64 FP32 FLOP/cycle/core): "
     "7.2 TFLOP/s per socket; 8 channels DDR5-4800: 307.2 GB/s per socket; 4 UPI 2.0 links at 16 GT/s "
     "(32 GB/s per direction each, nominal, not measured)",
     "ConnectX-7: 400 Gb/s = 50 GB/s per direction (datasheet)",
-    "latency as in dgx-a100 (approximate, not measured on H100)",
+    "latency: PCIe port 3.6 us so that a GPU <-> host route sums to the measured 4.1 us; NVLink, socket and NIC "
+    "hops as in dgx-a100 (approximate)",
 ]
 
 
 def dgx_h100(name: str = "dgx-h100") -> Cluster:
     """NVIDIA DGX H100: 8 x H100 80 GB SXM5 on NVSwitch (NVLink 4), PCIe 5.0 to 2 Intel Xeon 8480C sockets."""
     devices, switches, links = _dgx_node(None, H100_SXM5_80GB, XEON_8480C_X2, H100_NVLINK4, H100_PCIE5, XEON_DDR5,
-                                         XEON_UPI, NDR_IB, "nic-cx7-ndr", "pcie5-x16", "nvlink4-x18")
+                                         XEON_UPI, NDR_IB, "nic-cx7-ndr", "pcie5-x16", "nvlink4-x18",
+                                         port_latency=H100_PCIE_PORT_LATENCY)
     return Cluster(name, devices, topology=Topology(switches, links), meta=_meta(
         "NVIDIA DGX H100: host CPU (2x Xeon 8480C) + 8x H100 80 GB SXM5, NVLink 4 via NVSwitch, PCIe 5.0",
         DGX_H100_SOURCES))
 
 
 # ---------------------------------------------------------------------------------------------- V100 machines
-V100_PCIE = dict(kind="gpu", peak_flops=14.0e12, memory_bandwidth=900e9, memory_bytes=15 * GIB,
-                 op_overhead=GPU_OP_OVERHEAD)
-V100_SXM2 = dict(kind="gpu", peak_flops=15.7e12, memory_bandwidth=900e9, memory_bytes=15 * GIB,
-                 op_overhead=GPU_OP_OVERHEAD)
+V100_MEMORY = 14684 * 2**20  # what TensorFlow's allocator gets on a V100 16 GB (V100_SOURCES)
+V100_PCIE_ROOFLINE = dict(kind="gpu", peak_flops=14.0e12, memory_bandwidth=900e9, memory_bytes=15 * GIB,
+                          op_overhead=5e-6)
+V100_SXM2_ROOFLINE = dict(V100_PCIE_ROOFLINE, peak_flops=15.7e12)
+"""The V100s as every preset had them before op costs by class (plain roofline, 5 us per op, 15 GiB):
+the ``-flat`` presets keep them, so that step times published with those stay reproducible."""
+V100_PCIE = dict(V100_PCIE_ROOFLINE, memory_bytes=V100_MEMORY, matrix_efficiency=FP32_MATRIX_EFFICIENCY,
+                 **GPU_COSTS)
+V100_SXM2 = dict(V100_PCIE, peak_flops=15.7e12)
 E5_2698V4_X2 = dict(kind="cpu", peak_flops=2.8e12, memory_bandwidth=153.6e9, memory_bytes=256 * GIB,
                     op_overhead=CPU_OP_OVERHEAD)
 PCIE3 = 12 * GB  # pinned cudaMemcpy over PCIe 3.0 x16
@@ -197,7 +244,9 @@ E5_QPI = 2 * 19.2 * GB  # two QPI links at 9.6 GT/s, per direction
 NVLINK2 = 25 * GB  # one NVLink 2 link, per direction
 
 V100_SOURCES = [
-    "NVIDIA V100 datasheet: PCIe card 14 TFLOP/s FP32, SXM2 15.7 TFLOP/s, 900 GB/s HBM2, 16 GB (15 GiB usable)",
+    "NVIDIA V100 datasheet: PCIe card 14 TFLOP/s FP32, SXM2 15.7 TFLOP/s, 900 GB/s HBM2, 16 GB; TensorFlow's "
+    "allocator gets 14,684 MiB of it (TF 2.6 log on a V100-SXM2-16GB: 'Created device ... with 14684 MB memory', "
+    "keras-team/keras-io examples/vision/md/swin_transformers.md; TF 1.13 logs show 14,827-14,839 MiB)",
     "host: 2x Intel Xeon E5-2698 v4 (20 cores, 2.2 GHz, AVX2 2 FMA: 1.4 TFLOP/s per socket; 4 channels "
     "DDR4-2400: 76.8 GB/s per socket; 2 QPI links at 9.6 GT/s: 38.4 GB/s per direction), the DGX-1 host",
     "PCIe 3.0 x16: 12 GB/s pinned cudaMemcpy (CUDA samples' bandwidthTest), about 10 us per small copy",
@@ -278,9 +327,9 @@ def flat_v100(n_gpus: int, nvlink: bool = False) -> Cluster:
     pairs, each taken as one link), PCIe 3.0 x16 for every other pair. Nothing
     is shared, so these step times are lower than the topology presets' for
     placements that move much data; they are the V100 presets' numbers from
-    before topologies.
+    before topologies and before op costs by class (`V100_PCIE_ROOFLINE`).
     """
-    gpu = V100_SXM2 if nvlink else V100_PCIE
+    gpu = V100_SXM2_ROOFLINE if nvlink else V100_PCIE_ROOFLINE
     devices = [Device("/device:CPU:0", **E5_2698V4_X2)]
     devices += [Device(f"/device:GPU:{i}", **gpu) for i in range(n_gpus)]
     links = {}
@@ -294,8 +343,11 @@ def flat_v100(n_gpus: int, nvlink: bool = False) -> Cluster:
     return Cluster(f"{n_gpus}gpu{suffix}", devices, links, default_link=FLAT_PCIE3, meta={
         "description": f"host CPU + {n_gpus} x NVIDIA V100 {'SXM2' if nvlink else 'PCIe'} 16 GB, every pair its own "
                        f"link ({interconnect}): the idealised flat model",
-        "sources": list(V100_SOURCES), "model": "flat (every pair its own link; docs/clusters.md)"})
+        "sources": list(V100_SOURCES) + [
+            "devices as before op costs by class: plain FP32 roofline, 5 us per op, 15 GiB (V100_PCIE_ROOFLINE)"],
+        "model": "flat (every pair its own link; docs/clusters.md)"})
 
 
 def _meta(description: str, sources: list[str]) -> dict[str, Any]:
-    return {"description": description, "sources": list(sources), "model": "topology (docs/topology.md)"}
+    return {"description": description, "sources": list(sources) + GPU_COST_SOURCES,
+            "model": "topology (docs/topology.md)"}

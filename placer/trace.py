@@ -52,8 +52,8 @@ def memory_timeline(graph: OpGraph, assignment: np.ndarray, result: SimResult
     """Bytes live on each device over the step, by the simulator's memory rules.
 
     The rules are those of `placer.simulator.kernel`: a tensor lives on its
-    producer's device from the producer's start until its last local consumer
-    has finished and its last send has arrived; a received copy lives from its
+    producer's device (holding ``result.held`` bytes there) from the producer's
+    start until its last local consumer has finished and its last send has arrived; a received copy lives from its
     transfer's start until its last consumer on that device finishes; weights
     live throughout. At one instant frees come before allocations, and each
     instant is reported once, with the level after everything at it.
@@ -90,7 +90,8 @@ def memory_timeline(graph: OpGraph, assignment: np.ndarray, result: SimResult
     dev = np.concatenate([place, dst_dev])
     alloc = np.concatenate([result.start, result.transfer_start[src_op, dst_dev]])
     free = np.concatenate([home_free, last_read[src_op, dst_dev]])
-    size = np.concatenate([out_bytes, out_bytes[src_op]])
+    home_size = out_bytes if result.held is None else result.held[np.arange(n), place]
+    size = np.concatenate([home_size, out_bytes[src_op]])
     timelines = []
     for d in range(D):
         mine = (dev == d) & (size > 0)

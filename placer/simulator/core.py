@@ -81,6 +81,8 @@ class SimResult:
     lower_bound : no placement of this graph on this cluster can be faster.
     start, finish : seconds, per op (graph order).
     transfer_start, transfer_end : [num_ops, num_devices], -1 where op i sends nothing to device j.
+    held : [num_ops, num_devices] bytes op i's output holds on device j when produced there
+        (`placer.cost_model.resident_bytes`); None: its output bytes.
     """
 
     step_time: float
@@ -94,6 +96,7 @@ class SimResult:
     finish: np.ndarray
     transfer_start: np.ndarray
     transfer_end: np.ndarray
+    held: np.ndarray | None = None
 
 
 @dataclass
@@ -193,7 +196,7 @@ class Simulator:
             step_time=float(step), busy=busy, peak_memory=peak, memory_bytes=self.memory_bytes,
             bytes_moved=float(moved), oom=bool((peak > self.memory_bytes).any()),
             lower_bound=self.lower_bound, start=start, finish=finish,
-            transfer_start=x_start, transfer_end=x_end,
+            transfer_start=x_start, transfer_end=x_end, held=self.held,
         )
 
     def run_batch(self, assignments: np.ndarray) -> BatchResult:

@@ -204,10 +204,15 @@ class TestMachines:
         (machines.v100_pcie_server, 2, "2gpu"), (machines.v100_pcie_server, 4, "4gpu"),
         (machines.v100_pcie_server, 8, "8gpu"), (machines.dgx1, 4, "4gpu-nvlink"), (machines.dgx1, 8, "8gpu-nvlink")])
     def test_v100_presets_are_topologies_with_the_flat_presets_devices(self, build, n, name):
+        """The same GPUs and rates; the -flat presets keep the plain roofline they had (5 us per op, 15 GiB)."""
         topo, flat = presets.get(name), presets.get(f"{name}-flat")
         assert topo.name == name and topo.topology is not None and flat.topology is None
         assert [d.to_dict() for d in topo.devices] == [d.to_dict() for d in build(n).devices]
-        assert [d.to_dict() for d in topo.devices] == [d.to_dict() for d in flat.devices]
+        rates = [(d.name, d.kind, d.peak_flops, d.memory_bandwidth) for d in topo.devices]
+        assert rates == [(d.name, d.kind, d.peak_flops, d.memory_bandwidth) for d in flat.devices]
+        old = machines.V100_SXM2_ROOFLINE if "nvlink" in name else machines.V100_PCIE_ROOFLINE
+        assert all(d.to_dict() == {"name": d.name, **old} for d in flat.devices if d.kind == "gpu")
+        assert all(d.fusion and d.dispatch > 0 for d in topo.devices if d.kind == "gpu")
 
     def test_dgx1_nvlink_pairs(self):
         c = machines.dgx1(8)
