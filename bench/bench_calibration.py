@@ -11,10 +11,12 @@ that GPU's usable memory (`usable_memory`).
 Rows:
 
 - published: TensorFlow training throughput on one GPU, each with its source;
-- measured: ``python -m bench.gpu_facts`` on a lent NVIDIA H200 (PyTorch
-  eager, cudnn.benchmark; bench/results/gpu_facts_h200.json), against the
-  ``dgx-h100`` GPU: the H200 has the H100 SXM's compute and 1.43x its memory
-  bandwidth (4.8 against 3.35 TB/s), so memory-bound work runs faster there.
+- measured: ``python -m bench.gpu_facts`` on a lent NVIDIA H100 80GB HBM3,
+  the ``dgx-h100`` preset's GPU (bench/results/gpu_facts_h100.json), and on
+  a lent H200 (gpu_facts_h200.json; PyTorch eager, cudnn.benchmark), both
+  against the ``dgx-h100`` GPU: the H200 has the H100 SXM's compute and 1.43x
+  its memory bandwidth (4.8 against 3.35 TB/s), so memory-bound work runs
+  faster there.
 
 A row's ``mode`` says which rates its matrix ops use: ``preset`` (the
 preset's, TF32 on A100 and H100 as TensorFlow runs them by default) or
@@ -61,6 +63,7 @@ LAMBDA = ("https://github.com/LambdaColdStorage/lambda-tensorflow-benchmark/blob
           "70dcdbdd13ce5281d830950175fe6b35a0eddaa5/summary/tf-train-throughput-fp32.csv and "
           "summary/tf-train-bs-fp32.csv (tf_cnn_benchmarks, synthetic data)")
 GPU_FACTS = "python -m bench.gpu_facts (bench/results/gpu_facts_h200.json)"
+GPU_FACTS_H100 = "python -m bench.gpu_facts (bench/results/gpu_facts_h100.json)"
 
 PUBLISHED = [
     dict(model="resnet50", batch=128, precision="FP32 + XLA", framework="TensorFlow 1.15 (NGC 20.06)",
@@ -93,6 +96,7 @@ PUBLISHED = [
 ]
 
 H200 = "H200 (H100 compute, 1.43x memory bandwidth) vs dgx-h100 GPU"
+H100 = "H100 80GB HBM3 (the dgx-h100 preset's GPU)"
 H200_BANDWIDTH = 4.8e12
 """The H200's HBM3e (datasheet); ``ratio_with_h200_bandwidth`` simulates the dgx-h100 GPU with it."""
 MEASURED = [
@@ -100,6 +104,12 @@ MEASURED = [
     dict(model="resnet50", batch=128, precision="TF32", step_s=0.06177, mode="preset"),
     dict(model="inception_v3", batch=128, precision="TF32", step_s=0.11415, mode="preset"),
     dict(model="vgg16", batch=64, precision="TF32", step_s=0.04787, mode="preset"),
+]
+MEASURED_H100 = [
+    dict(model="resnet50", batch=128, precision="FP32 (TF32 off)", step_s=0.13582, mode="fp32"),
+    dict(model="resnet50", batch=128, precision="TF32", step_s=0.07200, mode="preset"),
+    dict(model="inception_v3", batch=128, precision="TF32", step_s=0.12397, mode="preset"),
+    dict(model="vgg16", batch=64, precision="TF32", step_s=0.05330, mode="preset"),
 ]
 MEASURED_NOT_SIMULATED = [
     dict(model="LSTM LM 4x1024, seq 40, vocab 32k", batch=128, precision="TF32", step_s=0.0158),
@@ -162,6 +172,12 @@ def main(argv: list[str] | None = None) -> int:
                          ratio_with_h200_bandwidth=with_h200_bandwidth / r["step_s"],
                          ops=n, peak_memory_gib=peak / GIB, usable_memory_gib=usable_memory(139.8) / GIB,
                          oom=peak > usable_memory(139.8)))
+    for r in MEASURED_H100:
+        sim, peak, n = simulate(r["model"], r["batch"], "dgx-h100", r["mode"])
+        rows.append(dict(r, kind="measured", framework="PyTorch 2.11 eager, CUDA 13", gpu=H100, preset="dgx-h100",
+                         source=GPU_FACTS_H100, real_step_s=r["step_s"], simulated_step_s=sim,
+                         ratio=sim / r["step_s"], ops=n, peak_memory_gib=peak / GIB,
+                         usable_memory_gib=usable_memory(79.19) / GIB, oom=peak > usable_memory(79.19)))
     within = [0.67 <= row["ratio"] <= 1.5 for row in rows]
     result = {
         "rows": rows,
@@ -174,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     for row in rows:
         flag = "" if 0.67 <= row["ratio"] <= 1.5 else "  MISS"
-        h200 = f"  (x{row['ratio_with_h200_bandwidth']:.2f} at 4.8 TB/s)" if row["kind"] == "measured" else ""
+        h200 = f"  (x{row['ratio_with_h200_bandwidth']:.2f} at 4.8 TB/s)" if "ratio_with_h200_bandwidth" in row else ""
         print(f"{row['kind']:9s} {row['model']:13s} b{row['batch']:<4d} {row['precision']:24s} {row['gpu'][:24]:24s} "
               f"real {row['real_step_s'] * 1e3:7.1f} ms  sim {row['simulated_step_s'] * 1e3:7.1f} ms  "
               f"x{row['ratio']:.2f}  peak {row['peak_memory_gib']:.1f}/{row['usable_memory_gib']:.1f} GiB"

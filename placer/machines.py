@@ -56,7 +56,8 @@ GPU_COST_SOURCES = [
     "op costs by class (docs/simulator.md#op-costs): launch gap 1.2 us = kernels replayed from a CUDA graph, "
     "2000 tiny ops; eager PyTorch issues one op every 8.4 us, a launch + sync round trip 16.5 us; achieved "
     "memory bandwidth 0.9 = fp32 add of 2^26-2^28 elements at 4.28-4.36 TB/s of 4.8 (measured on a lent H200 "
-    "by python -m bench.gpu_facts, bench/results/gpu_facts_h200.json); dispatch 5 us per op on the host "
+    "by python -m bench.gpu_facts, bench/results/gpu_facts_h200.json; on a lent H100 80GB HBM3 1.25 us, 7.8 us "
+    "and 0.90 = 3.03 of 3.35 TB/s, gpu_facts_h100.json); dispatch 5 us per op on the host "
     "(TensorFlow's executor + cudaLaunchKernel, the per-op figure these presets charged before); XLA-style "
     "fusion of element-wise chains (NVIDIA's published TensorFlow runs use XLA or fused kernels)",
     "matrix ops: TensorFlow (2.4+) runs MatMul and convolutions on TF32 tensor cores on Ampere and Hopper by "
@@ -205,8 +206,9 @@ DGX_H100_SOURCES = [
     "tensors with the copy engines (cudaMemcpyAsync of pinned buffers), which the measurement times, and both "
     "directions agree at 85-87% of the 63 GB/s signalling rate, as PCIe 3.0 and 4.0 copies do (12 of 15.75, "
     "25.1 of 31.5); p2pBandwidthLatencyTest with P2P disabled (through the host) 36-38 GB/s on HGX H100 "
-    "(github.com/NVIDIA/nccl/issues/1264) crosses PCIe twice. The H200 sat directly on its host's root port, "
-    "not behind a DGX's PCIe switch",
+    "(github.com/NVIDIA/nccl/issues/1264) crosses PCIe twice. On a lent H100 80GB HBM3 (the preset's GPU; "
+    "bench/results/gpu_facts_h100.json) the same measurement gives 51.4 and 55.1 GB/s and 3.8-4.3 us. Both "
+    "GPUs sat directly on their hosts' root ports, not behind a DGX's PCIe switch",
     "Intel Xeon Platinum 8480C: 56 cores, 2.0 GHz base, AVX-512 with 2 FMA units (64 FP32 FLOP/cycle/core): "
     "7.2 TFLOP/s per socket; 8 channels DDR5-4800: 307.2 GB/s per socket; 4 UPI 2.0 links at 16 GT/s "
     "(32 GB/s per direction each, nominal, not measured)",
