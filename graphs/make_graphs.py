@@ -187,13 +187,13 @@ def forward_macs_per_example(model) -> float:
 
 
 def memory_check(g) -> dict:
-    """Peak memory of the step placed all on /device:GPU:0 of the 2gpu preset (15 GiB)."""
+    """Peak memory of the step placed all on /device:GPU:0 of the 2gpu-flat preset (plain roofline, 15 GiB)."""
     import numpy as np
 
     from placer import presets
     from placer.simulator import Simulator
 
-    cluster = presets.get("2gpu")
+    cluster = presets.get("2gpu-flat")
     gpu0 = [d.name for d in cluster.devices].index("/device:GPU:0")
     res = Simulator(g, cluster).run(np.full(len(g), gpu0, dtype=np.int64))
     return {"one_gpu_peak_memory": float(res.peak_memory[gpu0]), "one_gpu_fits_2gpu_preset": not res.oom,

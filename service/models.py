@@ -67,6 +67,12 @@ class DeviceSpec(BaseModel):
     memory_bandwidth: StrictFloat
     memory_bytes: StrictFloat
     op_overhead: StrictFloat = 0.0
+    # Optional op-cost fields (placer.cluster.Device says what each means; absent: its default).
+    matrix_flops: StrictFloat | None = None
+    matrix_efficiency: StrictFloat | None = None
+    memory_efficiency: StrictFloat | None = None
+    dispatch: StrictFloat | None = None
+    fusion: StrictBool | None = None
 
 
 # A link of an inline cluster spec (full duplex).

@@ -76,8 +76,11 @@ def test_trace_uses_the_cluster_the_placement_was_made_on(client, graph_id):
     """An inline cluster that keeps a preset's name (GET /v1/clusters' spec, edited and sent back) is traced
     on that spec, not on the preset: the trace ended at the preset's step time, not the placement's (#41)."""
     spec = next(c["spec"] for c in client.get("/v1/clusters").json()["data"] if c["name"] == "2gpu")
-    for device in spec["devices"]:
-        device["peak_flops"] /= 1000  # the same name, a much slower cluster
+    for device in spec["devices"]:  # the same name, a much slower cluster
+        for rate in ("peak_flops", "matrix_flops"):
+            if rate in device:
+                device[rate] /= 1000
+        device["dispatch"] = 1e-3  # tiny ops cost their dispatch, not their FLOPs
     p = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": spec, "method": "round_robin"}).json()
     preset = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": "2gpu",
                                                  "method": "round_robin"}).json()
