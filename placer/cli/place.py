@@ -68,8 +68,8 @@ def run(args) -> int:
     import placer.rl  # noqa: F401  (registers method rl)
 
     is_best = args.method == best.BEST
-    if not is_best:
-        registry.get(args.method)  # unknown method: fail before loading anything big
+    if not is_best and args.method not in registry.names():  # fail before loading anything big
+        raise PlacerError(f"unknown method {args.method!r}; methods: {', '.join(registry.names() + [best.BEST])}")
     if args.candidates is not None and not is_best:
         raise PlacerError(f"--candidates applies to method best, not {args.method!r}")
     names = None if args.candidates is None else [n.strip() for n in args.candidates.split(",") if n.strip()]
