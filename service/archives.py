@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from placer.errors import PlacerError
+from service.core.config import limit_named
 
 ZIP_MAGIC = b"PK\x03\x04"
 MAX_MEMBERS = 10_000
@@ -76,7 +77,7 @@ def checked_members(raw: bytes, max_bytes: int, where: str = "upload") -> list[z
         total += info.file_size
         if total > max_bytes:
             raise ArchiveTooLarge(f"{where}: the archive inflates to more than {max_bytes} bytes "
-                                  "(max_inflated_bytes)")
+                                  f"{limit_named('max_inflated_bytes')}")
         files.append(info)
     return files
 
@@ -144,7 +145,7 @@ def extract(raw: bytes, members: list[zipfile.ZipInfo], dest: Path, max_bytes: i
                         written += len(chunk)
                         if written > max_bytes:
                             raise ArchiveTooLarge(f"upload: the archive inflates to more than {max_bytes} bytes "
-                                                  "(max_inflated_bytes)")
+                                                  f"{limit_named('max_inflated_bytes')}")
                         out.write(chunk)
             except (zipfile.BadZipFile, zlib.error, EOFError) as e:
                 raise PlacerError(f"upload: archive member {info.filename!r} is corrupt ({e})") from None

@@ -37,7 +37,7 @@ from service.api.deps import UNAUTHORIZED, tenant_for
 from service.api.main import api_router
 from service.api.routes import docs, health, web
 from service.bodies import BodyParser, add_schemas
-from service.core.config import Settings
+from service.core.config import Settings, limit_named
 from service.graph_store import GraphStore
 from service.jobs import JobQueueFull, JobRunner
 from service.placing import warm_up
@@ -142,7 +142,7 @@ class AuthFirstMiddleware:
 
 
 def _too_large_text(limit: int) -> str:
-    return f"request body is over {limit} bytes (max_upload_bytes)"
+    return f"request body is over {limit} bytes {limit_named('max_upload_bytes')}"
 
 
 def _too_large(limit: int) -> JSONResponse:

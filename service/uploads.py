@@ -26,6 +26,7 @@ from typing import Any, Literal
 from placer.errors import InputShapeError, PlacerError
 from placer.graph import OpGraph
 from service import archives
+from service.core.config import limit_named
 from service.storage import GraphRecord
 
 log = logging.getLogger("placer.service")
@@ -70,7 +71,7 @@ def inflate(data: bytes, limit: int, where: str = "upload") -> bytes:
     except zlib.error as e:
         raise PlacerError(f"{where}: corrupt gzip data ({e})") from None
     if len(out) > limit:
-        raise PayloadTooLarge(f"{where}: inflates to more than {limit} bytes (max_inflated_bytes)")
+        raise PayloadTooLarge(f"{where}: inflates to more than {limit} bytes {limit_named('max_inflated_bytes')}")
     if not d.eof:
         raise PlacerError(f"{where}: truncated gzip data")
     if out[:2] == _GZIP_MAGIC:
@@ -129,7 +130,8 @@ def check_op_count(data: Any, max_ops: int, where: str = "graph") -> None:
     """Refuse a graph dict with more than `max_ops` nodes before validating it."""
     nodes = data.get("nodes") if isinstance(data, dict) else None
     if isinstance(nodes, list) and len(nodes) > max_ops:
-        raise PayloadTooLarge(f"{where}: has {len(nodes)} ops; this service accepts at most {max_ops} (max_ops)")
+        raise PayloadTooLarge(f"{where}: has {len(nodes)} ops; this service accepts at most {max_ops} "
+                              f"{limit_named('max_ops')}")
 
 
 def graph_from_upload(body: bytes, *, fmt: UploadFormat, name: str | None, content_type: str,

@@ -15,6 +15,12 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 LOOPBACK = "127.0.0.1"
+ENV_PREFIX = "PLACER_"
+
+
+def limit_named(setting: str) -> str:
+    """How a refusal names the limit it hit: the setting and the variable that raises it."""
+    return f"(setting {setting}; raise it with {ENV_PREFIX}{setting.upper()})"
 
 
 def _repo_graphs() -> Path | None:
@@ -26,7 +32,7 @@ def _repo_graphs() -> Path | None:
 class Settings(BaseSettings):
     """Configuration of the service (environment variables ``PLACER_<FIELD>``)."""
 
-    model_config = SettingsConfigDict(env_prefix="PLACER_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
 
     data_dir: Path = Path("./data")
     """Where the database, job folders and checkpoints live."""
