@@ -21,7 +21,7 @@ def test_rows_saved_and_resumed(tmp_path):
     assert set(rows) == {f"layered1k|2x-dgx-a100|{s}" for s in ("simulate", "m_topo", "grouping")}
     for row in rows.values():
         assert row["status"] == "ok" and row["ops"] == 1000
-        assert row["seconds"] >= 0 and row["peak_rss_mib"] >= row["base_rss_mib"] * 0.5 > 0
+        assert row["seconds"] >= 0 and row["peak_rss_mib"] > 0 and row["base_rss_mib"] > 0
     assert rows["layered1k|2x-dgx-a100|m_topo"]["step_time"] > 0
     saved = out.read_text()
     assert bench_scale.main(args) == 0
