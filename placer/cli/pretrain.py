@@ -48,6 +48,10 @@ def add_parser(sub) -> None:
     p.add_argument("--refine-teachers", type=float, default=None, metavar="S",
                    help="improve each training pair's teacher by S seconds of local search in the simulator "
                         "before imitating it (default {refine_teachers:g}; validation pairs keep theirs)")
+    p.add_argument("--world-sigma", type=float, default=None, metavar="S",
+                   help="robust training: half of each REINFORCE reward comes from a world drawn around the nominal "
+                        "one, op costs, bandwidths, latencies and GPU speed times lognormal factors of sigma S "
+                        "(default {world_sigma:g}: the nominal world alone)")
     p.add_argument("--init", metavar="POLICY",
                    help="start from this policy folder's weights, or 'shipped' for the package's own, instead of "
                         "random ones (pre-training continued; ignored by --resume, whose checkpoint holds the weights)")
@@ -101,7 +105,8 @@ def run(args) -> int:
     given = {k: v for k, v in (("groups", args.groups), ("samples", args.samples), ("hidden", args.hidden),
                                ("seed", args.seed), ("teachers", args.teachers and tuple(args.teachers)),
                                ("imitation_fraction", args.imitation_fraction), ("export", args.export),
-                               ("refine_teachers", args.refine_teachers), ("load_aware", args.load_aware),
+                               ("refine_teachers", args.refine_teachers), ("world_sigma", args.world_sigma),
+                               ("load_aware", args.load_aware),
                                ("kind_groups", args.kind_groups), ("balanced_groups", args.balanced_groups),
                                ("critical_groups", args.critical_groups))
              if v is not None}

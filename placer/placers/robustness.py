@@ -25,6 +25,10 @@ The worlds, in this order (each repeatable from `seed`):
 
 Memory sizes never change, so a placement fits in every world iff it fits in
 the nominal one.
+
+`random_world` draws worlds around the nominal one for training (``placer
+pretrain --world-sigma``), continuously rather than at these fixed points, so
+that a policy is not trained on the very worlds it is judged in.
 """
 
 from __future__ import annotations
@@ -106,6 +110,27 @@ def perturbed_worlds(graph: OpGraph, cluster: Cluster, n: int, seed: int = 0) ->
         dataclasses.replace(d, peak_flops=d.peak_flops * GPU_SPEEDUP) if d.kind == "gpu" else d
         for d in cluster.devices])
     yield World(f"gpu-x{GPU_SPEEDUP:g}", graph, faster, np.where(gpu[None, :], times / GPU_SPEEDUP, times))
+
+
+def random_world(graph: OpGraph, cluster: Cluster, times: np.ndarray, rng: np.random.Generator,
+                 sigma: float) -> World:
+    """A world drawn around the nominal one (`times` its compute seconds ``[num_ops, num_devices]``).
+
+    Every op's times on every device times one lognormal factor per op (sigma
+    `sigma`); every link's bandwidth times one factor (sigma `sigma`) and its
+    latency times another (sigma ``2 sigma``: latencies are the least known
+    figures); the GPUs' op times divided by one factor (sigma `sigma`).
+    Every factor has median 1, so the nominal world is the typical one.
+    """
+    if not (isinstance(sigma, (int, float)) and math.isfinite(sigma) and sigma >= 0):
+        raise ValueError(f"sigma must be a non-negative number, got {sigma!r}")
+    op_factor = rng.lognormal(0.0, sigma, size=len(graph))
+    bandwidth, latency, gpu_speed = (float(x) for x in rng.lognormal(0.0, [sigma, 2 * sigma, sigma]))
+    gpu = np.array([d.kind == "gpu" for d in cluster.devices])
+    scaled = times * op_factor[:, None]
+    scaled = np.where(gpu[None, :], scaled / gpu_speed, scaled)
+    return World("random", _scale_transfer_times(graph, 1.0 / bandwidth),
+                 scale_links(cluster, bandwidth=bandwidth, latency=latency), scaled)
 
 
 def rescore(worlds: list[World], assignments: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

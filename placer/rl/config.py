@@ -236,5 +236,10 @@ class PretrainConfig(RLConfig):
     """Heuristics whose best placement each environment imitates: those that take a second or two on 10k ops."""
     refine_teachers: float = setting(0.0, Rule("seconds", least=0))
     """Seconds of local search improving each training pair's teacher (0: the heuristics' own)."""
+    world_sigma: float = setting(0.0, Rule("number", least=0))
+    """Robust training: each REINFORCE step's reward is half the nominal world's, half that of one world drawn
+    around it (`placer.placers.robustness.random_world`: op costs, bandwidths, latencies and GPU speed times
+    lognormal factors of this sigma), so that the policy learns placements that stay fast when the model's
+    numbers are off. 0: the nominal world alone."""
     export: str = setting("validation", Rule("choice", choices=EXPORT_RULES))
     """What ``DIR/policy`` holds: the checkpoint fastest on the validation graphs, or the last; no training change."""

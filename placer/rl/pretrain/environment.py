@@ -25,6 +25,7 @@ from placer.grouping import Grouping, group_graph
 from placer.placement import Provenance
 from placer.placers import best
 from placer.placers.refine import REFINER, descend
+from placer.placers.robustness import random_world
 from placer.rl import reinforce
 from placer.rl.config import PretrainConfig, default_of
 from placer.rl.features import DecodeContext, decode_context, device_features, group_features
@@ -54,10 +55,21 @@ class Environment:
 
     def score(self, group_devices: np.ndarray, oom_penalty: float):
         """``(step_time [K], oom [K], reward [K])`` of placements of groups ``[K, G]``."""
-        res = self.sim.run_batch(self.grouping.expand(group_devices))
-        overflow = np.max(res.peak_memory / self.sim.memory_bytes[None, :] - 1.0, axis=1)
-        return res.step_time, res.oom, reinforce.rewards(res.step_time, res.oom, overflow, self.sim.lower_bound,
-                                                         oom_penalty)
+        return _score(self.sim, self.grouping.expand(group_devices), oom_penalty)
+
+    def world_rewards(self, group_devices: np.ndarray, oom_penalty: float, rng: np.random.Generator,
+                      sigma: float) -> np.ndarray:
+        """Rewards ``[K]`` of placements of groups ``[K, G]`` in one world drawn around the nominal one
+        (`placer.placers.robustness.random_world`), scaled by that world's own lower bound."""
+        world = random_world(self.graph, self.cluster, self.sim.times, rng, sigma)
+        sim = Simulator(world.graph, world.cluster, times=world.times)
+        return _score(sim, self.grouping.expand(group_devices), oom_penalty)[2]
+
+
+def _score(sim: Simulator, assignments: np.ndarray, oom_penalty: float):
+    res = sim.run_batch(assignments)
+    overflow = np.max(res.peak_memory / sim.memory_bytes[None, :] - 1.0, axis=1)
+    return res.step_time, res.oom, reinforce.rewards(res.step_time, res.oom, overflow, sim.lower_bound, oom_penalty)
 
 
 def env_key(graph: OpGraph, cluster: Cluster) -> str:

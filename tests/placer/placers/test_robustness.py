@@ -10,7 +10,7 @@ from placer.cluster import Cluster, Device, Link
 from placer.graph import Op, OpGraph
 from placer.placers import registry
 from placer.placers.best import rank
-from placer.placers.robustness import perturbed_worlds, rescore, robustness, scale_links
+from placer.placers.robustness import perturbed_worlds, random_world, rescore, robustness, scale_links
 from placer.synthetic import layered_graph
 
 DEV = {"peak_flops": 1e13, "memory_bandwidth": 9e11, "memory_bytes": 1.6e10}
@@ -156,3 +156,32 @@ def test_without_a_heuristic_the_ratios_are_none():
 def test_n_is_checked():
     with pytest.raises(ValueError, match="non-negative integer"):
         next(perturbed_worlds(layered_graph(10), presets.get("2gpu"), -1))
+
+
+def test_a_random_world_scales_costs_links_and_gpus_around_the_nominal_one():
+    graph = layered_graph(40, seed=3)
+    cluster = presets.get("4gpu")
+    times = worlds(graph, cluster)["nominal"].times
+    w = random_world(graph, cluster, times, np.random.default_rng(5), 0.3)
+    again = random_world(graph, cluster, times, np.random.default_rng(5), 0.3)
+    np.testing.assert_array_equal(w.times, again.times)
+    gpu = np.array([d.kind == "gpu" for d in cluster.devices])
+    ratio = w.times / times
+    # one factor per op, the GPUs' columns divided by one more factor
+    np.testing.assert_allclose(ratio[:, ~gpu], ratio[:, ~gpu][:, :1].repeat((~gpu).sum(), axis=1))
+    gpu_speed = ratio[:, ~gpu][:, 0] / ratio[:, gpu][:, 0]
+    np.testing.assert_allclose(gpu_speed, gpu_speed[0])
+    bandwidth = {l.bandwidth / n.bandwidth for l, n in zip(w.cluster.topology.links, cluster.topology.links)}
+    latency = {l.latency / n.latency for l, n in zip(w.cluster.topology.links, cluster.topology.links) if n.latency > 0}
+    assert len({round(b, 9) for b in bandwidth}) == 1 and len({round(x, 9) for x in latency}) == 1
+    assert [d.memory_bytes for d in w.cluster.devices] == [d.memory_bytes for d in cluster.devices]
+
+
+def test_sigma_zero_is_the_nominal_world_and_a_bad_sigma_is_refused():
+    graph, cluster = layered_graph(20, seed=1), two_gpus(latency=1e-5)
+    times = worlds(graph, cluster)["nominal"].times
+    w = random_world(graph, cluster, times, np.random.default_rng(0), 0.0)
+    np.testing.assert_array_equal(w.times, times)
+    assert w.cluster.default_link == cluster.default_link
+    with pytest.raises(ValueError, match="sigma"):
+        random_world(graph, cluster, times, np.random.default_rng(0), -0.1)

@@ -1,5 +1,7 @@
 """Pre-training over a corpus: the held-out split, imitation, checkpoints and resume, the CLI."""
 
+import copy
+import dataclasses
 import json
 from pathlib import Path
 
@@ -180,6 +182,18 @@ def test_imitation_moves_probability_toward_the_teacher(session):
     assert session["after"] > session["before"] + 1.0
     row = session["row"]
     assert row["phase"] == "reinforce" and np.isfinite(row["loss"]) and row["mean_step_time_ratio"] > 0
+
+
+def test_world_sigma_takes_half_the_reward_from_a_random_world(session):
+    p, envs = session["p"], session["envs"]
+    robust = pretrain.Pretrainer(envs, dataclasses.replace(CONFIG, world_sigma=0.5))
+    robust.state = copy.deepcopy(p.state)
+    env, actions, _, step_time, oom, reward = robust.reinforce_rollout()
+    nominal = env.score(actions, CONFIG.oom_penalty)
+    np.testing.assert_array_equal(step_time, nominal[0])  # the best placement is still judged in the nominal world
+    assert not np.allclose(reward, nominal[2])
+    rng = np.random.default_rng([CONFIG.seed, robust.state.step, 1])
+    np.testing.assert_allclose(reward, 0.5 * (nominal[2] + env.world_rewards(actions, CONFIG.oom_penalty, rng, 0.5)))
 
 
 def test_run_checkpoints_exports_and_resumes(session):
