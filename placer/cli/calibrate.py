@@ -30,7 +30,8 @@ def run(args) -> int:
     import json
     import sys
 
-    from placer.cli.common import check_at_least, human_seconds, print_json, print_table
+    from placer.cli.common import check_at_least
+    from placer.cli.output import human_seconds, print_json, print_table
     from placer.fileio import write_atomic
     from placer.measure.calibrate import TFProber, calibrate
     from placer.presets import load_cluster

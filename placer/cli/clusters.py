@@ -13,7 +13,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from placer import presets
-    from placer.cli.common import human_bytes, print_json, print_table
+    from placer.cli.output import human_bytes, print_json, print_table
 
     if args.name is not None:
         print_json(presets.get(args.name).to_dict())

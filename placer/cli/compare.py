@@ -87,7 +87,7 @@ def _check_distinct_names(what: str, names: list[str], given: list[str]) -> None
 
 
 def _print_robustness(robust: list[dict], n: int) -> None:
-    from placer.cli.common import print_table
+    from placer.cli.output import print_table
     from placer.placers.robustness import ROBUSTNESS_FIELDS
 
     def ratio(x):
@@ -102,7 +102,7 @@ def _print_robustness(robust: list[dict], n: int) -> None:
 
 
 def run(args) -> int:
-    from placer.cli.common import human_seconds, print_json, print_table, seconds_per_unit
+    from placer.cli.output import human_seconds, print_json, print_table, seconds_per_unit
     from placer.presets import load_cluster
     from placer.errors import PlacerError
     from placer.fileio import write_atomic

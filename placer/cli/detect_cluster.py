@@ -25,7 +25,7 @@ def run(args) -> int:
     quiet_tensorflow()
     import json
 
-    from placer.cli.common import human_bytes, print_json
+    from placer.cli.output import human_bytes, print_json
     from placer.fileio import write_atomic
     from placer.measure.detect import detect_cluster
 

@@ -23,7 +23,7 @@ def run(args) -> int:
     quiet_tensorflow()
     from collections import Counter
 
-    from placer.cli.common import print_json
+    from placer.cli.output import print_json
     from placer.measure.export import write_placed_graphdef
     from placer.measure.source import load_runnable
     from placer.placement import load_placement

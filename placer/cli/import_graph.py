@@ -97,7 +97,7 @@ def summarise(graph, path) -> dict:
 
 
 def print_summary(s: dict) -> None:
-    from placer.cli.common import human_bytes, plural
+    from placer.cli.output import human_bytes, plural
 
     folded = ", ".join(f"{v} {k}" for k, v in (s["folded"] or {}).items()) or "nothing"
     fallback = sum((s["flops_fallback"] or {}).values())
@@ -148,7 +148,7 @@ def run(args) -> int:
     quiet_tensorflow()
     from pathlib import Path
 
-    from placer.cli.common import print_json
+    from placer.cli.output import print_json
     from placer.errors import ModelImportError
     from placer.graph_io import save_graph
 

@@ -32,7 +32,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     quiet_tensorflow()
-    from placer.cli.common import print_json
+    from placer.cli.output import print_json
     from placer.cli.import_graph import print_summary, summarise
     from placer.errors import ModelImportError
     from placer.fileio import write_atomic

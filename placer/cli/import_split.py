@@ -21,7 +21,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from placer.cli.common import print_json
+    from placer.cli.output import print_json
     from placer.importers.msr import load_split
     from placer.placement import save_placement
 

@@ -72,7 +72,7 @@ def _check_devices(wanted: set[str], num_cpus: int) -> None:
     (`PlacedStep` checks the session's own list again): the CPUs are ``--devices``, the GPUs this machine's."""
     from collections import Counter
 
-    from placer.cli.common import plural
+    from placer.cli.output import plural
     from placer.errors import PlacementError
 
     cpus = sorted(int(d.rpartition(":")[2]) for d in wanted if d.startswith("/device:CPU:"))
@@ -97,7 +97,7 @@ def _check_devices(wanted: set[str], num_cpus: int) -> None:
 
 def run(args) -> int:
     quiet_tensorflow()
-    from placer.cli.common import human_seconds, print_json, print_table
+    from placer.cli.output import human_seconds, print_json, print_table
     from placer.errors import PlacerError
     from placer.measure.pinning import node_devices
     from placer.measure.runner import PlacedStep

@@ -60,8 +60,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from placer.cli.common import (check_refine, human_bytes, human_seconds, load_graph_and_cluster, output_file,
-                                   print_json, race_line, seconds_per_unit)
+    from placer.cli.common import check_refine, load_graph_and_cluster, output_file
+    from placer.cli.output import human_bytes, human_seconds, print_json, race_line, seconds_per_unit
     from placer.errors import PlacerError
     from placer.placement import save_placement
     from placer.placers import best, registry
@@ -153,7 +153,7 @@ def _training_progress(args, graph, options: dict):
     """For method rl when it trains (not zero-shot): a `ProgressLine` on stderr fed by each step (``on_step``
     in `options`), its first line saying how long it trains and that `placer train` is the resumable form
     (printed with the first step, so that options rl refuses stay a one-line error). None for other methods."""
-    from placer.cli.common import ProgressLine, seconds_per_unit
+    from placer.cli.output import ProgressLine, seconds_per_unit
     from placer.rl.method import DEFAULT_BUDGET_SECONDS
 
     if args.method != "rl" or (args.policy is not None and args.budget_seconds is None):

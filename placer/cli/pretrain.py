@@ -12,8 +12,9 @@ given change them). ``--init POLICY`` continues pre-training from a policy
 
 from __future__ import annotations
 
-from placer.cli.common import (LogLines, StopOnSignal, add_grouping_flags, add_json_flag, add_run_folder,
-                               check_budget, check_name, check_resume, checked_config, config_help, run_folder)
+from placer.cli.common import (StopOnSignal, add_grouping_flags, add_json_flag, add_run_folder, check_budget,
+                               check_name, check_resume, checked_config, config_help, run_folder)
+from placer.cli.output import LogLines
 
 DEFAULT_CLUSTERS = ("2gpu", "4gpu", "8gpu")
 DEFAULT_BUDGET_SECONDS = 1800.0
@@ -81,7 +82,7 @@ def run(args) -> int:
 
     from tqdm import tqdm
 
-    from placer.cli.common import print_json
+    from placer.cli.output import print_json
     from placer.presets import load_cluster
     from placer.graph_io import load_graph
     from placer.rl import pretrain

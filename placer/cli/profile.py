@@ -45,7 +45,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     quiet_tensorflow()
-    from placer.cli.common import human_seconds, print_json, print_table
+    from placer.cli.output import human_seconds, print_json, print_table
     from placer.cli.measure import Progress
     from placer.errors import PlacerError
     from placer.graph_io import save_graph

@@ -22,8 +22,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from placer.cli.common import (human_bytes, human_seconds, load_graph_and_cluster, print_json, print_table,
-                                   seconds_per_unit)
+    from placer.cli.common import load_graph_and_cluster
+    from placer.cli.output import human_bytes, human_seconds, print_json, print_table, seconds_per_unit
     from placer.placement import load_placement, split_colocation_groups
     from placer.simulator import Simulator
 

@@ -19,9 +19,10 @@ the run "interrupted" and exit with code 130.
 
 from __future__ import annotations
 
-from placer.cli.common import (WARM_STARTS, ProgressLine, StopOnSignal, add_graph_and_cluster, add_grouping_flags,
-                               add_json_flag, add_objective, add_refine_sweeps, add_run_folder, check_at_least,
-                               check_budget, check_refine, check_resume, config_help, run_folder, seconds_per_unit)
+from placer.cli.common import (WARM_STARTS, StopOnSignal, add_graph_and_cluster, add_grouping_flags, add_json_flag,
+                               add_objective, add_refine_sweeps, add_run_folder, check_at_least, check_budget,
+                               check_refine, check_resume, config_help, run_folder)
+from placer.cli.output import ProgressLine, seconds_per_unit
 
 CHECKPOINT_EVERY_SECONDS = 30.0
 DEFAULT_BUDGET_SECONDS = 600.0
@@ -389,7 +390,7 @@ class _Session:
             save_placement(self.trainer.best_placement(), self.out / "best_placement.json")
 
     def _finish(self, reason: str) -> None:
-        from placer.cli.common import plural, print_json, race_line
+        from placer.cli.output import plural, print_json, race_line
         from placer.errors import interrupted
 
         self._save()
@@ -485,6 +486,6 @@ class _Session:
 
 
 def _ms(seconds: float, unit: float = 1.0) -> str:
-    from placer.cli.common import human_seconds
+    from placer.cli.output import human_seconds
 
     return human_seconds(seconds, unit)

@@ -16,7 +16,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from placer.cli.common import human_bytes, print_json
+    from placer.cli.output import human_bytes, print_json
     from placer.graph_io import load_graph
 
     g = load_graph(args.graph)
@@ -58,7 +58,7 @@ def unknowns(meta: dict) -> dict:
 
 def unknown_lines(summary: dict) -> list[str]:
     """`unknowns` in words."""
-    from placer.cli.common import plural
+    from placer.cli.output import plural
 
     if not summary.get("imported_with_unknowns"):
         return []

@@ -1,4 +1,4 @@
-"""`placer.cli.common`: the options and checks several commands share."""
+"""`placer.cli.common`: the options and checks several commands share, and how they stop."""
 
 import os
 import signal
@@ -98,15 +98,6 @@ def test_a_second_signal_in_an_uninterruptible_block_stops_after_it():
         assert stop.requested
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGINT)
-
-
-def test_race_line_counts_steps_in_good_english():
-    from placer.cli.common import race_line
-
-    start = {"heuristic": "metis", "heuristic_step_time": 0.2, "best_step_time": 0.1, "elapsed_seconds": 3.0,
-             "dropped_after_round": None}
-    line = race_line({"starts": [{**start, "steps": 1}, {**start, "steps": 2}]})
-    assert "(1 step, 3 s)" in line and "(2 steps, 3 s)" in line
 
 
 @pytest.mark.parametrize("make, message", [

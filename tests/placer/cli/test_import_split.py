@@ -115,7 +115,7 @@ def test_compare_resume_does_not_reuse_rows_of_another_objective(cli, msr_files)
 
 def test_msr_times_print_in_the_datasets_milliseconds(cli, msr_files):
     """The importer keeps the dataset's milliseconds; printed as times they must read as ms, not s."""
-    from placer.cli.common import human_seconds
+    from placer.cli.output import human_seconds
 
     d = msr_files
     cli("import", d / "tiny.json", "-o", d / "g.json", "--cluster-out", d / "c.json")
