@@ -41,7 +41,8 @@ from service.core.config import Settings, limit_named
 from service.graph_store import GraphStore
 from service.jobs import JobQueueFull, JobRunner
 from service.placing import warm_up
-from service.storage import StorageFull, open_storage
+from service.sqlite_storage import open_storage
+from service.storage import StorageFull
 from service.uploads import PayloadTooLarge
 
 log = logging.getLogger("placer.service")

@@ -57,7 +57,7 @@ def run(args) -> int:
     import uvicorn
 
     from service.main import create_app
-    from service.storage import open_storage
+    from service.sqlite_storage import open_storage
 
     try:
         open_storage(settings.database_url).close()  # fail here, in one line, not inside uvicorn's start-up

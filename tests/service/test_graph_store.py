@@ -9,7 +9,7 @@ from pathlib import Path
 
 from placer.synthetic import layered_graph
 from service.graph_store import GraphStore
-from service.storage import open_storage
+from service.sqlite_storage import open_storage
 from tests.service.conftest import wait_for
 
 

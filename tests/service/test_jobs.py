@@ -19,7 +19,7 @@ import pytest
 from placer import presets
 from placer.graph import OpGraph
 from service.jobs import JobRunner
-from service.storage import open_storage
+from service.sqlite_storage import open_storage
 from tests.service.conftest import tiny_graph, wait_for
 
 

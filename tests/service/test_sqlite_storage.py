@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from service.storage import GraphRecord, JobRecord, PlacementRecord, StorageError, open_storage
+from service.sqlite_storage import open_storage
+from service.storage import GraphRecord, JobRecord, PlacementRecord, StorageError
 
 
 def _graph(gid="g_1"):
@@ -183,7 +184,8 @@ def test_tenant_reads_its_own_rows(tmp_path):
 
 _FILL_DISK = """
 import os, sys, time
-from service.storage import GraphRecord, StorageFull, open_storage
+from service.sqlite_storage import open_storage
+from service.storage import GraphRecord, StorageFull
 s = open_storage(f"sqlite:///{sys.argv[1]}/placer.db")
 n = 0
 try:
