@@ -7,7 +7,8 @@ once, and each call is a single pass of the numba event loop in `kernel.py`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import NamedTuple
 
 import numpy as np
@@ -80,9 +81,13 @@ class SimResult:
     oom : whether any device's peak exceeds its capacity.
     lower_bound : no placement of this graph on this cluster can be faster.
     start, finish : seconds, per op (graph order).
-    transfer_start, transfer_end : [num_ops, num_devices], -1 where op i sends nothing to device j.
+    send_op, send_dev, send_start, send_end : one entry per transfer (op i's output sent to
+        device j, from and to which seconds), in the order they were asked for.
     held : [num_ops, num_devices] bytes op i's output holds on device j when produced there
         (`placer.cost_model.resident_bytes`); None: its output bytes.
+    transfer_start, transfer_end : the transfers as [num_ops, num_devices] tables, -1 where op i
+        sends nothing to device j; built on first use (at 100k ops and 16 devices each is 12 MiB,
+        more time to fill than the step took to simulate).
     """
 
     step_time: float
@@ -94,9 +99,24 @@ class SimResult:
     lower_bound: float
     start: np.ndarray
     finish: np.ndarray
-    transfer_start: np.ndarray
-    transfer_end: np.ndarray
+    send_op: np.ndarray = field(repr=False)
+    send_dev: np.ndarray = field(repr=False)
+    send_start: np.ndarray = field(repr=False)
+    send_end: np.ndarray = field(repr=False)
     held: np.ndarray | None = None
+
+    def _table(self, values: np.ndarray) -> np.ndarray:
+        table = np.full((len(self.start), len(self.busy)), -1.0)
+        table[self.send_op, self.send_dev] = values
+        return table
+
+    @cached_property
+    def transfer_start(self) -> np.ndarray:
+        return self._table(self.send_start)
+
+    @cached_property
+    def transfer_end(self) -> np.ndarray:
+        return self._table(self.send_end)
 
 
 @dataclass
@@ -141,6 +161,7 @@ class Simulator:
          self.memory_bytes) = graph_arrays(graph, cluster)
         self.held = resident_bytes(graph, cluster)  # [n, D] bytes an output holds where it is produced
         self.routes = cluster.routes()  # the link directions each pair's transfers use (and share)
+        self._ranked = self._rank_space()
         # a shared thread pool (logical CPUs of one process) lets a device run several ops at once,
         # but never more than the pool's threads in the whole cluster
         threads = cluster.shared_threads
@@ -176,6 +197,29 @@ class Simulator:
             raise PlacerError(f"graph {self.graph.name!r} on cluster {self.cluster.name!r}: a step could take "
                               "longer than a float holds (op costs, sizes or link speeds too extreme to simulate)")
 
+    def _rank_space(self) -> tuple:
+        """The kernel's per-op inputs with ops numbered by topological rank (`kernel.simulate_one`):
+        ``(order, times, p_off, p_idx, s_off, s_idx, out_bytes, held, xfer_time)``.
+
+        Each op's producers and consumers keep their order (it decides the order of frees and of
+        transfers on a link). A graph already in topological order, as importers write them, shares
+        the arrays above.
+        """
+        order = np.ascontiguousarray(self.graph.topo_order, dtype=np.int64)
+        per_op = (self.times, self.out_bytes, self.held, self.xfer_time)
+        if np.array_equal(order, np.arange(len(order))):
+            return (order, self.times, self.p_off, self.p_idx, self.s_off, self.s_idx, *per_op[1:])
+
+        def csr(off, idx):
+            deg = np.diff(off)[order]
+            new_off = np.zeros(len(order) + 1, dtype=np.int64)
+            np.cumsum(deg, out=new_off[1:])
+            at = np.repeat(off[:-1][order] - new_off[:-1], deg) + np.arange(new_off[-1])
+            return new_off, np.ascontiguousarray(self.rank[idx[at]], dtype=np.int64)
+
+        times, out_bytes, held, xfer_time = (np.ascontiguousarray(a[order]) for a in per_op)
+        return (order, times, *csr(self.p_off, self.p_idx), *csr(self.s_off, self.s_idx), out_bytes, held, xfer_time)
+
     @property
     def num_devices(self) -> int:
         return len(self.cluster)
@@ -186,25 +230,22 @@ class Simulator:
         n, D = len(self.graph), self.num_devices
         dev_params = np.bincount(place, weights=self.params, minlength=D).astype(np.float64)
         start, finish = np.empty(n), np.empty(n)
-        x_start, x_end = np.empty((n, D)), np.empty((n, D))
-        step, busy, peak, moved = kernel.simulate_one(
-            place, self.times, self.rank, self.p_off, self.p_idx, self.s_off, self.s_idx, self.out_bytes, self.held,
-            self.xfer_time, self.bandwidth, self.latency, dev_params, start, finish, x_start, x_end,
-            self.slots, self.pool, *self.routes,
+        step, busy, peak, moved, send_op, send_dev, send_start, send_end = kernel.simulate_one(
+            place, *self._ranked, self.bandwidth, self.latency, dev_params, start, finish, self.slots, self.pool,
+            *self.routes,
         )
         return SimResult(
             step_time=float(step), busy=busy, peak_memory=peak, memory_bytes=self.memory_bytes,
             bytes_moved=float(moved), oom=bool((peak > self.memory_bytes).any()),
-            lower_bound=self.lower_bound, start=start, finish=finish,
-            transfer_start=x_start, transfer_end=x_end, held=self.held,
+            lower_bound=self.lower_bound, start=start, finish=finish, send_op=send_op, send_dev=send_dev,
+            send_start=send_start, send_end=send_end, held=self.held,
         )
 
     def run_batch(self, assignments: np.ndarray) -> BatchResult:
         """Simulate K placements at once (``[K, num_ops]``); the reward loop of training."""
         places = check_assignment(np.atleast_2d(assignments), self.graph, self.cluster)
         steps, busy, peaks, moved = kernel.simulate_batch(
-            places, self.times, self.rank, self.p_off, self.p_idx, self.s_off, self.s_idx, self.out_bytes, self.held,
-            self.xfer_time, self.bandwidth, self.latency, self.params, self.slots, self.pool, *self.routes,
+            places, *self._ranked, self.bandwidth, self.latency, self.params, self.slots, self.pool, *self.routes,
         )
         return BatchResult(steps, busy, peaks, moved, (peaks > self.memory_bytes[None, :]).any(axis=1))
 

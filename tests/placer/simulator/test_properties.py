@@ -15,7 +15,10 @@ from placer.synthetic import layered_graph
 
 @st.composite
 def graphs_and_placements(draw, max_ops=25, costs=(0.0, 1e-4, 2.5e-4, 1e-3, 3e-3), types=("T",)):
-    """A random DAG (inputs only from earlier ops) with random sizes and costs, and a placement on 4gpu."""
+    """A random DAG with random sizes and costs, and a placement on 4gpu.
+
+    Inputs come from earlier ops; half the graphs then list their ops shuffled, out of topological order
+    (the kernel renumbers ops by rank, which must change nothing)."""
     n = draw(st.integers(1, max_ops))
     ops = []
     for i in range(n):
@@ -27,6 +30,8 @@ def graphs_and_placements(draw, max_ops=25, costs=(0.0, 1e-4, 2.5e-4, 1e-3, 3e-3
             param_bytes=draw(st.sampled_from([0.0, 1e6])),
             cost={"gpu": cost_gpu, "cpu": 4 * cost_gpu},
         ))
+    if draw(st.booleans()):
+        ops = [ops[i] for i in draw(st.permutations(range(n)))]
     g = OpGraph("h", ops)
     placement = np.array(draw(st.lists(st.integers(0, 4), min_size=n, max_size=n)))
     return g, placement
