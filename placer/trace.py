@@ -21,6 +21,13 @@ of one simulated step has:
 Timestamps and durations are microseconds (the format's unit). The top-level
 ``otherData`` carries the step's summary (step time, per-device capacity and
 peak), which the service's web page reads.
+
+`display_trace` makes a trace of any size drawable: at 100k ops a full trace
+has some 400k events (60 MB of JSON), more than a page can fetch and draw at
+interactive speed. It merges runs of consecutive ops too short to see into
+one bar per run (with their count) and keeps at most `DISPLAY_BARS` memory
+levels per device, and lists every op for the page's table in compact
+columns.
 """
 
 from __future__ import annotations
@@ -45,6 +52,11 @@ US = 1e6
 OPS_TID = 1
 """Thread id of the ops track inside each device's process."""
 MEMORY_COUNTER = "memory"
+MERGED = "merged"
+"""Category (``cat``) of a bar that stands for several consecutive short ops (`display_trace`)."""
+DISPLAY_BARS = 2000
+"""Default resolution of `display_trace`: the step is cut into this many slots, about a pixel each on a
+wide screen; ops shorter than a slot are merged with their neighbours."""
 
 
 def memory_timeline(graph: OpGraph, assignment: np.ndarray, result: SimResult
@@ -81,14 +93,14 @@ def memory_timeline(graph: OpGraph, assignment: np.ndarray, result: SimResult
     # last_read[u, d]: when the last consumer of u on device d finishes
     last_read = np.full((n, D), -np.inf)
     np.maximum.at(last_read, (p_idx, place[consumer]), result.finish[consumer])
-    sent = result.transfer_start >= 0.0
+    src_op, dst_dev = result.send_op, result.send_dev
+    last_send = np.full(n, -np.inf)
+    np.maximum.at(last_send, src_op, result.send_end)
     home = np.arange(n)
-    home_free = np.maximum.reduce([result.finish, last_read[home, place],
-                                   np.where(sent, result.transfer_end, -np.inf).max(axis=1)])
-    src_op, dst_dev = np.nonzero(sent)
+    home_free = np.maximum.reduce([result.finish, last_read[home, place], last_send])
     # every tensor copy: (device, alloc time, free time, bytes)
     dev = np.concatenate([place, dst_dev])
-    alloc = np.concatenate([result.start, result.transfer_start[src_op, dst_dev]])
+    alloc = np.concatenate([result.start, result.send_start])
     free = np.concatenate([home_free, last_read[src_op, dst_dev]])
     home_size = out_bytes if result.held is None else result.held[np.arange(n), place]
     size = np.concatenate([home_size, out_bytes[src_op]])
@@ -216,15 +228,15 @@ def link_holds(graph: OpGraph, cluster: Cluster, assignment: np.ndarray, result:
     """
     place = np.asarray(assignment, dtype=np.int64)
     D = len(cluster)
-    src_op, dst_dev = np.nonzero(result.transfer_start >= 0.0)
-    order = np.lexsort((dst_dev, src_op, result.transfer_start[src_op, dst_dev]))
+    src_op, dst_dev = result.send_op, result.send_dev
+    order = np.lexsort((dst_dev, src_op, result.send_start))
     routes = cluster.routes()
     out = []
     for k in order:
         i, dst = int(src_op[k]), int(dst_dev[k])
         src = int(place[i])
         op = graph.ops[i]
-        t0, t1 = float(result.transfer_start[i, dst]), float(result.transfer_end[i, dst])
+        t0, t1 = float(result.send_start[k]), float(result.send_end[k])
         route = routes.resource[routes.offset[src * D + dst]:routes.offset[src * D + dst + 1]].tolist()
         for r in route:
             if len(route) == 1 or cluster.shared_threads or op.transfer_time is not None:
@@ -232,6 +244,116 @@ def link_holds(graph: OpGraph, cluster: Cluster, assignment: np.ndarray, result:
             else:
                 held = link_time(float(routes.latency[r]), op.output_bytes, float(routes.bandwidth[r]))
             out.append((r, i, src, dst, t0, held))
+    return out
+
+
+def display_trace(trace: dict[str, Any], bars: int = DISPLAY_BARS) -> dict[str, Any]:
+    """`trace` (`chrome_trace`'s) made small enough to fetch and draw at any graph size.
+
+    The step is cut into `bars` slots of equal length. On each track (a
+    device's ops, a link direction), a run of consecutive events each shorter
+    than a slot is drawn as one bar of category `MERGED` from the run's first
+    start to its last end, named after its count (``"37 ops"``; args: count,
+    busy seconds, its most common type); a run stops before it would span
+    more than a slot, so each track keeps at most about ``3 * bars`` events
+    however many ops it ran, and an event of a slot or longer is kept as it
+    is. Each device's memory counter keeps, per slot, its highest level
+    (peaks stay visible), and its last level. Every op is still listed, in compact columns, as
+    ``otherData["ops"]``: ``name``, ``type``, ``device`` (index into
+    ``otherData["devices"]``), ``start`` and ``dur`` (microseconds) and
+    ``output_bytes``, in start order; ``otherData["display"]`` says what was
+    merged (``bars``, ``events``, ``merged_events``, ``merged_bars``).
+
+    Parameters
+    ----------
+    trace : a trace from `chrome_trace`.
+    bars : slots the step is cut into (at least 1).
+
+    Returns
+    -------
+    dict
+        A new trace in the same format; `trace` is left as it was.
+    """
+    bars = max(1, int(bars))
+    events = trace["traceEvents"]
+    complete = [e for e in events if e["ph"] == "X"]
+    end = max((e["ts"] + e["dur"] for e in complete), default=0.0)
+    slot = end / bars if end > 0 else 1.0
+    tracks: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for e in complete:
+        tracks.setdefault((e["pid"], e["tid"]), []).append(e)
+    out = [e for e in events if e["ph"] == "M"]
+    merged_events = merged_bars = 0
+    for track in tracks.values():
+        track.sort(key=lambda e: e["ts"])
+        run: list[dict[str, Any]] = []
+        for e in track + [None]:
+            if e is not None and e["dur"] < slot and (not run or e["ts"] + e["dur"] - run[0]["ts"] <= slot):
+                run.append(e)
+                continue
+            if len(run) == 1:
+                out.append(run[0])
+            elif run:
+                out.append(_merged_bar(run))
+                merged_events += len(run)
+                merged_bars += 1
+            run = [e] if e is not None and e["dur"] < slot else []
+            if e is not None and e["dur"] >= slot:
+                out.append(e)
+    for pid, counter in _counters(events).items():
+        out += _downsampled_counter(pid, counter, slot)
+    ops = sorted((e for e in complete if e["cat"] != "transfer"), key=lambda e: e["ts"])
+    other = dict(trace.get("otherData", {}))
+    device_index = {d["name"]: i for i, d in enumerate(other.get("devices", []))}
+    other["ops"] = {
+        "name": [e["name"] for e in ops], "type": [e["cat"] for e in ops],
+        "device": [device_index.get(e["args"].get("device"), e["pid"] - 1) for e in ops],
+        "start": [e["ts"] for e in ops], "dur": [e["dur"] for e in ops],
+        "output_bytes": [e["args"].get("output_bytes", 0) for e in ops],
+    }
+    other["display"] = {"bars": bars, "events": len(complete), "merged_events": merged_events,
+                        "merged_bars": merged_bars}
+    return {**trace, "traceEvents": out, "otherData": other}
+
+
+def _merged_bar(run: list[dict[str, Any]]) -> dict[str, Any]:
+    """One bar standing for a run of consecutive short events of one track."""
+    first = run[0]
+    types: dict[str, int] = {}
+    for e in run:
+        types[e["cat"]] = types.get(e["cat"], 0) + 1
+    t1 = max(e["ts"] + e["dur"] for e in run)
+    noun = "transfers" if first["cat"] == "transfer" else "ops"
+    return {"name": f"{len(run)} {noun}", "cat": MERGED, "ph": "X", "pid": first["pid"], "tid": first["tid"],
+            "ts": first["ts"], "dur": t1 - first["ts"],
+            "args": {"count": len(run), "busy_us": sum(e["dur"] for e in run),
+                     "top_type": max(types, key=types.get), "what": noun}}
+
+
+def _counters(events: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    """The memory counter events of each process, in time order."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    for e in events:
+        if e["ph"] == "C" and e["name"] == MEMORY_COUNTER:
+            out.setdefault(e["pid"], []).append(e)
+    for c in out.values():
+        c.sort(key=lambda e: e["ts"])
+    return out
+
+
+def _downsampled_counter(pid: int, counter: list[dict[str, Any]], slot: float) -> list[dict[str, Any]]:
+    """A counter with one level per slot (the slot's highest), each at the slot's first change, then its
+    last level where the last change was."""
+    out: list[dict[str, Any]] = []
+    for e in counter:
+        k = int(e["ts"] // slot)
+        if out and int(out[-1]["ts"] // slot) == k:
+            if e["args"]["bytes"] > out[-1]["args"]["bytes"]:
+                out[-1] = {**out[-1], "args": {"bytes": e["args"]["bytes"]}}
+        else:
+            out.append({"name": MEMORY_COUNTER, "ph": "C", "pid": pid, "ts": e["ts"], "args": {"bytes": e["args"]["bytes"]}})
+    if counter and (out[-1]["ts"], out[-1]["args"]["bytes"]) != (counter[-1]["ts"], counter[-1]["args"]["bytes"]):
+        out.append(counter[-1])
     return out
 
 

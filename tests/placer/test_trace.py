@@ -13,7 +13,7 @@ from placer import presets
 from placer.errors import PlacerError
 from placer.simulator import Simulator
 from placer.synthetic import layered_graph
-from placer.trace import chrome_trace, memory_timeline, write_trace
+from placer.trace import MERGED, chrome_trace, display_trace, memory_timeline, write_trace
 from tests.placer.helpers import GB, graph, host_with_switch, op, two_device_cluster
 
 # Required fields of the Trace Event Format (JSON object form), per phase used here.
@@ -221,3 +221,59 @@ class TestLinkDirectionTracks:
         assert held["g1 -> sw0"] == [("b", 2.0, 1.0)]
         assert [(n, t) for n, t, _ in held["sock -> cpu"]] == [("a", 1.0), ("b", 2.0)]
         assert [d for _, _, d in held["sock -> cpu"]] == pytest.approx([1e-3, 1e-3])
+
+
+class TestDisplayTrace:
+    """`display_trace`: runs of short ops merged into counted bars, every op still listed."""
+
+    def test_fine_enough_changes_no_bar(self, hand):
+        """Every op at least a slot long: the same complete events, and the ops listed in start order."""
+        full = chrome_trace(*hand)
+        shown = display_trace(full, bars=10)
+        assert sorted(map(json.dumps, _by_phase(shown, "X"))) == sorted(map(json.dumps, _by_phase(full, "X")))
+        ops = shown["otherData"]["ops"]
+        assert ops["name"] == ["a", "b", "c", "d"] and ops["device"] == [0, 0, 1, 0]
+        assert ops["start"] == [0.0, 1e6, 3e6, 5e6] and ops["dur"] == [1e6, 2e6, 1e6, 1e6]
+        assert shown["otherData"]["display"] == {"bars": 10, "events": 6, "merged_events": 0, "merged_bars": 0}
+        assert "ops" not in full["otherData"]  # the full trace is left as it was
+
+    def test_short_ops_merge_and_long_ones_stay(self):
+        """A chain of 1,000 1-ms ops and one 1-s op on one device, cut into 10 slots of 0.2 s."""
+        ops = [op("x0", cost=1e-3)] + [op(f"x{i}", [f"x{i - 1}"], cost=1e-3) for i in range(1, 1000)]
+        g = graph(*ops, op("long", ["x999"], cost=1.0))
+        c = two_device_cluster()
+        place = np.zeros(len(g), dtype=int)
+        shown = display_trace(chrome_trace(g, c, place, Simulator(g, c).run(place)), bars=10)
+        bars = _by_phase(shown, "X")
+        merged = [e for e in bars if e["cat"] == MERGED]
+        assert sum(e["args"]["count"] for e in merged) == 1000 and len(merged) <= 10
+        assert all(e["dur"] <= 0.2e6 + 1e-6 and e["name"] == f"{e['args']['count']} ops" for e in merged)
+        assert [e["name"] for e in bars if e["cat"] != MERGED] == ["long"]
+        assert len(shown["otherData"]["ops"]["name"]) == 1001
+        jsonschema.validate(json.loads(json.dumps(shown)), TRACE_SCHEMA)
+
+    def test_memory_keeps_each_slots_peak(self, hand):
+        full, shown = chrome_trace(*hand), display_trace(chrome_trace(*hand), bars=2)
+        for pid in (1, 2):
+            levels = [e["args"]["bytes"] for e in _by_phase(full, "C") if e["pid"] == pid]
+            kept = [e["args"]["bytes"] for e in _by_phase(shown, "C") if e["pid"] == pid]
+            assert len(kept) <= 2 + 1 and max(kept) == max(levels) and kept[-1] == levels[-1]  # and the last level
+
+    def test_size_is_bounded_at_scale(self):
+        """20k ops scattered over 8 GPUs: each track keeps at most 3 events a slot, and the JSON stays within
+        the op list's columns plus a bounded number of bars (the web page's payload)."""
+        g, c = layered_graph(20_000, seed=4), presets.get("8gpu")
+        place = np.random.default_rng(0).integers(1, len(c), len(g))
+        full = chrome_trace(g, c, place, Simulator(g, c).run(place))
+        bars = 500
+        shown = display_trace(full, bars=bars)
+        tracks: dict = {}
+        for e in _by_phase(shown, "X"):
+            tracks[(e["pid"], e["tid"])] = tracks.get((e["pid"], e["tid"]), 0) + 1
+        assert max(tracks.values()) <= 3 * bars
+        assert all(len([e for e in _by_phase(shown, "C") if e["pid"] == pid]) <= bars + 2 for pid in range(1, 10))
+        assert shown["otherData"]["display"]["merged_events"] > 0
+        size = len(json.dumps(shown, separators=(",", ":")))
+        columns = len(json.dumps(shown["otherData"]["ops"], separators=(",", ":")))
+        assert size <= columns + len(tracks) * 3 * bars * 300 + 100_000
+        assert size < len(json.dumps(full, separators=(",", ":"))) / 4

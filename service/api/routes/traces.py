@@ -6,14 +6,21 @@ from it. The step is simulated again on request (it is deterministic), from
 the stored graph (or a training job's own copy) and the cluster spec stored
 with the placement: an inline cluster that keeps a preset's name is still
 that inline cluster.
+
+``?bars=N`` answers `placer.trace.display_trace`'s form instead, what the web
+page fetches: runs of ops too short to see merged into one bar each, memory
+levels one per slot, every op listed in compact columns. Its size grows with
+the op count by about the ops' names and a few numbers each (the table's
+columns), not with the events (bench/results/SUMMARY.md: 93k ops).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Response, status
+from fastapi import APIRouter, HTTPException, Query, Response, status
 from fastapi.concurrency import run_in_threadpool
 
 from placer import presets
@@ -24,7 +31,7 @@ from placer.graph_io import load_graph
 from placer.placement import Placement
 from placer.presets import load_cluster
 from placer.simulator import Simulator
-from placer.trace import chrome_trace
+from placer.trace import chrome_trace, display_trace
 from service.api.deps import GraphsDep, StorageDep, TenantDep
 from service.api.routes.graphs import ERRORS
 from service.api.routes.placements import get_placement
@@ -47,7 +54,14 @@ TRACE_RESPONSES = {
 
 
 @router.get("/{placement_id}/trace", responses=TRACE_RESPONSES, response_class=Response)
-async def get_trace(placement_id: str, storage: StorageDep, graphs: GraphsDep, tenant: TenantDep) -> Response:
+async def get_trace(
+    placement_id: str, storage: StorageDep, graphs: GraphsDep, tenant: TenantDep,
+    bars: Annotated[int | None, Query(
+        ge=1, le=100_000,
+        description="Answer the trace for display: the step cut into this many slots, runs of consecutive ops "
+                    "shorter than a slot merged into one bar (category 'merged', args.count), memory levels one "
+                    "per slot, every op listed in otherData.ops (columns). Left out: the full trace.")] = None,
+) -> Response:
     """The placement's simulated training step as a Chrome trace (Perfetto, chrome://tracing)."""
     public = get_placement(placement_id, storage, tenant)
     if not public.devices:
@@ -56,6 +70,8 @@ async def get_trace(placement_id: str, storage: StorageDep, graphs: GraphsDep, t
                             f"{public.job_id!r} has not produced a placement; try again later")
     graph, cluster = await run_in_threadpool(_inputs, public, storage, graphs)
     trace = await run_in_threadpool(_trace, graph, cluster, public)
+    if bars is not None:
+        trace = await run_in_threadpool(display_trace, trace, bars)
     body = json.dumps(trace, separators=(",", ":"), allow_nan=False)
     return Response(body, media_type="application/json",
                     headers={"Content-Disposition": f'inline; filename="{placement_id}.trace.json"'})

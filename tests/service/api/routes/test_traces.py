@@ -22,6 +22,18 @@ def test_trace_of_stored_placement(client, graph_id):
     assert trace["otherData"]["cluster"] == "2gpu"
 
 
+def test_trace_for_display(client, graph_id):
+    """?bars=N: the web page's form, every op in otherData.ops; a bar count out of range is a 422 naming it."""
+    p = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": "2gpu", "method": "best"}).json()
+    r = client.get(f"/v1/placements/{p['id']}/trace", params={"bars": 500})
+    assert r.status_code == 200, r.text
+    other = r.json()["otherData"]
+    assert sorted(other["ops"]["name"]) == ["mm", "out", "x"] and other["display"]["bars"] == 500
+    for bad in (0, 10**6, "many"):
+        r = client.get(f"/v1/placements/{p['id']}/trace", params={"bars": bad})
+        assert r.status_code == 422 and "bars" in r.text
+
+
 def test_trace_errors(client):
     """Unknown id: 404; inline graph (not kept): 409 saying what to do."""
     assert client.get("/v1/placements/p_0000000000000000/trace").status_code == 404
