@@ -8,7 +8,8 @@
 const $ = (sel) => document.querySelector(sel);
 const SVG_NS = "http://www.w3.org/2000/svg";
 const ACTIVE_JOB_STATES = ["queued", "running", "cancelling"];
-const TABLE_ROWS = 500; // rows of the ops table drawn at once (the filter narrows the rest)
+const TIMELINE_BARS = 2000; // the trace is fetched for display: ops shorter than step / this merged into counted bars
+const ROW_H = 22; // px per row of the ops table, which draws only the rows in view (any number of ops)
 const POLL_MS = 1000;
 
 const state = {
@@ -18,7 +19,8 @@ const state = {
   placement: null,
   trace: null,
   timeline: null,
-  ops: [],
+  ops: [], // one row per op: name, type, device, start, dur (us), out (bytes)
+  opMatch: [], // the rows the filter lets through
   jobId: null,
   jobTimer: null,
   curve: [],
@@ -270,7 +272,7 @@ async function place(event) {
     if (!Object.keys(placement.devices || {}).length) {
       throw new ApiError(0, `no placement yet: training job ${placement.job_id} has none so far (see Training jobs)`);
     }
-    const trace = await api("GET", `/v1/placements/${encodeURIComponent(placement.id)}/trace`);
+    const trace = await api("GET", `/v1/placements/${encodeURIComponent(placement.id)}/trace?bars=${TIMELINE_BARS}`);
     state.placement = placement;
     state.trace = trace;
     showResult();
@@ -308,20 +310,48 @@ function showResult() {
   state.timeline = buildTimeline(state.trace);
   drawLegend(state.timeline);
   drawTimeline();
-  state.ops = state.trace.traceEvents.filter((e) => e.ph === "X" && e.cat !== "transfer");
+  showDisplayNote(info.display);
+  state.ops = opRows(state.trace);
+  $("#ops-scroll").scrollTop = 0;
   fillOpsTable();
 }
 
-function downloadTrace() {
-  if (!state.trace) return;
-  const blob = new Blob([JSON.stringify(state.trace)], { type: "application/json" });
-  const a = document.createElement("a");
-  a.href = URL.createObjectURL(blob);
-  a.download = `${state.placement.id}.trace.json`;
-  document.body.appendChild(a);
-  a.click();
-  a.remove();
-  setTimeout(() => URL.revokeObjectURL(a.href), 1000);
+// the ops, one object per row of the table: from the display form's columns, else from the events
+function opRows(trace) {
+  const cols = trace.otherData.ops;
+  if (!cols) {
+    return trace.traceEvents.filter((e) => e.ph === "X" && e.cat !== "transfer" && e.cat !== "merged").map((e) => ({
+      name: e.name, type: e.cat, device: e.args.device, start: e.ts, dur: e.dur, out: e.args.output_bytes }));
+  }
+  const devices = trace.otherData.devices.map((d) => d.name);
+  return cols.name.map((name, i) => ({ name, type: cols.type[i], device: devices[cols.device[i]] ?? String(cols.device[i]),
+    start: cols.start[i], dur: cols.dur[i], out: cols.output_bytes[i] }));
+}
+
+function showDisplayNote(display) {
+  const note = $("#timeline-note");
+  note.hidden = !(display && display.merged_events);
+  if (note.hidden) return;
+  note.textContent = `Downsampled for display: ${display.merged_events.toLocaleString()} of ` +
+    `${display.events.toLocaleString()} ops and transfers, each shorter than 1/${display.bars} of the step, are ` +
+    `drawn as ${display.merged_bars.toLocaleString()} grey bars, one per run of consecutive ones (hover for the count). ` +
+    "Zooming shows the same bars; the table below lists every op, and the downloaded trace has every event.";
+}
+
+// the full trace (every op and transfer), fetched when asked for: the page holds only the display form
+async function downloadTrace() {
+  if (!state.placement) return;
+  await guarded($("#trace-download"), async () => {
+    const trace = await api("GET", `/v1/placements/${encodeURIComponent(state.placement.id)}/trace`);
+    const blob = new Blob([JSON.stringify(trace)], { type: "application/json" });
+    const a = document.createElement("a");
+    a.href = URL.createObjectURL(blob);
+    a.download = `${state.placement.id}.trace.json`;
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(a.href), 1000);
+  });
 }
 
 // ---- charts: step times and memory -------------------------------------------
@@ -401,7 +431,9 @@ function buildTimeline(trace) {
     r.events.sort((a, b) => a.ts - b.ts);
   }
   const byType = new Map();
-  for (const r of rows) if (!r.isLink) for (const e of r.events) byType.set(e.cat, (byType.get(e.cat) || 0) + e.dur);
+  for (const r of rows) {
+    if (!r.isLink) for (const e of r.events) if (e.cat !== "merged") byType.set(e.cat, (byType.get(e.cat) || 0) + e.dur);
+  }
   const types = [...byType.entries()].sort((a, b) => b[1] - a[1]).map(([t]) => t);
   return { rows, end: end || 1, view: [0, end || 1], types };
 }
@@ -421,7 +453,16 @@ function drawLegend(tl) {
   swatch.style.background = "#475467";
   item.append(swatch, "transfer");
   legend.appendChild(item);
+  if (tl.rows.some((r) => r.events.some((e) => e.cat === "merged"))) {
+    const merged = el("span");
+    const m = el("i");
+    m.style.background = MERGED_COLOR;
+    merged.append(m, "many short ops or transfers (merged)");
+    legend.appendChild(merged);
+  }
 }
+
+const MERGED_COLOR = "#98a2b3";
 
 const TL = { label: 190, rowH: 22, linkH: 14, axis: 24 };
 
@@ -464,7 +505,7 @@ function drawTimeline() {
       if (e.ts + e.dur < v0 || e.ts > v1) continue;
       const x0 = TL.label + Math.max(0, (e.ts - v0) * sx);
       const x1 = TL.label + Math.min(plotW, (e.ts + e.dur - v0) * sx);
-      ctx.fillStyle = row.isLink ? "#475467" : colorOf(e.cat);
+      ctx.fillStyle = e.cat === "merged" ? MERGED_COLOR : row.isLink ? "#475467" : colorOf(e.cat);
       ctx.fillRect(x0, y + 1, Math.max(0.6, x1 - x0), h - 2);
       drawn += 1;
     }
@@ -525,6 +566,11 @@ function eventAt(px, py) {
 
 function describeEvent({ e, row }) {
   const a = e.args || {};
+  if (e.cat === "merged") {
+    return `${a.count.toLocaleString()} ${a.what} merged (each too short to draw)\n` +
+      `from ${fmtSeconds(e.ts / 1e6)} for ${fmtSeconds(e.dur / 1e6)}, busy ${fmtSeconds(a.busy_us / 1e6)}` +
+      (row.isLink ? "" : `\nmostly ${a.top_type}`);
+  }
   if (row.isLink) {
     return `${a.tensor}\n${a.from} → ${a.to}\n${fmtBytes(a.bytes)}\nstart ${fmtSeconds(e.ts / 1e6)}, takes ${fmtSeconds(e.dur / 1e6)}`;
   }
@@ -587,24 +633,48 @@ function setupTimelineEvents() {
 
 // ---- the ops table -----------------------------------------------------------------
 
+// Virtualised: the filter runs over every op, but only the rows in view (and a few around) are in the
+// DOM, between two spacer rows as tall as the rows left out, so 100k ops scroll as smoothly as 100.
 function fillOpsTable() {
   const needle = $("#op-search").value.trim().toLowerCase();
-  const match = needle
-    ? state.ops.filter((e) => e.name.toLowerCase().includes(needle) || e.cat.toLowerCase().includes(needle) ||
-        (e.args.device || "").toLowerCase().includes(needle))
+  state.opMatch = needle
+    ? state.ops.filter((o) => o.name.toLowerCase().includes(needle) || o.type.toLowerCase().includes(needle) ||
+        (o.device || "").toLowerCase().includes(needle))
     : state.ops;
+  $("#op-count").textContent = `${state.opMatch.length.toLocaleString()} of ${state.ops.length.toLocaleString()} ops match`;
+  drawOpRows();
+}
+
+function spacer(height) {
+  const tr = el("tr", null, "spacer");
+  tr.setAttribute("aria-hidden", "true");
+  const td = el("td");
+  td.colSpan = 6;
+  tr.style.height = `${height}px`;
+  tr.appendChild(td);
+  return tr;
+}
+
+function drawOpRows() {
+  const scroller = $("#ops-scroll");
+  const match = state.opMatch || [];
+  const view = scroller.clientHeight || 420;
+  const first = Math.max(0, Math.floor(scroller.scrollTop / ROW_H) - 10);
+  const last = Math.min(match.length, Math.ceil((scroller.scrollTop + view) / ROW_H) + 10);
   const body = document.createDocumentFragment();
-  for (const e of match.slice(0, TABLE_ROWS)) {
+  if (first > 0) body.appendChild(spacer(first * ROW_H));
+  for (const o of match.slice(first, last)) {
     const tr = el("tr");
-    tr.append(el("td", e.name, "name"), el("td", e.cat, "name"), el("td", e.args.device),
-      el("td", fmtSeconds(e.ts / 1e6), "num"), el("td", fmtSeconds(e.dur / 1e6), "num"),
-      el("td", fmtBytes(e.args.output_bytes), "num"));
+    const name = el("td", o.name, "name");
+    name.title = o.name;
+    tr.append(name, el("td", o.type, "name"), el("td", o.device),
+      el("td", fmtSeconds(o.start / 1e6), "num"), el("td", fmtSeconds(o.dur / 1e6), "num"),
+      el("td", fmtBytes(o.out), "num"));
     body.appendChild(tr);
   }
+  if (last < match.length) body.appendChild(spacer((match.length - last) * ROW_H));
   $("#ops-table tbody").replaceChildren(body);
-  const shown = Math.min(match.length, TABLE_ROWS);
-  $("#op-count").textContent = `${match.length} of ${state.ops.length} ops match` +
-    (shown < match.length ? ` (first ${shown} shown; narrow the filter)` : "");
+  $("#ops-table").dataset.rendered = String(last - first);
 }
 
 // ---- jobs ------------------------------------------------------------------------------
@@ -793,7 +863,16 @@ function init() {
   $("#cluster").addEventListener("change", showClusterInfo);
   $("#place-form").addEventListener("submit", place);
   $("#trace-download").addEventListener("click", downloadTrace);
-  $("#op-search").addEventListener("input", fillOpsTable);
+  $("#op-search").addEventListener("input", () => {
+    $("#ops-scroll").scrollTop = 0;
+    fillOpsTable();
+  });
+  let rowsQueued = false; // redraw the table's rows once per frame while it scrolls
+  $("#ops-scroll").addEventListener("scroll", () => {
+    if (rowsQueued) return;
+    rowsQueued = true;
+    requestAnimationFrame(() => { rowsQueued = false; drawOpRows(); });
+  });
   $("#job-form").addEventListener("submit", startJob);
   $("#jobs-refresh").addEventListener("click", () => guarded($("#jobs-refresh"), refreshJobs));
   $("#job-cancel").addEventListener("click", cancelJob);
