@@ -35,6 +35,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -285,7 +286,7 @@ def display_trace(trace: dict[str, Any], bars: int = DISPLAY_BARS) -> dict[str, 
     out = [e for e in events if e["ph"] == "M"]
     merged_events = merged_bars = 0
     for track in tracks.values():
-        track.sort(key=lambda e: e["ts"])
+        track.sort(key=itemgetter("ts"))
         run: list[dict[str, Any]] = []
         for e in track + [None]:
             if e is not None and e["dur"] < slot and (not run or e["ts"] + e["dur"] - run[0]["ts"] <= slot):
@@ -302,7 +303,7 @@ def display_trace(trace: dict[str, Any], bars: int = DISPLAY_BARS) -> dict[str, 
                 out.append(e)
     for pid, counter in _counters(events).items():
         out += _downsampled_counter(pid, counter, slot)
-    ops = sorted((e for e in complete if e["cat"] != "transfer"), key=lambda e: e["ts"])
+    ops = sorted((e for e in complete if e["cat"] != "transfer"), key=itemgetter("ts"))
     other = dict(trace.get("otherData", {}))
     device_index = {d["name"]: i for i, d in enumerate(other.get("devices", []))}
     other["ops"] = {
@@ -320,14 +321,15 @@ def _merged_bar(run: list[dict[str, Any]]) -> dict[str, Any]:
     """One bar standing for a run of consecutive short events of one track."""
     first = run[0]
     types: dict[str, int] = {}
+    t1 = busy = 0.0
     for e in run:
         types[e["cat"]] = types.get(e["cat"], 0) + 1
-    t1 = max(e["ts"] + e["dur"] for e in run)
+        t1 = max(t1, e["ts"] + e["dur"])
+        busy += e["dur"]
     noun = "transfers" if first["cat"] == "transfer" else "ops"
     return {"name": f"{len(run)} {noun}", "cat": MERGED, "ph": "X", "pid": first["pid"], "tid": first["tid"],
             "ts": first["ts"], "dur": t1 - first["ts"],
-            "args": {"count": len(run), "busy_us": sum(e["dur"] for e in run),
-                     "top_type": max(types, key=types.get), "what": noun}}
+            "args": {"count": len(run), "busy_us": busy, "top_type": max(types, key=types.get), "what": noun}}
 
 
 def _counters(events: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
@@ -337,24 +339,23 @@ def _counters(events: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
         if e["ph"] == "C" and e["name"] == MEMORY_COUNTER:
             out.setdefault(e["pid"], []).append(e)
     for c in out.values():
-        c.sort(key=lambda e: e["ts"])
+        c.sort(key=itemgetter("ts"))
     return out
 
 
 def _downsampled_counter(pid: int, counter: list[dict[str, Any]], slot: float) -> list[dict[str, Any]]:
     """A counter with one level per slot (the slot's highest), each at the slot's first change, then its
     last level where the last change was."""
-    out: list[dict[str, Any]] = []
-    for e in counter:
-        k = int(e["ts"] // slot)
-        if out and int(out[-1]["ts"] // slot) == k:
-            if e["args"]["bytes"] > out[-1]["args"]["bytes"]:
-                out[-1] = {**out[-1], "args": {"bytes": e["args"]["bytes"]}}
-        else:
-            out.append({"name": MEMORY_COUNTER, "ph": "C", "pid": pid, "ts": e["ts"], "args": {"bytes": e["args"]["bytes"]}})
-    if counter and (out[-1]["ts"], out[-1]["args"]["bytes"]) != (counter[-1]["ts"], counter[-1]["args"]["bytes"]):
-        out.append(counter[-1])
-    return out
+    if not counter:
+        return []
+    ts = np.array([e["ts"] for e in counter], dtype=np.float64)
+    level = np.array([e["args"]["bytes"] for e in counter], dtype=np.float64)
+    k = np.floor(ts / slot)
+    first = np.flatnonzero(np.concatenate([[True], k[1:] != k[:-1]]))
+    keep = list(zip(ts[first].tolist(), np.maximum.reduceat(level, first).tolist()))
+    if keep[-1] != (ts[-1], level[-1]):
+        keep.append((float(ts[-1]), float(level[-1])))
+    return [{"name": MEMORY_COUNTER, "ph": "C", "pid": pid, "ts": t, "args": {"bytes": b}} for t, b in keep]
 
 
 def direction_names(cluster: Cluster) -> list[str]:
