@@ -7,7 +7,9 @@ Stages, on each cluster (``8gpu`` and ``2x-dgx-a100`` by default):
 - ``import``: ``python -m graphs.make_scale NAME`` in a subprocess (build the Keras model, trace one
   training step, import it; into graphs/scale/ when the member is not there yet), family members only;
   its time is the trace + import, its memory the whole command's;
-- ``simulate``: one `Simulator.run` of a round-robin placement (median of 3), the simulator built first;
+- ``simulate``: one `Simulator.run` of a round-robin placement, the simulator built first: median thread
+  CPU time of 5 (the kernel is one thread, and thread time does not double when other jobs share the
+  cores; ``wall_seconds``: the median wall time beside it);
 - ``simulator_setup``: building that `Simulator` (costs, routes, arrays);
 - each heuristic (`placer.placers.registry`), with a time cap: one that runs past ``--cap`` seconds is
   stopped and reported as ``> cap`` (the heuristics themselves have no cap);
@@ -98,12 +100,14 @@ def stage_simulate(graph, cluster):
     sim = Simulator(graph, cluster)
     setup = time.perf_counter() - t0
     assignment = registry_place("round_robin", graph, cluster).assignment(graph, cluster)
-    runs = []
-    for _ in range(3):
-        t0 = time.perf_counter()
+    cpu, wall = [], []
+    for _ in range(5):
+        t0, c0 = time.perf_counter(), time.thread_time()
         res = sim.run(assignment)
-        runs.append(time.perf_counter() - t0)
-    return statistics.median(runs), {"simulator_setup_seconds": setup, "step_time": res.step_time}
+        cpu.append(time.thread_time() - c0)
+        wall.append(time.perf_counter() - t0)
+    return statistics.median(cpu), {"simulator_setup_seconds": setup, "step_time": res.step_time,
+                                    "wall_seconds": statistics.median(wall), "load_average": os.getloadavg()[0]}
 
 
 def registry_place(name, graph, cluster):
