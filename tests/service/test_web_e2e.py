@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -140,3 +141,44 @@ def test_upload_place_timeline_and_train(browser, server, tmp_path):
     (job,) = httpx.get(f"{server.url}/v1/jobs").json()["data"]
     assert job["options"] == {"starts": 2}
     _shot(d, "web-jobs.png")
+
+
+def test_large_graph_timeline_merged_and_table_virtualised(browser, server, tmp_path):
+    """12k ops: the timeline says ops were merged, the table holds every op but draws only rows in view."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    from placer.synthetic import layered_graph
+
+    d, wait = browser, WebDriverWait(browser, 120, ignored_exceptions=[StaleElementReferenceException])
+    find = lambda css: d.find_element(By.CSS_SELECTOR, css)  # noqa: E731
+    graph_file = tmp_path / "big.json"
+    graph_file.write_text(json.dumps(layered_graph(12_000, seed=1).to_dict()))
+
+    d.get(server.url + "/")
+    wait.until(lambda _: find("#cluster").find_elements(By.TAG_NAME, "option"))
+    find("#graph-file").send_keys(str(graph_file))
+    find("#upload-btn").click()
+    wait.until(lambda _: 12_000 in _numbers(find("#graph-info").text))
+    Select(find("#cluster")).select_by_value("8gpu")
+    Select(find("#method")).select_by_value("round_robin")
+    find("#baselines").click()  # off: one placement is enough here
+    find("#place-btn").click()
+    wait.until(lambda _: find("#result").is_displayed() or find("#error").is_displayed())
+    assert not find("#error").is_displayed(), find("#error-text").text
+
+    assert find("#timeline-note").is_displayed() and "Downsampled for display" in find("#timeline-note").text
+    assert "merged" in find("#legend").text
+    assert _numbers(find("#op-count").text) == [12_000, 12_000]  # every op matches (any locale's digits)
+    rendered = int(find("#ops-table").get_attribute("data-rendered"))
+    assert 0 < rendered < 200  # the rows in view, not 12,000
+    first = find("#ops-table tbody tr:not(.spacer) td").text
+    d.execute_script("document.querySelector('#ops-scroll').scrollTop = 22 * 6000;")
+    wait.until(lambda _: find("#ops-table tbody tr:not(.spacer) td").text != first)
+    assert int(find("#ops-table").get_attribute("data-rendered")) < 200
+
+
+def _numbers(text: str) -> list[int]:
+    """The whole numbers in `text`, with any locale's thousands separators."""
+    return [int(re.sub(r"\D", "", m)) for m in re.findall(r"\d[\d.,\u202f\u00a0]*\d|\d", text)]
