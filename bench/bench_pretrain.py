@@ -253,7 +253,8 @@ def stage_refine_rl(graph, cluster, heur: dict, args) -> dict:
 
 
 def stage_rl_searched(graph, cluster, heur: dict, args) -> dict:
-    from placer.rl.trainer import TrainConfig, Trainer, searched_reference, train
+    from placer.rl.starts import searched_reference
+    from placer.rl.trainer import TrainConfig, Trainer, train
 
     heuristic = heuristic_reference(graph, cluster, heur)
     reference = searched_reference(graph, cluster, heuristic, args.refine_seconds)  # what --warm-start-search imitates

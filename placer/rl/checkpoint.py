@@ -25,7 +25,8 @@ from placer.cluster import Cluster
 from placer.errors import PlacerError
 from placer.graph import OpGraph
 from placer.fileio import read_json_file, write_atomic
-from placer.rl.trainer import TrainConfig, Trainer, TrainerState, config_from_saved
+from placer.rl.state import TrainerState, config_from_saved
+from placer.rl.trainer import TrainConfig, Trainer
 
 STATE_FILE = "trainer_state.json"
 CHECKPOINT_DIR = "checkpoint"
@@ -90,12 +91,13 @@ def config_of(saved: dict[str, Any]) -> TrainConfig:
 
 
 def reference_of(saved: dict[str, Any]) -> tuple[str, np.ndarray, float] | None:
-    """The heuristic placement a saved run's groups were shaped by (``Trainer(reference=...)``).
+    """The best heuristic placement of a saved run (``Trainer(reference=...)``): its floor, and what a
+    heuristic warm start shaped its groups by.
 
     A resumed run must group ops as it did at first, or its best placement
     (devices per group) would be read on other groups; the heuristics cannot
     simply run again, since some are time-bounded (`pipeline_dp`). None for
-    a run without a heuristic warm start, or one saved before this was kept.
+    a run saved before every run kept one (without a warm start), or before this was kept.
     """
     ref = saved.get("reference")
     if not ref:

@@ -200,6 +200,12 @@ class TrainConfig(RLConfig):
     """Seconds of local search (`placer.placers.refine`) improving the warm start's heuristic first (0: none)."""
     imitation_steps: int = setting(200, POSITIVE_INTEGER)
     """Most supervised steps of the warm start."""
+    imitation_fraction: float = setting(0.15, Rule("fraction"))
+    """Most of the time budget the warm start's imitation may take (its heuristics and grouping not counted):
+    imitating a heuristic once took 30 s of a 60 s job, and REINFORCE then had one step."""
+    entropy_floor: float = setting(0.05, Rule("fraction"))
+    """Per-group entropy below which the entropy bonus grows, as a fraction of a uniform choice's (ln of the
+    device count; `placer.rl.reinforce.next_entropy_scale`; 0: a fixed bonus)."""
     objective: str = setting("step_time", Rule("objective"))
     """What the reward measures: 'step_time' (the simulator's step) or 'throughput' (the pipelined max load)."""
     jit: bool | None = setting(None, Rule("flag_or_auto"))

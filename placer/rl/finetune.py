@@ -26,9 +26,10 @@ groups stalls: such a member is fine-tuned on its own groups, from the
 answer's projection onto them, while the answer itself stays what the run
 returns until a step beats it (`start_from_answer`).
 
-With ``heuristic=True`` the best heuristic is also run, as a from-scratch
-run's warm start does; where it simulates faster than the policy's start,
-the pre-trained weights first imitate it. A policy that starts
+The best heuristic always runs (`placer.rl.trainer.Trainer`): the run never
+answers worse than it or the zero-shot answer (`placer.rl.starts`). With
+``heuristic=True``, where it simulates faster than the policy's start, the
+pre-trained weights first imitate it. A policy that starts
 far off a graph then starts from where per-graph RL would, and what
 pre-training adds is measured by the steps alone.
 """
@@ -46,6 +47,7 @@ from placer.cluster import Cluster
 from placer.graph import OpGraph
 from placer.placement import Placement
 from placer.rl.saved_policy import SavedPolicy, assign_to
+from placer.rl.starts import HEURISTIC, ZERO_SHOT
 from placer.rl.trainer import IMITATION_TARGET, PENDING_IMITATION, Best, Scorer, TrainConfig, Trainer
 from placer.simulator import Simulator
 from placer.rl.zero_shot import DEFAULT_SAMPLES, candidate_placements, fastest
@@ -65,7 +67,8 @@ class FineTuner(Trainer):
         """The temperature `fine_tuner` chose (saved in the warm start, so a resumed run keeps it)."""
         return float(self.state.warm_start.get("temperature", 1.0))
 
-    def warm_start(self, should_stop: Callable[[], bool] = lambda: False) -> dict[str, Any]:
+    def warm_start(self, should_stop: Callable[[], bool] = lambda: False,
+                   on_imitation: Callable[[int, float], None] | None = None) -> dict[str, Any]:
         """Imitate the best heuristic, or the policy's own best sample, from the pre-trained weights;
         the warm start still names the policy.
 
@@ -76,10 +79,10 @@ class FineTuner(Trainer):
         """
         start = {k: v for k, v in self.state.warm_start.items() if k != PENDING_IMITATION}
         if self.state.warm_start.get(PENDING_IMITATION) == "heuristic":
-            extra = {"imitated": super().warm_start(should_stop)}
+            extra = {"imitated": super().warm_start(should_stop, on_imitation)}
         else:
             t0 = time.perf_counter()
-            steps, per_group = self.imitate(np.asarray(self.state.best.group_devices), should_stop)
+            steps, per_group = self.imitate(np.asarray(self.state.best.group_devices), should_stop, on_imitation)
             extra = {"imitated_start": {"imitation_steps": steps, "imitation_probability": per_group,
                                         "seconds": time.perf_counter() - t0}}
         self.state.warm_start = {**start, "method": WARM_START_METHOD, **extra}
@@ -94,9 +97,12 @@ class FineTuner(Trainer):
         placement.meta["policy"] = {**placement.meta.get("policy", {}), **start.get("policy", {}),
                                     "fine_tuned": best.step > 0}
         imitated = start.get("imitated")
-        if best.step == 0 and imitated and best.step_time != start.get("start_step_time"):
-            placement.meta["placed_by"] = f"heuristic {imitated['heuristic']}"  # its projection beat the start
-        if best is self.state.floor:  # the answer itself, placed on its own (coarser) groups
+        if best.source.startswith(HEURISTIC):  # the heuristic itself, or its projection, beat the start
+            placement.meta["placed_by"] = f"heuristic {best.source[len(HEURISTIC):]}"
+        elif best.step == 0 and not best.source and imitated and best.step_time != start.get("start_step_time"):
+            placement.meta["placed_by"] = f"heuristic {imitated['heuristic']}"  # (a run saved before sources)
+        if best is self.state.floor and best.source in (ZERO_SHOT, "") and "answer_groups" in start:
+            # the answer itself, placed on its own (coarser) groups
             placement.meta["groups"] = placement.meta["policy"]["groups"] = start["answer_groups"]
         return placement
 
@@ -119,7 +125,7 @@ def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: Tr
     graph, cluster : what to place, and where.
     policy : the pre-trained policy (`placer.rl.saved_policy.load_policy`).
     config : other hyperparameters (learning rate, samples, seed...); sizes come from the policy.
-    heuristic : also run the best heuristic, and imitate it first (in `train`, within its budget)
+    heuristic : imitate the best heuristic first (in `train`, within its budget)
         where it is faster than the policy's start.
     reference : the best heuristic's ``(name, device per op, step time)`` if the caller has it.
     samples : K of the zero-shot start (0: the greedy placement alone).
@@ -140,8 +146,8 @@ def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: Tr
     start = (start_from_answer(trainer, policy, answer, samples) if coarse
              else start_from_policy(trainer, policy, samples, seed))
     start["temperature"] = exploring_temperature(trainer, policy)
-    heuristic_faster = trainer.reference is not None and (start["start_oom"]
-                                                          or trainer.reference[2] < start["start_step_time"])
+    heuristic_faster = trainer.config.warm_start == "heuristic" and (start["start_oom"]
+                                                                     or trainer.reference[2] < start["start_step_time"])
     if heuristic_faster or start["start"] != "greedy":  # `train` imitates it first (`FineTuner.warm_start`)
         trainer.state.warm_start[PENDING_IMITATION] = "heuristic" if heuristic_faster else "start"
         trainer.setup_seconds = 0.0  # counted below, not again by `train`
@@ -216,7 +222,7 @@ def start_from_policy(trainer: Trainer, policy: SavedPolicy, samples: int = DEFA
                                       trainer.config.seed if seed is None else seed, trainer.context)
     step_time, oom, _ = trainer.score(candidates, simulated=True)
     k = fastest(step_time, oom)
-    trainer.state.best = Best(float(step_time[k]), bool(oom[k]), candidates[k].tolist(), 0, 0.0)
+    trainer.state.best = Best(float(step_time[k]), bool(oom[k]), candidates[k].tolist(), 0, 0.0, source=ZERO_SHOT)
     trainer.state.warm_start = {"method": WARM_START_METHOD, "policy": {**policy.describe(), "fine_tuned": False},
                                 "greedy_step_time": float(step_time[0]), "greedy_oom": bool(oom[0]),
                                 "samples": int(samples), "start_step_time": float(step_time[k]),
@@ -232,14 +238,15 @@ def start_from_answer(trainer: Trainer, policy: SavedPolicy, answer: Placement, 
     member's own groups went on (docs/pretrained-policy.md, "Measured"). So the trainer has the
     member's trained groups, the policy first imitates the answer projected onto them (the device holding
     most of each group's compute), and REINFORCE's best starts there; the answer itself, op by op, is the
-    run's floor (`placer.rl.trainer.TrainerState.floor`), so it never returns worse than the answer it
-    began from.
+    run's floor (`placer.rl.state.TrainerState.floor`, unless the best heuristic is faster), so it never
+    returns worse than the answer it began from.
     """
     ops = answer.assignment(trainer.graph, trainer.cluster)
     projected = trainer.grouping.project(ops, len(trainer.cluster), weights=trainer.times.min(axis=1))
     step_time, oom, _ = trainer.score_ops(np.stack([ops, trainer.grouping.expand(projected)]), simulated=True)
-    trainer.state.floor = Best(float(step_time[0]), bool(oom[0]), projected.tolist(), 0, 0.0, op_devices=ops.tolist())
-    trainer.state.best = Best(float(step_time[1]), bool(oom[1]), projected.tolist(), 0, 0.0)
+    trainer.state.offer_floor(Best(float(step_time[0]), bool(oom[0]), projected.tolist(), 0, 0.0,
+                                   op_devices=ops.tolist(), source=ZERO_SHOT))
+    trainer.state.best = Best(float(step_time[1]), bool(oom[1]), projected.tolist(), 0, 0.0, source=ZERO_SHOT)
     trainer.state.warm_start = {
         "method": WARM_START_METHOD, "policy": {**policy.describe(), "fine_tuned": False}, "samples": int(samples),
         "start_step_time": float(step_time[0]), "start_oom": bool(oom[0]),
@@ -247,3 +254,12 @@ def start_from_answer(trainer: Trainer, policy: SavedPolicy, answer: Placement, 
         "projected_step_time": float(step_time[1]), "projected_oom": bool(oom[1]),
         "answer_groups": int(answer.meta["groups"])}
     return trainer.state.warm_start
+
+
+def can_place(policy: SavedPolicy, cluster: Cluster) -> bool:
+    """Whether every member of `policy` addresses as many devices as `cluster` has (else a run trains from
+    scratch)."""
+    from placer.rl.policy import MAX_DEVICES
+
+    return len(cluster) <= MAX_DEVICES and all(len(cluster) <= m.weights["dev_slot"].shape[0]
+                                               for m in policy.members)

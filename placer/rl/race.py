@@ -30,8 +30,9 @@ from placer.graph import OpGraph
 from placer.fileio import write_atomic
 from placer.placement import Placement
 from placer.rl import checkpoint
-from placer.rl.trainer import (StepStats, TrainConfig, Trainer, TrainerState, config_from_saved,
-                               ranked_heuristics, searched_reference, train)
+from placer.rl.starts import ranked_heuristics, searched_reference
+from placer.rl.state import StepStats, TrainerState, config_from_saved
+from placer.rl.trainer import TrainConfig, Trainer, train
 
 STATE_FILE = "race_state.json"
 STARTS_DIR = "starts"
@@ -151,17 +152,17 @@ class Race:
         return TrainerState(
             step=sum(a.state.step for a in self.arms), samples=sum(a.state.samples for a in self.arms),
             elapsed_seconds=self.heuristic_seconds + sum(a.state.elapsed_seconds for a in self.arms),
-            baseline=None, best=replace(leader.state.best),
+            baseline=None, best=replace(leader.state.returned),
             warm_start={**self.arms[0].state.warm_start, "race": self.summary()})
 
     def _leader(self) -> Trainer:
-        return min(self.arms, key=lambda a: (a.state.best.oom, a.state.best.step_time))
+        return min(self.arms, key=lambda a: (a.state.returned.oom, a.state.returned.step_time))
 
     def summary(self) -> dict[str, Any]:
         """Per start: where it began, what it found, how long it ran, and when it was dropped."""
         return {"round": self.round, "starts": [{
             "heuristic": a.reference[0], "heuristic_step_time": float(a.reference[2]),
-            "best_step_time": a.state.best.step_time if a.state.best.group_devices else None,
+            "best_step_time": a.state.returned.step_time if a.state.returned.group_devices else None,
             "steps": a.state.step, "elapsed_seconds": a.state.elapsed_seconds,
             "dropped_after_round": self.dropped_in.get(i)} for i, a in enumerate(self.arms)]}
 
@@ -174,7 +175,7 @@ class Race:
     # -- running ---------------------------------------------------------------------
     def run(self, *, budget_seconds: float | None = None, max_steps: int | None = None,
             on_step: Callable[[StepStats], None] | None = None,
-            should_stop: Callable[[], bool] = lambda: False) -> str:
+            should_stop: Callable[[], bool] = lambda: False, on_imitation: Callable | None = None) -> str:
         """Race until the budget (seconds) or step count of the whole race is spent, as `train` does.
 
         The rounds split the steps when a step count is given (a budget given
@@ -209,7 +210,8 @@ class Race:
                     until = seconds_left if last else target  # the one start left has the rest
                     if arm.state.elapsed_seconds >= until and arm.state.step > 0:
                         continue
-                    reason = train(arm, budget_seconds=until, on_step=relay, should_stop=should_stop)
+                    reason = train(arm, budget_seconds=until, on_step=relay, should_stop=should_stop,
+                                   on_imitation=on_imitation)
                 else:
                     if seconds_left is not None and seconds_left <= arm.state.elapsed_seconds:
                         return "done"
@@ -217,13 +219,14 @@ class Race:
                     if arm.state.step >= goal:
                         continue
                     reason = train(arm, max_steps=goal, budget_seconds=seconds_left, on_step=relay,
-                                   should_stop=should_stop)
+                                   should_stop=should_stop, on_imitation=on_imitation)
                 if reason == "interrupted":
                     return "interrupted"
             if last:
                 return "done"
             keep = rounds[self.round + 1][0]
-            ranked = sorted(self.alive, key=lambda i: (self.arms[i].state.best.oom, self.arms[i].state.best.step_time))
+            ranked = sorted(self.alive, key=lambda i: (self.arms[i].state.returned.oom,
+                                                       self.arms[i].state.returned.step_time))
             for i in ranked[keep:]:
                 self.dropped_in[i] = self.round
             self.alive = sorted(ranked[:keep])

@@ -11,6 +11,15 @@ Dividing by the lower bound puts every graph on the same scale (1 is
 perfect), which a policy trained across graphs needs. The best placement so
 far is the one that fits in memory, then the fastest (`better`); among a
 step's samples, ties go to the first (`best_sample`).
+
+The entropy bonus's weight adapts (`next_entropy_scale`): a policy that
+collapsed onto one placement (per-group entropy 0.000 by step 900 of a
+fine-tune, issue #42) spends the rest of its budget sampling that one
+placement, and REINFORCE, which compares samples, learns nothing more. A
+fixed schedule cannot know when that happens, and restarts throw away what
+was learnt; so, as SAC tunes its temperature to a target entropy (Haarnoja et
+al. 2018), the weight doubles each step the entropy is under its floor and
+halves back towards the configured weight each step it is over.
 """
 
 from __future__ import annotations
@@ -62,3 +71,18 @@ def best_sample(cost: np.ndarray, oom: np.ndarray) -> int:
 def better(cost: float, oom: bool, than_cost: float, than_oom: bool) -> bool:
     """Whether a placement of `cost` and `oom` beats the best so far: fitting beats OOM, then lower cost."""
     return (not oom and than_oom) or (oom == than_oom and cost < than_cost)
+
+
+ENTROPY_SCALE_STEP = 2.0
+"""Factor by which the entropy bonus's weight grows (under the floor) or shrinks back (over it) per step."""
+MAX_ENTROPY_SCALE = 64.0
+"""The most the entropy bonus's weight grows over the configured one."""
+
+
+def next_entropy_scale(scale: float, entropy: float, floor: float) -> float:
+    """The entropy bonus's multiplier after a step whose mean per-group entropy was `entropy` (nats):
+    `ENTROPY_SCALE_STEP` times larger under `floor` (at most `MAX_ENTROPY_SCALE`), else as much smaller
+    (at least 1). A `floor` of 0 keeps it at 1."""
+    if entropy < floor:
+        return min(scale * ENTROPY_SCALE_STEP, MAX_ENTROPY_SCALE)
+    return max(scale / ENTROPY_SCALE_STEP, 1.0)

@@ -19,6 +19,13 @@ device load instead (`placer.objectives.ThroughputModel`: step_time_k above
 becomes max_load_k, the lower bound its own, OOM the weights not fitting);
 the warm start and the best placement follow the objective.
 
+Whatever the budget, a run answers no worse than the placements it was
+given before its first step (the best heuristic, a fine-tune's zero-shot
+answer): they are its floor (`TrainerState.floor`, `placer.rl.starts`).
+The warm start's imitation takes at most ``imitation_fraction`` of the budget,
+and the entropy bonus grows while the policy's entropy is under
+``entropy_floor`` (`placer.rl.reinforce.next_entropy_scale`).
+
 Sampling is seeded by ``(seed, step)`` with stateless ops, so a run is
 reproducible and a resumed run draws the same samples as an uninterrupted one.
 """
@@ -27,7 +34,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from typing import Any, Callable, Protocol
 
 import numpy as np
@@ -39,13 +46,14 @@ from placer.graph import OpGraph
 from placer.grouping import Grouping, group_graph
 from placer.objectives import ThroughputModel
 from placer.placement import Placement
-from placer.placers import best
-from placer.placers.best import Candidate
 from placer.rl import reinforce
 from placer.rl.config import TrainConfig
 from placer.rl.features import (NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, DecodeContext, decode_context,
                                  device_features, group_features)
 from placer.rl.policy import MAX_DEVICES, PolicyConfig, reinforce_update
+from placer.rl.state import Best, Rollout, StepStats, TrainerState, config_from_saved  # noqa: F401 (their home before)
+from placer.rl.starts import (TRAINED, heuristic_source, kept, ranked_heuristics, searched_reference,
+                               throughput_cost)
 from placer.simulator import Simulator
 
 JIT_MIN_GROUPS = 64
@@ -66,149 +74,6 @@ class Scorer(Protocol):
     def run_batch(self, assignments: np.ndarray): ...
 
 
-SAVED_BEFORE_GROUPING_DEFAULTS = {"kind_groups": False, "balanced_groups": False}
-"""How a run saved before `TrainConfig` had these fields grouped its ops (heavy edges alone)."""
-
-
-def config_from_saved(config: dict[str, Any]) -> TrainConfig:
-    """The config a saved run was trained with: a field it does not name takes its value from then, not now."""
-    return TrainConfig(**{**SAVED_BEFORE_GROUPING_DEFAULTS, **config})
-
-
-@dataclass
-class Best:
-    """The best placement seen so far (non-OOM beats OOM, then lower step time)."""
-
-    step_time: float = math.inf
-    oom: bool = True
-    group_devices: list[int] = field(default_factory=list)
-    step: int = -1
-    elapsed_seconds: float = 0.0
-    op_devices: list[int] = field(default_factory=list)
-    """The placement itself where the groups cannot express it (`TrainerState.floor`)."""
-
-    def better(self, step_time: float, oom: bool) -> bool:
-        """Whether a placement of `step_time` and `oom` beats this one (`placer.rl.reinforce.better`)."""
-        return reinforce.better(step_time, oom, self.step_time, self.oom)
-
-
-@dataclass
-class TrainerState:
-    """Everything besides the network and optimizer that a resumed run needs."""
-
-    step: int = 0
-    samples: int = 0
-    elapsed_seconds: float = 0.0
-    baseline: float | None = None
-    best: Best = field(default_factory=Best)
-    warm_start: dict[str, Any] = field(default_factory=dict)
-    floor: Best = field(default_factory=Best)
-    """A placement the run must not return worse than, which its groups cannot express (a pool's answer
-    made on coarser groups, `placer.rl.finetune.start_from_answer`); kept apart from `best`, which
-    REINFORCE replays and which follows every improvement from its start."""
-
-    @property
-    def returned(self) -> Best:
-        """What the run answers: `best`, or `floor` while nothing has beaten it."""
-        return self.floor if self.floor.op_devices and self.best.better(self.floor.step_time, self.floor.oom) \
-            else self.best
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TrainerState":
-        d = dict(d)
-        d["best"] = Best(**d.get("best", {}))
-        d["floor"] = Best(**d.get("floor", {}))
-        return cls(**d)
-
-
-@dataclass
-class StepStats:
-    """Named scalars of one step (one row of ``history.csv``)."""
-
-    step: int
-    elapsed_seconds: float
-    samples: int
-    mean_step_time: float
-    min_step_time: float
-    best_step_time: float
-    mean_reward: float
-    baseline: float
-    entropy: float
-    oom_fraction: float
-    loss: float
-    grad_norm: float
-    samples_per_second: float
-
-    FIELDS = ("step", "elapsed_seconds", "samples", "mean_step_time", "min_step_time", "best_step_time",
-              "mean_reward", "baseline", "entropy", "oom_fraction", "loss", "grad_norm", "samples_per_second")
-
-
-@dataclass
-class Rollout:
-    """One step's samples, simulated (`Trainer.rollout`): what `Trainer.learn` learns from."""
-
-    actions: np.ndarray
-    """Device of each group per sample ``[K, G]``."""
-    entropy: np.ndarray
-    """The policy's entropy per sample ``[K]``."""
-    step_time: np.ndarray
-    """Simulated step time (max load with the throughput objective) per sample ``[K]``."""
-    oom: np.ndarray
-    """Whether each sample runs out of memory ``[K]``."""
-    reward: np.ndarray
-    """Reward per sample ``[K]``."""
-    started: float
-    """`time.perf_counter` when the step began."""
-
-
-def throughput_cost(model: ThroughputModel, ops: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Max load ``[K]`` of placements of ops ``[K, N]``, whether some device's weights exceed its
-    memory ``[K]``, and the worst such overflow (as a fraction of that memory) ``[K]``."""
-    cost = model.max_load_batch(ops)
-    held = np.zeros((len(ops), model.num_devices))
-    np.add.at(held, (np.arange(len(ops))[:, None], ops), model.params[None, :])
-    overflow = np.max(held / model.memory_bytes[None, :] - 1.0, axis=1)
-    return cost, overflow > 0, overflow
-
-
-def ranked_heuristics(graph: OpGraph, cluster: Cluster, objective: str = "step_time", *,
-                      sim: Simulator | None = None, throughput: ThroughputModel | None = None,
-                      ) -> list[Candidate]:
-    """Every single device and every registered heuristic, best first for `objective`
-    (`placer.placers.best.ranked_heuristics`: those that fit first, then by cost, equals in that order).
-
-    Returns ``(name, device per op, cost, oom)`` candidates; the cost is the simulated step time, or the max
-    load with ``objective="throughput"``. `sim` and `throughput` reuse a caller's models.
-    """
-    score = None
-    if objective == "throughput":
-        sim = sim or Simulator(graph, cluster)
-        model = throughput if throughput is not None else ThroughputModel(graph, cluster, sim.times)
-
-        def score(ops: np.ndarray):
-            cost, over, _ = throughput_cost(model, ops)
-            return cost, over
-    return best.ranked_heuristics(graph, cluster, objective=objective, score=score, sim=sim)
-
-
-def searched_reference(graph: OpGraph, cluster: Cluster, reference: tuple[str, np.ndarray, float],
-                       seconds: float) -> tuple[str, np.ndarray, float]:
-    """A warm start's ``(name, device per op, step time)`` after `seconds` of local search
-    (`placer.placers.refine`), named by its provenance (``NAME+search``).
-
-    Which basin REINFORCE ends in depends much on where it starts, so a
-    searched start is an option, not the default (evidence:
-    docs/learned-placer.md).
-    """
-    from placer.placers.refine import refine
-
-    name, devices, _ = reference
-    found = refine(graph, cluster, Placement.from_assignment(graph, cluster, devices, name), seconds=seconds)
-    return found.provenance.lineage(found.method), found.assignment(graph, cluster), float(found.step_time)
-
 class Trainer:
     """Trains a placement policy for one graph on one cluster.
 
@@ -216,9 +81,9 @@ class Trainer:
     ----------
     graph, cluster : what to place, and where.
     config : hyperparameters.
-    reference : ``(name, device per op, step time)`` of the placement a
-        heuristic warm start imitates, when the caller already has it;
-        by default every registered heuristic runs and the fastest is taken.
+    reference : ``(name, device per op, step time)`` of the best heuristic placement, when the caller
+        already has it; by default every registered heuristic runs and the fastest is taken. It is the
+        run's floor (`TrainerState.floor`), and the placement a heuristic warm start imitates.
     scorer : makes, from the trainer's simulator, what scores the samples of each step and the warm
         start's placement (`Scorer`; ``placer train --reward measured``, ``--ray``); by default the
         simulator itself. Bounds, memory, the heuristics and the returned placement are the simulator's.
@@ -248,17 +113,15 @@ class Trainer:
         self.throughput = ThroughputModel(graph, cluster, self.times) if self.config.objective == "throughput" else None
         self.throughput_bound = self.throughput.lower_bound() if self.throughput is not None else None
         t0 = time.perf_counter()
-        self.reference: tuple[str, np.ndarray, float] | None = None
-        self.heuristic_seconds = 0.0
-        if self.config.warm_start == "heuristic":
-            if reference is None:
-                reference = self._best_heuristic()
-                if self.config.warm_start_search > 0:
-                    reference = searched_reference(graph, cluster, reference, self.config.warm_start_search)
-            self.reference = reference
-            self.heuristic_seconds = time.perf_counter() - t0
+        imitating = self.config.warm_start == "heuristic"
+        if reference is None:
+            reference = self._best_heuristic()
+            if imitating and self.config.warm_start_search > 0:
+                reference = searched_reference(graph, cluster, reference, self.config.warm_start_search)
+        self.reference: tuple[str, np.ndarray, float] = reference
+        self.heuristic_seconds = time.perf_counter() - t0
         self.grouping: Grouping = group_graph(graph, cluster, self.config.groups, self.times,
-                                              respect=None if self.reference is None else self.reference[1],
+                                              respect=self.reference[1] if imitating else None,
                                               split_kinds=self.config.kind_groups,
                                               balanced=self.config.balanced_groups,
                                               split_critical=self.config.critical_groups)
@@ -273,10 +136,20 @@ class Trainer:
             seed=self.config.seed,
         )
         self.optimizer = Adam(self.policy.trainable_variables, self.config.learning_rate)
+        self.state = TrainerState()
+        self._offer_heuristic()
         self.setup_seconds = time.perf_counter() - t0
         """Heuristics, grouping and features: part of a fresh run's time, not of a resumed one's."""
-        self.state = TrainerState()
         self._build_functions()
+
+    def _offer_heuristic(self) -> None:
+        """The best heuristic's placement, scored in the simulator on the run's objective, as the floor."""
+        name, ops, _ = self.reference
+        ops = np.asarray(ops, dtype=np.int64)
+        step_time, oom, _ = self.score_ops(ops[None, :], simulated=True)
+        projected = self.grouping.project(ops, len(self.cluster), weights=self.times.min(axis=1))
+        self.state.offer_floor(Best(float(step_time[0]), bool(oom[0]), projected.tolist(), 0, 0.0,
+                                    op_devices=ops.tolist(), source=heuristic_source(name)))
 
     # -- compiled passes -----------------------------------------------------
     def _build_functions(self) -> None:
@@ -369,20 +242,23 @@ class Trainer:
         return cost, oom, reinforce.rewards(cost, oom, overflow, self.throughput_bound, self.config.oom_penalty)
 
     def _track_best(self, group_devices: np.ndarray, step_time: np.ndarray, oom: np.ndarray, step: int,
-                    elapsed: float) -> None:
+                    elapsed: float, source: str = TRAINED, into: str = "best") -> None:
+        """Make the best of these placements the state's `into` (``best`` or ``trained``) if it beats it."""
         k = reinforce.best_sample(step_time, oom)
-        if self.state.best.better(float(step_time[k]), bool(oom[k])):
-            self.state.best = Best(float(step_time[k]), bool(oom[k]), group_devices[k].tolist(), step, elapsed)
+        if getattr(self.state, into).better(float(step_time[k]), bool(oom[k])):
+            setattr(self.state, into, Best(float(step_time[k]), bool(oom[k]), group_devices[k].tolist(), step,
+                                           elapsed, source=source))
 
     # -- warm start ------------------------------------------------------------
-    def warm_start(self, should_stop: Callable[[], bool] = lambda: False) -> dict[str, Any]:
+    def warm_start(self, should_stop: Callable[[], bool] = lambda: False,
+                   on_imitation: Callable[[int, float], None] | None = None) -> dict[str, Any]:
         """Imitate the best heuristic placement (projected onto groups), if the config asks for it.
 
         The heuristic was chosen before grouping, and the grouping keeps its
         device boundaries where it can, so the projection is usually exact.
         The projected placement is scored and counts as a sample at step 0,
         so the best placement is never worse than it. Returns what was done (also
-        stored in the trainer state and the placement's meta).
+        stored in the trainer state and the placement's meta). `on_imitation` is `imitate`'s.
         """
         t0 = time.perf_counter()
         if self.config.warm_start == "none":
@@ -392,8 +268,8 @@ class Trainer:
         heuristic_seconds = self.heuristic_seconds
         target = self.grouping.project(op_devices, len(self.cluster), weights=self.times.min(axis=1))
         step_time, oom, _ = self.score(target[None, :])
-        self._track_best(target[None, :], step_time, oom, 0, self.state.elapsed_seconds)
-        steps, per_group = self.imitate(target, should_stop)
+        self._track_best(target[None, :], step_time, oom, 0, self.state.elapsed_seconds, heuristic_source(name))
+        steps, per_group = self.imitate(target, should_stop, on_imitation)
         self.state.warm_start = {
             "method": "heuristic", "heuristic": name, "heuristic_step_time": heur_time,
             "projected_step_time": float(step_time[0]), "imitation_steps": steps,
@@ -402,9 +278,11 @@ class Trainer:
         }
         return self.state.warm_start
 
-    def imitate(self, target: np.ndarray, should_stop: Callable[[], bool] = lambda: False) -> tuple[int, float]:
+    def imitate(self, target: np.ndarray, should_stop: Callable[[], bool] = lambda: False,
+                on_imitation: Callable[[int, float], None] | None = None) -> tuple[int, float]:
         """Supervised steps toward one placement per group until its per-group probability passes
-        `IMITATION_TARGET` (or ``imitation_steps`` are spent); returns the steps and that probability."""
+        `IMITATION_TARGET` (or ``imitation_steps`` are spent, or `should_stop` says so); returns the steps
+        and that probability. `on_imitation(steps, probability)` is called after each step."""
         actions = np.tile(target, (self.config.samples, 1))
         ones = np.ones(self.config.samples, dtype=np.float32)
         steps, per_group = 0, -math.inf
@@ -416,6 +294,8 @@ class Trainer:
                 _, _, logp = self.update(actions, ones, entropy_weight=0.0)
                 steps += 1
                 per_group = float(np.exp(logp.mean() / G))
+                if on_imitation is not None:
+                    on_imitation(steps, per_group)
                 if per_group > IMITATION_TARGET:
                     break
         finally:
@@ -438,10 +318,11 @@ class Trainer:
         t0 = time.perf_counter()
         s = self.state
         actions, entropy = self.sample(s.step)
-        if self.config.replay_best and s.best.group_devices:
+        replayed = bool(self.config.replay_best and s.best.group_devices)
+        if replayed:
             actions[-1] = s.best.group_devices
         step_time, oom, reward = self.score(actions)
-        return Rollout(actions, entropy, step_time, oom, reward, t0)
+        return Rollout(actions, entropy, step_time, oom, reward, t0, replayed)
 
     def learn(self, r: Rollout) -> StepStats:
         """The policy-gradient step on the samples of `r` (from `rollout`), and the state's account of it
@@ -449,18 +330,25 @@ class Trainer:
         weights and the step count a checkpoint saves describe the same step."""
         s = self.state
         baseline = reinforce.baseline_now(s.baseline, r.reward)
-        loss, norm, _ = self.update(r.actions, reinforce.advantages(r.reward, baseline))
+        entropy_weight = self.config.entropy_weight * s.entropy_scale
+        loss, norm, _ = self.update(r.actions, reinforce.advantages(r.reward, baseline), entropy_weight)
         s.baseline = reinforce.next_baseline(baseline, r.reward, self.config.baseline_decay)
+        entropy = float(r.entropy.mean())
+        s.entropy_scale = reinforce.next_entropy_scale(s.entropy_scale, entropy,
+                                                       self.config.entropy_floor * math.log(len(self.cluster)))
         dt = time.perf_counter() - r.started
         s.elapsed_seconds += dt
         self._track_best(r.actions, r.step_time, r.oom, s.step + 1, s.elapsed_seconds)
+        sampled = len(r.actions) - r.replayed
+        self._track_best(r.actions[:sampled], r.step_time[:sampled], r.oom[:sampled], s.step + 1,
+                         s.elapsed_seconds, into="trained")
         s.step += 1
         s.samples += len(r.actions)
         return StepStats(
             step=s.step, elapsed_seconds=s.elapsed_seconds, samples=s.samples,
             mean_step_time=float(r.step_time.mean()), min_step_time=float(r.step_time.min()),
             best_step_time=s.returned.step_time, mean_reward=float(r.reward.mean()), baseline=s.baseline,
-            entropy=float(r.entropy.mean()), oom_fraction=float(r.oom.mean()), loss=loss, grad_norm=norm,
+            entropy=entropy, entropy_weight=entropy_weight, oom_fraction=float(r.oom.mean()), loss=loss, grad_norm=norm,
             samples_per_second=len(r.actions) / dt,
         )
 
@@ -476,7 +364,7 @@ class Trainer:
             "steps": self.state.step, "samples": self.state.samples,
             "train_seconds": self.state.elapsed_seconds, "found_at_step": b.step,
             "found_at_seconds": b.elapsed_seconds, "groups": self.grouping.num_groups,
-            "warm_start": self.state.warm_start,
+            "warm_start": self.state.warm_start, "kept": kept(self),
             "policy": {"kind": "seq2seq bi-LSTM encoder + LSTM decoder with attention", "hidden": self.config.hidden,
                        "parameters": int(sum(int(np.prod(v.shape)) for v in self.policy.trainable_variables))},
             "config": asdict(self.config),
@@ -489,13 +377,18 @@ class Trainer:
 
 def train(trainer: Trainer, *, budget_seconds: float | None = None, max_steps: int | None = None,
           on_step: Callable[[StepStats], None] | None = None,
-          should_stop: Callable[[], bool] = lambda: False) -> str:
+          should_stop: Callable[[], bool] = lambda: False,
+          on_imitation: Callable[[int, float, float, float | None], None] | None = None) -> str:
     """Run steps until the budget or step count is reached (both count the whole run, resumed or not).
 
-    Set-up, warm start (at most half the budget) and compilation count
-    against the budget; at least one REINFORCE step is always taken. A warm
-    start interrupted by `should_stop` is left to do again (a resumed run
-    imitates from the weights it had reached).
+    Set-up, warm start and compilation count against the budget; the warm
+    start's imitation stops after ``imitation_fraction`` of the budget (or
+    when the budget is spent), and at least one REINFORCE step is always
+    taken. A warm start interrupted by `should_stop` is left to do again (a
+    resumed run imitates from the weights it had reached).
+    `on_imitation(steps, probability, seconds, limit)` is called after each
+    imitation step (the target's per-group probability, the imitation's
+    seconds so far and their limit, None without a budget), e.g. for progress.
 
     Each step's update and `on_step` run `placer.errors.uninterruptible`: a
     second Ctrl-C (`placer.cli.common.StopOnSignal`) landing there stops the
@@ -512,12 +405,18 @@ def train(trainer: Trainer, *, budget_seconds: float | None = None, max_steps: i
         s.elapsed_seconds += trainer.setup_seconds
         t0 = time.perf_counter()
 
-        def imitation_over() -> bool:  # the warm start may take at most half the budget
-            spent = s.elapsed_seconds + time.perf_counter() - t0
-            return should_stop() or (budget_seconds is not None and spent > budget_seconds / 2)
+        limit = None if budget_seconds is None else trainer.config.imitation_fraction * budget_seconds
+
+        def imitation_over() -> bool:
+            spent = time.perf_counter() - t0
+            return should_stop() or (limit is not None and (spent > limit or s.elapsed_seconds + spent > budget_seconds))
+
+        def progress(steps: int, probability: float) -> None:
+            if on_imitation is not None:
+                on_imitation(steps, probability, time.perf_counter() - t0, limit)
 
         before = dict(s.warm_start)
-        trainer.warm_start(imitation_over)
+        trainer.warm_start(imitation_over, progress)
         s.elapsed_seconds += time.perf_counter() - t0
         if should_stop():  # cut short by the caller, not by the budget: a resume imitates again
             s.warm_start = before

@@ -21,6 +21,17 @@ def _policy(seed: int) -> SavedPolicy:
     return SavedPolicy(weights_of(tf_policy), {"name": "test", "version": "0", "hidden": 16, "groups": 10})
 
 
+def _slowest_single_device(graph, cluster) -> tuple[str, np.ndarray, float]:
+    """A heuristic start slower than any policy's answer, for tests of what a fine-tune does with its own."""
+    from placer.simulator import Simulator
+
+    sim = Simulator(graph, cluster)
+    placements = [np.full(len(graph), d, dtype=np.int64) for d in range(len(cluster))]
+    times = [sim.run(p).step_time for p in placements]
+    d = int(np.argmax(times))
+    return f"single_device:{cluster.devices[d].name}", placements[d], float(times[d])
+
+
 @pytest.fixture(scope="module")
 def setup():
     graph, cluster = two_chains(), two_device_cluster()
@@ -32,7 +43,8 @@ def test_without_heuristic_the_run_starts_from_the_policy_alone(setup):
     graph, cluster, reference = setup
     trainer = fine_tuner(graph, cluster, _policy(0), TrainConfig(samples=4, seed=0))
     start = trainer.state.warm_start
-    assert trainer.reference is None and start["method"] == "policy" and start["samples"] == DEFAULT_SAMPLES
+    assert trainer.config.warm_start == "none" and start.get(PENDING_IMITATION) != "heuristic"
+    assert start["method"] == "policy" and start["samples"] == DEFAULT_SAMPLES
     assert trainer.state.best.step_time == start["start_step_time"] <= start["greedy_step_time"]
 
 
@@ -190,7 +202,8 @@ def test_fine_tuned_says_whether_training_found_the_placement():
     from placer.synthetic import layered_graph
 
     graph, cluster, shipped = layered_graph(50, seed=2), presets.get("2gpu"), load_policy()
-    trainer = fine_tuner(graph, cluster, shipped, TrainConfig(samples=4, seed=0, jit=False), samples=4)
+    trainer = fine_tuner(graph, cluster, shipped, TrainConfig(samples=4, seed=0, jit=False), samples=4,
+                         reference=_slowest_single_device(graph, cluster))  # the start stays the best
     assert train(trainer, max_steps=2) == "done"
     trainer.state.best = replace(trainer.state.best, step=0)  # as when no step beat the start
     meta = trainer.best_placement().meta
@@ -213,7 +226,8 @@ def test_an_answer_on_coarser_groups_is_the_floor_while_the_member_trains_on_its
     graph, cluster, member = layered_graph(ops, seed=seed), presets.get("2gpu"), _policy(0)
     pool = replace(member.at_groups(4), pooled=(member.at_groups(3),))  # both pooled below the 10 it learned on
     answer = place_zero_shot(graph, cluster, pool, samples=8, seed=0)
-    trainer = fine_tuner(graph, cluster, pool, TrainConfig(samples=4, seed=0, jit=False), samples=8)
+    trainer = fine_tuner(graph, cluster, pool, TrainConfig(samples=4, seed=0, jit=False), samples=8,
+                         reference=_slowest_single_device(graph, cluster))  # not the floor: the answer is
     assert trainer.config.groups == 10 and 4 < trainer.grouping.num_groups <= 10
     assert trainer.state.warm_start["policy"]["groups"] == 10
     ops = answer.assignment(graph, cluster)

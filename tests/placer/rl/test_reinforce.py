@@ -32,3 +32,12 @@ def test_fitting_beats_oom_then_the_first_of_the_fastest():
     assert reinforce.best_sample(np.array([3.0, 1.0, 2.0, 2.0]), np.array([False, True, False, False])) == 2
     assert reinforce.better(9.0, False, 1.0, True) and not reinforce.better(1.0, True, 9.0, False)
     assert not reinforce.better(2.0, False, 2.0, False)
+
+
+def test_the_entropy_scale_doubles_under_the_floor_and_halves_back_over_it():
+    from placer.rl.reinforce import MAX_ENTROPY_SCALE, next_entropy_scale
+
+    assert next_entropy_scale(1.0, 0.01, 0.05) == 2.0 and next_entropy_scale(4.0, 0.01, 0.05) == 8.0
+    assert next_entropy_scale(MAX_ENTROPY_SCALE, 0.0, 0.05) == MAX_ENTROPY_SCALE
+    assert next_entropy_scale(8.0, 0.5, 0.05) == 4.0 and next_entropy_scale(1.0, 0.5, 0.05) == 1.0
+    assert next_entropy_scale(1.0, 0.0, 0.0) == 1.0  # a floor of 0: a fixed bonus
