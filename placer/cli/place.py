@@ -18,10 +18,10 @@ def add_parser(sub) -> None:
     add_graph_and_cluster(p)
     p.add_argument("--method", required=True, help="placement method (listed below), or best")
     p.add_argument("--candidates", metavar="LIST",
-                   help="method best: only these heuristics, comma-separated (default: every heuristic that "
-                        "optimises --objective)")
+                   help="method best: only these heuristics, comma-separated (default: every heuristic; each is "
+                        "scored on --objective)")
     add_objective(p, help="what to make small: one step's time (default) or the pipelined max device load "
-                  "(`max_load`); a method that does not optimise it says so")
+                  "(`max_load`); a method built for the other is scored on it too, and says so")
     p.add_argument("--budget-seconds", type=float, metavar="S",
                    help="learned methods (rl): training budget in seconds (default 60; with --policy: "
                         "fine-tune it for S seconds); progress on stderr. Not resumable: for long runs use "
@@ -52,7 +52,8 @@ def add_parser(sub) -> None:
         "  heft         Heterogeneous Earliest Finish Time (Topcuoglu et al. 2002)\n"
         "  cpop         Critical-Path-on-a-Processor: the critical path on one device (same paper)\n"
         "  m_topo, m_etf, m_sct  Baechi's memory-constrained placers (Jeon et al. 2020)\n"
-        "  pipeline_dp  pipeline stages by dynamic programming (--objective throughput)\n"
+        "  pipeline_dp  pipeline stages by dynamic programming, built for --objective throughput\n"
+        "               (scored on step time too, and a candidate of best, as every heuristic)\n"
         "and any other registered placer (the service's GET /v1/placers lists them all);\n"
         "  best         every heuristic (or --candidates), the fastest placement that fits in\n"
         "               memory, named best:NAME (the service's method best)"
@@ -62,6 +63,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from placer.cli.common import check_refine, load_graph_and_cluster, output_file
     from placer.cli.output import human_bytes, human_seconds, print_json, race_line, seconds_per_unit
+    from placer.placers.best import built_for_note
     from placer.errors import PlacerError
     from placer.placement import save_placement
     from placer.placers import best, registry
@@ -140,7 +142,7 @@ def run(args) -> int:
     if "race" in placement.meta:
         print("  " + race_line(placement.meta["race"], unit))
     if "ignored_objective" in placement.meta:
-        print(f"  ({placement.method} does not optimise {placement.meta['ignored_objective']}; it placed as usual)")
+        print("  " + built_for_note(placement.method, placement.meta["ignored_objective"]))
     for dev in cluster.device_names:
         if dev in counts or placement.peak_memory.get(dev, 0) > 0:
             print(f"  {dev}: {counts.get(dev, 0)} ops, peak memory {human_bytes(placement.peak_memory.get(dev, 0.0))}")

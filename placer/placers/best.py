@@ -12,6 +12,17 @@ every candidate heuristic run, the winner returned as ``best:NAME``.
 (`placer.placers.comparison`), the trainer's warm start
 (`placer.rl.trainer`) and pre-training's teachers (`placer.rl.pretrain`)
 all pick by it.
+
+Which heuristics compete (`candidates`): every registered one, whatever the
+objective. A placer's ``objectives`` (`placer.placers.registry.register`)
+name what it builds its placement for, and it is told the objective when
+asked for one of those; but every placement is scored by the simulator on
+the objective asked for, so one built for another objective competes like
+the rest and may win (``pipeline_dp``, built for throughput, is the fastest
+in step time on some graphs). ``placer place``, ``placer compare`` and the
+service say so beside such a placement (`built_for_note`), and
+``compare``'s winners, ``best``, the service's ``best`` and baselines and
+the trainer's warm start and floor all rank the same set.
 """
 
 from __future__ import annotations
@@ -116,12 +127,22 @@ def ranked_heuristics(graph: OpGraph, cluster: Cluster, names: Sequence[str] | N
     return [scored[i] for i in order]
 
 
+def built_for_note(method: str, objective: str) -> str:
+    """What is said beside a placement whose placer builds for another objective than `objective` (the
+    placement's ``meta.ignored_objective``): that it was scored on `objective` like every other."""
+    name = method.split(":")[-1]  # best:NAME
+    built_for = " and ".join(registry.get(name).objectives) if name in registry.names() else "another objective"
+    return f"({name} builds its placement for {built_for}; scored on {objective} like every placer, and a " \
+           "candidate of best)"
+
+
 def candidates(objective: str, names: Sequence[str] | None = None) -> list[str]:
-    """The heuristics `place_best` and baselines run: those that optimise `objective` (all, if none do).
+    """The heuristics `place_best` and baselines run: every registered heuristic, whatever `objective`
+    (see the module's docstring: each is scored on the objective asked for).
 
     Parameters
     ----------
-    objective : the objective asked for.
+    objective : the objective asked for (not a filter: kept so that callers say what they rank by).
     names : restrict to these (each must be a registered heuristic).
 
     Raises
@@ -143,8 +164,7 @@ def candidates(objective: str, names: Sequence[str] | None = None) -> list[str]:
     heuristics = registry.names(heuristic_only=True)
     if not heuristics:
         raise PlacerError("no heuristic placer is registered")
-    fitting = [n for n in heuristics if objective in registry.get(n).objectives]
-    return fitting or heuristics
+    return heuristics
 
 
 def place_best(graph: OpGraph, cluster: Cluster, *, objective: str = "step_time",

@@ -99,7 +99,7 @@ def test_place_and_compare_with_throughput_objective(cli, msr_files):
     assert rows["pipeline_dp"]["max_load"] == 6.625 and "ignored_objective" not in rows["pipeline_dp"]
     r = cli("compare", d / "g.json", "--cluster", d / "c.json", "--methods", "single,pipeline_dp",
             "--objective", "throughput", "--quiet")
-    assert "pipeline_dp*" in r.out and "(ignored)" in r.out
+    assert "pipeline_dp*" in r.out and "(built for step_time)" in r.out
 
 
 def test_compare_resume_does_not_reuse_rows_of_another_objective(cli, msr_files):

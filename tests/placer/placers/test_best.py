@@ -47,6 +47,20 @@ def test_place_best_answers_the_fastest_candidate_that_fits_as_best_name():
     assert placement.meta["best_of"] == list(step_times)
 
 
+@pytest.mark.parametrize("objective", ["step_time", "throughput"])
+def test_every_heuristic_competes_on_every_objective(objective):
+    """One rule for `place`, `compare`, `best` and the service: pipeline_dp, built for throughput, is a step
+    time candidate like the rest (it wins some graphs there), and the step time placers compete on max load."""
+    assert best.candidates(objective) == registry.names(heuristic_only=True)
+    assert "pipeline_dp" in best.candidates(objective)
+
+
+def test_a_placement_built_for_another_objective_says_so():
+    note = best.built_for_note("pipeline_dp", "step_time")
+    assert "pipeline_dp builds its placement for throughput" in note and "candidate of best" in note
+    assert "builds its placement for step_time" in best.built_for_note("best:heft", "throughput")
+
+
 def test_place_best_takes_known_placements_as_they_are():
     """A candidate already placed (``placer compare --methods all,best``) is not placed again."""
     graph, cluster = layered_graph(40, seed=1), presets.get("2gpu")
