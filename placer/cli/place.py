@@ -7,14 +7,19 @@ import time
 
 from placer.cli.common import add_graph_and_cluster, add_json_flag, add_objective, add_refine_sweeps
 
+IMITATION_NOTE_SECONDS = 5.0
+"""method rl: how often the warm start's imitation prints a progress line (as `placer train`'s)."""
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("place", help="place a graph with one method and simulate it",
                        description="Place GRAPH on CLUSTER with METHOD, score the placement with the\n"
                                    "simulator, and print (or write) the placement.\n\n"
-                                   "Method rl trains for --budget-seconds, showing its progress on stderr, and\n"
-                                   "keeps nothing when interrupted: `placer train GRAPH --cluster C --out DIR`\n"
-                                   "is the resumable form (checkpoints, --resume).")
+                                   "Method rl fine-tunes the shipped policy from its zero-shot answer for\n"
+                                   "--budget-seconds, showing its progress on stderr, never answering worse than\n"
+                                   "that answer or the best heuristic (it says which it kept), and keeps nothing\n"
+                                   "when interrupted: `placer train GRAPH --cluster C --out DIR` is the resumable\n"
+                                   "form (checkpoints, --resume).")
     add_graph_and_cluster(p)
     p.add_argument("--method", required=True, help="placement method (listed below), or best")
     p.add_argument("--candidates", metavar="LIST",
@@ -27,8 +32,9 @@ def add_parser(sub) -> None:
                         "fine-tune it for S seconds); progress on stderr. Not resumable: for long runs use "
                         "`placer train --out DIR`, which checkpoints and takes --resume")
     p.add_argument("--policy", metavar="DIR",
-                   help="method rl: place zero-shot (no training) with this pre-trained policy folder "
-                        "(`placer pretrain`), or 'shipped' for the package's own")
+                   help="method rl: place zero-shot (no training, unless --budget-seconds) with this pre-trained "
+                        "policy folder (`placer pretrain`), or 'shipped' for the package's own; 'none': train "
+                        "from scratch. Default: fine-tune the shipped policy for --budget-seconds")
     p.add_argument("--best-of", type=int, default=None, metavar="K",
                    help="method rl with --policy: the best of the greedy placement and K seeded samples "
                         "(default 256, as the service answers; 0: greedy alone)")
@@ -63,6 +69,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from placer.cli.common import check_refine, load_graph_and_cluster, output_file
     from placer.cli.output import human_bytes, human_seconds, print_json, race_line, seconds_per_unit
+    from placer.cli.train_start import kept_line
     from placer.placers.best import built_for_note
     from placer.errors import PlacerError
     from placer.placement import save_placement
@@ -141,6 +148,8 @@ def run(args) -> int:
               + (" (a local optimum)" if r["local_optimum"] else ""))
     if "race" in placement.meta:
         print("  " + race_line(placement.meta["race"], unit))
+    if "kept" in placement.meta:
+        print("  " + kept_line(placement.meta["kept"], unit))
     if "ignored_objective" in placement.meta:
         print("  " + built_for_note(placement.method, placement.meta["ignored_objective"]))
     for dev in cluster.device_names:
@@ -153,25 +162,42 @@ def run(args) -> int:
 
 def _training_progress(args, graph, options: dict):
     """For method rl when it trains (not zero-shot): a `ProgressLine` on stderr fed by each step (``on_step``
-    in `options`), its first line saying how long it trains and that `placer train` is the resumable form
-    (printed with the first step, so that options rl refuses stay a one-line error). None for other methods."""
+    in `options`) and each step of the warm start's imitation (``on_imitation``), its first line saying how
+    long it trains and that `placer train` is the resumable form (printed with the first step, so that
+    options rl refuses stay a one-line error). None for other methods."""
     from placer.cli.output import ProgressLine, seconds_per_unit
-    from placer.rl.method import DEFAULT_BUDGET_SECONDS
+    from placer.rl.method import DEFAULT_BUDGET_SECONDS, NO_POLICY
 
-    if args.method != "rl" or (args.policy is not None and args.budget_seconds is None):
+    if args.method != "rl" or (args.policy not in (None, NO_POLICY) and args.budget_seconds is None):
         return None
     budget = DEFAULT_BUDGET_SECONDS if args.budget_seconds is None else args.budget_seconds
     bar = ProgressLine(None, budget, seconds_per_unit(graph))
-    what = "fine-tuning the policy" if args.policy is not None else "training"
+    what = "training from scratch" if args.policy == NO_POLICY else \
+        f"fine-tuning the {'shipped ' if args.policy in (None, 'shipped') else ''}policy from its zero-shot answer"
     noted = False
+    last_note = -IMITATION_NOTE_SECONDS
 
-    def on_step(stats) -> None:
+    def note_once() -> None:
         nonlocal noted
         if not noted:
             bar.note(f"rl: {what} for {budget:g} s (Ctrl-C stops it and keeps nothing; `placer train --out DIR` "
                      "checkpoints and resumes)")
             noted = True
+
+    def on_imitation(steps: int, probability: float, seconds: float, limit: float | None) -> None:
+        from placer.rl.trainer import IMITATION_TARGET
+
+        nonlocal last_note
+        note_once()
+        if steps == 1 or seconds - last_note >= IMITATION_NOTE_SECONDS or probability > IMITATION_TARGET:
+            bar.note(f"rl: warm start, imitation step {steps}: per-group probability {probability:.3f} (stops "
+                     f"at {IMITATION_TARGET:g}), {seconds:.1f} s" + (f" of at most {limit:.1f}" if limit else ""))
+            last_note = seconds
+
+    def on_step(stats) -> None:
+        note_once()
         bar.show(stats)
 
     options["on_step"] = on_step
+    options["on_imitation"] = on_imitation
     return bar

@@ -9,22 +9,38 @@ and reads the files it writes in DIR (names are a contract):
   "entropy", "error"}``;
 - ``best_placement.json``: the best placement so far (the Placement
   contract, method "rl"), rewritten at each checkpoint and at the end;
-- ``history.csv`` (one row per step), ``curve.png`` (at the end);
+- ``history.csv`` (one row per step, the policy's entropy and the entropy bonus's weight among its
+  columns), ``curve.png`` (at the end);
+- ``result.json`` (at the end): which start the run kept and why (`placer.rl.starts.kept`: ``{"kept":
+  "zero-shot" | "heuristic:NAME" | "trained", "why", "step_times": {"zero_shot", "heuristic",
+  "trained"}, ...}``), with the state, step count and best step time;
 - ``trainer_state.json`` and ``checkpoint/``: what ``--resume`` continues from
   (with ``--starts K``: ``race_state.json``, and each start's in ``starts/N/``).
 
 SIGINT (Ctrl-C) and SIGTERM finish the current step, save a checkpoint, mark
 the run "interrupted" and exit with code 130.
+
+A new run fine-tunes the shipped policy unless told otherwise
+(`placer.cli.train_start`): it starts from the policy's zero-shot answer,
+and never answers worse than that answer or the best heuristic
+(`placer.rl.starts`).
 """
 
 from __future__ import annotations
 
+import json
+
 from placer.cli.common import (WARM_STARTS, StopOnSignal, add_graph_and_cluster, add_grouping_flags, add_json_flag,
                                add_objective, add_refine_sweeps, add_run_folder, check_at_least, check_budget,
-                               check_refine, check_resume, config_help, run_folder)
+                               check_refine, config_help, run_folder)
 from placer.cli.output import ProgressLine, seconds_per_unit
+from placer.cli.train_start import (DEFAULT_INIT, NO_INIT, check_starts, given_config, kept_line,
+                                    policy_to_fine_tune, saved_run, scratch_only)
 
 CHECKPOINT_EVERY_SECONDS = 30.0
+RESULT_FILE = "result.json"
+IMITATION_NOTE_SECONDS = 5.0
+"""How often the warm start's imitation prints a progress line."""
 DEFAULT_BUDGET_SECONDS = 600.0
 DEFAULT_RAY_WORKERS = 2
 XLA_MIN_BUDGET_SECONDS = 600.0
@@ -57,21 +73,32 @@ def add_parser(sub) -> None:
                        "progress and history then report max loads in the *step_time columns; default {objective})")
     p.add_argument("--warm-start", choices=WARM_STARTS, default=None,
                    help="'heuristic': first imitate the best heuristic placement; 'none': the paper's cold start "
-                        "(default {warm_start!r}). With --init the default is 'none' (start from the policy "
-                        "alone); 'heuristic' first imitates the best heuristic where it beats the policy")
+                        "(default {warm_start!r} with --init none; when fine-tuning 'none', start from the policy "
+                        "alone, and 'heuristic' first imitates the best heuristic where it beats the policy). "
+                        "Either way the run never answers worse than the best heuristic")
     p.add_argument("--warm-start-search", type=float, default=None, metavar="S",
                    help="first improve the heuristic warm start by S seconds of local search in the simulator "
                         "(step time objective; default {warm_start_search:g}: imitate the heuristic as it is); "
                         "where REINFORCE starts decides much of where it ends (docs/learned-placer.md)")
-    add_grouping_flags(p, "; not with --init, whose policy decides its groups", critical_remark="; not with --init")
+    p.add_argument("--imitation-fraction", type=float, default=None, metavar="F",
+                   help="most of the budget the warm start's imitation may take (default {imitation_fraction:g})")
+    p.add_argument("--entropy-floor", type=float, default=None, metavar="F",
+                   help="per-group entropy, as a fraction of a uniform choice's, under which the entropy bonus "
+                        "grows (default {entropy_floor:g}; 0: a fixed bonus)")
+    add_grouping_flags(p, "; trains from scratch: a policy decides its own groups",
+                       critical_remark="; trains from scratch")
     p.add_argument("--starts", type=int, default=None, metavar="K",
                    help="race REINFORCE from the K fastest distinct heuristic placements (2-8), keeping the "
                         "faster half each round until one start has the rest of the budget (successive halving; "
-                        "default 1: the fastest heuristic alone). Not with --init, --ray or --reward measured")
+                        "default 1: the fastest heuristic alone). Trains from scratch; not with --init, --ray or "
+                        "--reward measured")
     p.add_argument("--init", metavar="POLICY",
-                   help="fine-tune: start from this pre-trained policy folder (`placer pretrain`), or 'shipped' "
-                        "for the package's own (by default without a heuristic warm start; see --warm-start); with "
-                        "--resume it may be left out, or must name the policy the run fine-tunes")
+                   help="the pre-trained policy to fine-tune: a folder (`placer pretrain`), 'shipped' for the "
+                        f"package's own (the default, '{DEFAULT_INIT}', unless --starts or a grouping flag is "
+                        "given, or the policy cannot address the cluster), or 'none' to train from scratch. A "
+                        "fine-tune starts from the policy's zero-shot answer, without a heuristic warm start "
+                        "unless --warm-start heuristic. With --resume it may be left out, or must name what the "
+                        "run started from")
     p.add_argument("--refine-seconds", type=float, default=None, metavar="S",
                    help="when training ends (not when interrupted), improve its best placement by S seconds of "
                         "local search in the simulator and write DIR/refined_placement.json (step time objective)")
@@ -101,120 +128,36 @@ def run(args) -> int:
     check_refine(args.refine_seconds, args.refine_sweeps, args.objective)
     if args.ray_workers is not None and args.ray is None:  # it was ignored, and the run went on without Ray
         raise PlacerError("--ray-workers goes with --ray (the Ray cluster to run them on)")
+    explicit_init = args.init is not None and args.init != NO_INIT
     for flag, value in (("--kind-groups", args.kind_groups), ("--balanced-groups", args.balanced_groups),
                         ("--critical-groups", args.critical_groups)):
-        if value is not None and args.init is not None:
+        if value is not None and explicit_init:
             flag = flag if value else flag.replace("--", "--no-", 1)
             raise PlacerError(f"{flag} does not go with --init: a fine-tune groups ops as its policy was trained to "
                               "(the policy card says how)")
     if args.warm_start_search is not None and args.warm_start_search > 0:
         if args.objective == "throughput":
             raise PlacerError("--warm-start-search improves step time, not 'throughput'")
-        if args.warm_start == "none" or (args.init is not None and args.warm_start != "heuristic"):
+        fine_tunes = args.init != NO_INIT and (explicit_init or not scratch_only(args))
+        if args.warm_start == "none" or (fine_tunes and args.warm_start != "heuristic"):
             raise PlacerError("--warm-start-search improves the heuristic warm start"
-                              + (": with --init, add --warm-start heuristic" if args.init is not None else
+                              + ((": with --init, add --warm-start heuristic" if explicit_init else
+                                  f": fine-tuning (the default, --init {DEFAULT_INIT}), add --warm-start heuristic, "
+                                  "or train from scratch with --init none") if fine_tunes else
                                  ", not --warm-start none"))
-    _check_starts(args)
+    check_starts(args)
     from placer.cli.common import checked_config, load_graph_and_cluster
     from placer.rl.config import TrainConfig
 
-    checked_config(TrainConfig(**_given(args)))
+    checked_config(TrainConfig(**given_config(args)))
     graph, cluster = load_graph_and_cluster(args)
-    saved, raced = _saved_run(args, out, graph, cluster)
-    policy = None
-    if args.init is not None and saved is None and raced is None:
-        from placer.rl.saved_policy import load_policy
-
-        policy = load_policy(args.init)
+    saved, raced = saved_run(args, out, graph, cluster)
+    policy = policy_to_fine_tune(args, cluster) if saved is None and raced is None else None
     budget = args.budget_seconds
     if budget is None and args.steps is None:
         budget = DEFAULT_BUDGET_SECONDS
     session = _Session(args, out, budget, graph, cluster, saved, raced, policy)
     return session.run()
-
-
-def _given(args) -> dict:
-    """The `TrainConfig` fields given on the command line (a resume must match the saved run on these)."""
-    return {k: v for k, v in (("seed", args.seed), ("samples", args.samples), ("groups", args.groups),
-                              ("warm_start", args.warm_start), ("objective", args.objective),
-                              ("warm_start_search", args.warm_start_search),
-                              ("kind_groups", getattr(args, "kind_groups", None)),
-                              ("balanced_groups", getattr(args, "balanced_groups", None)),
-                              ("critical_groups", getattr(args, "critical_groups", None))) if v is not None}
-
-
-def _saved_run(args, out, graph, cluster) -> tuple[dict | None, dict | None]:
-    """The run saved in DIR, as (trainer state, race state), each None when absent, checked against this command.
-
-    Everything a resume can get wrong is refused here, before DIR is touched:
-    a run where none was asked for, --resume where there is none, and another
-    graph, cluster, --starts or setting than the run was trained with.
-    """
-    from placer.errors import PlacerError
-    from placer.rl import checkpoint, race
-
-    saved = checkpoint.load_state(out)
-    raced = race.load_race_state(out)
-    if not check_resume(out, saved is not None or raced is not None, args.resume, "training run"):
-        return None, None
-    starts = getattr(args, "starts", None)
-    if raced is not None:
-        if starts is not None and starts != raced["starts"]:
-            raise PlacerError(f"cannot resume with --starts {starts}: the run in {str(out)!r} races "
-                              f"{raced['starts']} starts")
-        race.check_resumable(raced, graph, cluster, out)
-        trained_with = raced["config"]
-    else:
-        if starts is not None and starts > 1:
-            raise PlacerError(f"the run in {str(out)!r} trained from one warm start; resume it without --starts")
-        checkpoint.check_same_problem(saved, graph, cluster, out)
-        trained_with = vars(checkpoint.config_of(saved))
-    if args.init is not None:
-        _check_init(args.init, None if raced is not None else saved, out)
-    for key, value in _given(args).items():
-        if trained_with.get(key) != value:
-            raise PlacerError(f"cannot resume with {key}={value!r}: the run in {str(out)!r} was trained "
-                              f"with {key}={trained_with.get(key)!r}")
-    objective = trained_with.get("objective", "step_time")
-    if args.refine_seconds is not None and objective != "step_time":
-        raise PlacerError(f"--refine-seconds refines step time; the run in {str(out)!r} optimises {objective!r}")
-    return saved, raced
-
-
-def _check_init(init: str, saved: dict | None, out) -> None:
-    """--init with --resume: the saved run must be a fine-tune of that policy (or of a member of its pool).
-
-    It was ignored, so a mistyped folder, another policy, or a run trained from scratch resumed silently
-    as if it were the fine-tune asked for. The service resumes its jobs with the flags they began with.
-    """
-    from placer.errors import PlacerError
-    from placer.rl.finetune import WARM_START_METHOD
-    from placer.rl.saved_policy import load_policy
-
-    start = (saved or {}).get("state", {}).get("warm_start", {})
-    if start.get("method") != WARM_START_METHOD:
-        raise PlacerError(f"the run in {str(out)!r} trains from scratch, not from a policy; resume it without --init")
-    was = start.get("policy", {})
-    if (was.get("name"), was.get("version")) not in {(m.name, m.version) for m in load_policy(init).members}:
-        raise PlacerError(f"the run in {str(out)!r} fine-tunes {was.get('name')} v{was.get('version')}, not "
-                          f"--init {init!r}; resume it without --init")
-
-
-def _check_starts(args) -> None:
-    """--starts K: a number of heuristic warm starts the trainer can race."""
-    from placer.errors import PlacerError
-    from placer.rl.race import MAX_STARTS
-
-    if args.starts is None:
-        return
-    if not 1 <= args.starts <= MAX_STARTS:
-        raise PlacerError(f"--starts must be 1 to {MAX_STARTS}, got {args.starts}")
-    if args.starts == 1:
-        return
-    for given, flag in ((args.init is not None, "--init"), (args.warm_start == "none", "--warm-start none"),
-                        (args.ray is not None, "--ray"), (args.reward == "measured", "--reward measured")):
-        if given:
-            raise PlacerError(f"--starts races heuristic warm starts in the simulator; it does not go with {flag}")
 
 
 def imitated_heuristic(warm_start: dict) -> dict | None:
@@ -273,7 +216,7 @@ class _Session:
         from placer.rl.trainer import TrainConfig, Trainer
 
         args, graph, cluster, saved = self.args, self.graph, self.cluster, self.saved
-        given = _given(args)
+        given = given_config(args)
         scorer = self._scorer()
         if self.budget is not None and self.budget < XLA_MIN_BUDGET_SECONDS:
             given["jit"] = False
@@ -355,8 +298,17 @@ class _Session:
         elif pending == "start":
             bar.note("warm start: imitating the policy's best zero-shot sample...")
         elif pending == "heuristic" or (not trainer.state.warm_start and trainer.config.warm_start == "heuristic"):
-            bar.note("warm start: imitating the best heuristic...")
+            bar.note(f"warm start: imitating the best heuristic ({trainer.reference[0]})...")
         checkpoints = Cadence(CHECKPOINT_EVERY_SECONDS)
+        imitation_notes = Cadence(IMITATION_NOTE_SECONDS)
+
+        def on_imitation(steps: int, probability: float, seconds: float, limit: float | None) -> None:
+            from placer.rl.trainer import IMITATION_TARGET
+
+            if steps == 1 or imitation_notes.due() or probability > IMITATION_TARGET:
+                bar.note(f"  imitation step {steps}: per-group probability {probability:.3f} (stops at "
+                         f"{IMITATION_TARGET:g}), {seconds:.1f} s" + (f" of at most {limit:.1f}" if limit else ""))
+                imitation_notes.done()
 
         def on_step(stats) -> None:
             self.last = stats
@@ -369,7 +321,7 @@ class _Session:
 
         try:
             return race.run(trainer, budget_seconds=self.budget, max_steps=self.args.steps, on_step=on_step,
-                            should_stop=lambda: self.stop.requested)
+                            should_stop=lambda: self.stop.requested, on_imitation=on_imitation)
         finally:
             bar.close()
             history.close()
@@ -394,6 +346,7 @@ class _Session:
         from placer.errors import interrupted
 
         self._save()
+        kept = self._write_result(reason)
         try:
             refined = self._refine() if reason == "done" else None
         except BaseException as e:  # outside the signal handler's block: Ctrl-C lands here at once
@@ -412,11 +365,11 @@ class _Session:
                 "samples": t.state.samples, "elapsed_seconds": t.state.elapsed_seconds,
                 "best_step_time": best.step_time if best else None, "oom": best.oom if best else None,
                 "objective": t.config.objective, "max_load": best.max_load if best else None,
-                "lower_bound": t.sim.lower_bound, "warm_start": t.state.warm_start,
+                "lower_bound": t.sim.lower_bound, "warm_start": t.state.warm_start, "kept": kept,
                 "groups": t.grouping.num_groups, "out": str(self.out),
                 "refined_step_time": refined.step_time if refined else None,
                 "files": {name: str(self.out / name) for name in
-                          ("best_placement.json", "history.csv", "curve.png", "progress.json",
+                          ("best_placement.json", "result.json", "history.csv", "curve.png", "progress.json",
                            "race_state.json" if self.racing else "trainer_state.json")},
             })
         elif self.trainer.state.best.group_devices:
@@ -429,14 +382,32 @@ class _Session:
                   f"{' (OUT OF MEMORY)' if b.oom else ''} after {plural(self.trainer.state.step, 'step')}, "
                   f"{plural(self.trainer.state.samples, 'sample')}, {self.trainer.state.elapsed_seconds:.1f} s "
                   f"(lower bound {_ms(self.trainer.sim.lower_bound, unit)}{heur})")
+            if kept:
+                print(kept_line(kept, unit))
             race = self.trainer.state.warm_start.get("race")
             if race:
                 print(race_line(race, unit))
-            print(f"wrote {self.out / 'best_placement.json'}, history.csv, curve.png")
+            print(f"wrote {self.out / 'best_placement.json'}, result.json, history.csv, curve.png")
             if refined:
                 r = refined.meta["refined"]
                 print(f"refined by local search: {_ms(refined.step_time, unit)} ({r['moves']} group move(s), "
                       f"{r['seconds']:.1f} s); wrote {self.out / 'refined_placement.json'}")
+
+    def _write_result(self, reason: str) -> dict | None:
+        """result.json: which start the run kept and why (`placer.rl.starts.kept`), its state, steps and best
+        step time; returns the kept report (None before any placement was scored)."""
+        from placer.fileio import write_atomic
+
+        t = self.trainer
+        if not t.state.best.group_devices:
+            return None
+        best = t.best_placement()
+        kept = best.meta.get("kept")
+        result = {"state": "done" if reason == "done" else "interrupted", "step": t.state.step,
+                  "elapsed_seconds": t.state.elapsed_seconds, "step_time": best.step_time, "oom": best.oom,
+                  **(kept or {})}
+        write_atomic(self.out / RESULT_FILE, json.dumps(result, indent=1).encode())
+        return kept
 
     def _refine(self):
         """With --refine-seconds: the best placement after local search, written to refined_placement.json."""

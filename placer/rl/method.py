@@ -26,11 +26,16 @@ from placer.placers.registry import register
 from placer.rl.zero_shot import DEFAULT_SAMPLES, MAX_SAMPLES
 
 DEFAULT_BUDGET_SECONDS = 60.0
+DEFAULT_POLICY = "shipped"
+"""What ``rl`` fine-tunes unless told otherwise (as ``placer train``'s `placer.cli.train_start.DEFAULT_INIT`)."""
+NO_POLICY = "none"
+"""policy 'none': train from scratch."""
 
 
 @register("rl", heuristic=False,
-          description="learned: seq2seq policy trained by REINFORCE against the simulator, or a pre-trained "
-                      "policy placing zero-shot (policy=DIR|'shipped') and fine-tuned")
+          description="learned: the shipped pre-trained policy's zero-shot answer fine-tuned by REINFORCE against "
+                      "the simulator (never worse than that answer or the best heuristic); policy=DIR|'shipped' "
+                      "without a budget places zero-shot, policy='none' trains from scratch")
 def rl(
     graph: OpGraph, cluster: Cluster, *,
     budget_seconds: Annotated[float | None, Option(
@@ -42,23 +47,28 @@ def rl(
     samples: Annotated[int | None, Option("placements sampled per REINFORCE step (default: placer train's)")] = None,
     groups: Annotated[int | None, Option("op groups the policy places (default: placer train's, or the "
                                          "pre-trained policy's)")] = None,
-    warm_start: Annotated[str, Option("'heuristic' imitates the best heuristic first; 'none' is the paper's "
-                                      "cold start")] = "heuristic",
+    warm_start: Annotated[str | None, Option("'heuristic' imitates the best heuristic first; 'none' does not "
+                                             "(default: 'heuristic' from scratch, 'none' fine-tuning)")] = None,
     policy: Annotated[str | None, Option("a pre-trained policy folder (placer pretrain) or 'shipped': places "
-                                         "zero-shot, or fine-tunes it with budget_seconds or steps (default: "
-                                         "none, train from scratch)")] = None,
+                                         "zero-shot, or fine-tunes it with budget_seconds or steps; 'none': "
+                                         "train from scratch (default: fine-tune the shipped policy, or train "
+                                         "from scratch where it cannot address the cluster or starts > 1)")] = None,
     best_of: Annotated[int | None, Option(f"with policy, zero-shot: the best of greedy and K seeded samples "
                                           f"(0: greedy alone; default {DEFAULT_SAMPLES})",
                                           ge=0, le=MAX_SAMPLES)] = None,
     starts: Annotated[int, Option("race REINFORCE from this many of the fastest distinct heuristic placements "
                                   "by successive halving (1: train from the fastest alone)", ge=1)] = 1,
     on_step: Callable | None = None,
+    on_imitation: Callable | None = None,
 ) -> Placement:
-    """Train a placement policy for `budget_seconds` (or `steps`) and return the best placement it found.
+    """Fine-tune a pre-trained policy (or train one) for `budget_seconds` (or `steps`) and return the best
+    placement found, never worse than the policy's zero-shot answer or the best heuristic (`placer.rl.starts`;
+    ``meta.kept`` says which it kept and why).
 
-    With `policy`, start from a pre-trained policy instead: without a budget
-    or steps it places zero-shot (no training, `placer.rl.zero_shot`), with
-    them it fine-tunes (`placer.rl.finetune`).
+    With `policy` named and no budget or steps it places zero-shot (no
+    training, `placer.rl.zero_shot`); otherwise it fine-tunes the policy
+    (`placer.rl.finetune`; by default the shipped one), or with
+    ``policy="none"`` trains from scratch.
 
     Parameters
     ----------
@@ -67,14 +77,17 @@ def rl(
     seed : seeds the weights and the samples.
     steps : stop after this many REINFORCE steps (whichever of the two comes first).
     samples, groups : K and G of `placer.rl.trainer.TrainConfig` (defaults there).
-    warm_start : ``"heuristic"`` (imitate the best heuristic first) or ``"none"`` (the paper's cold start).
-    policy : a pre-trained policy folder (`placer pretrain`), or ``"shipped"`` for the package's own.
+    warm_start : ``"heuristic"`` (imitate the best heuristic first) or ``"none"`` (the paper's cold start; a
+        fine-tune's default: it starts from the policy's answer).
+    policy : a pre-trained policy folder (`placer pretrain`), ``"shipped"`` for the package's own (what a
+        run fine-tunes by default), or ``"none"`` to train from scratch.
     best_of : zero-shot decoding: 0 greedy, K the best of greedy plus K seeded samples (default
         `placer.rl.zero_shot.DEFAULT_SAMPLES`, as the service answers).
     starts : race REINFORCE from this many of the fastest distinct heuristic placements by
         successive halving (`placer.rl.race`); 1 trains from the fastest alone.
     on_step : called with each REINFORCE step's `placer.rl.trainer.StepStats` (the whole run's, when
         racing), e.g. to show progress; not called when placing zero-shot.
+    on_imitation : called after each step of the warm start's imitation (`placer.rl.trainer.train`'s).
 
     Options are typed above and checked by the registry (`placer.placers.registry.place`); the training
     ones (`samples`, `groups`, `warm_start`, `seed`'s upper bound) by `placer.rl.trainer.TrainConfig`.
@@ -87,27 +100,44 @@ def rl(
     _check_starts(starts, policy, warm_start)
     if on_step is not None and not callable(on_step):
         raise PlacerError(f"method 'rl': on_step must be a function of each step's statistics, got {on_step!r}")
-    if policy is not None and budget_seconds is None and steps is None:
+    if policy not in (None, NO_POLICY) and budget_seconds is None and steps is None:
         return _zero_shot(graph, cluster, policy, best_of, seed, groups)  # NumPy only: no TensorFlow import
     from placer.rl.trainer import TrainConfig, Trainer, train
 
     if budget_seconds is None:
         budget_seconds = DEFAULT_BUDGET_SECONDS
     options = {k: v for k, v in (("samples", samples), ("groups", groups)) if v is not None}
-    config = TrainConfig(seed=seed, warm_start=warm_start, **options)
+    saved = _policy_to_fine_tune(policy, cluster, starts)
+    config = TrainConfig(seed=seed, warm_start=warm_start or ("none" if saved is not None else "heuristic"),
+                         **options).check()
     if starts > 1:
-        return _race(graph, cluster, config, starts, float(budget_seconds), steps, on_step)
-    if policy is not None:
+        return _race(graph, cluster, config, starts, float(budget_seconds), steps, on_step, on_imitation)
+    if saved is not None:
         from placer.rl.finetune import fine_tuner
 
-        trainer = fine_tuner(graph, cluster, _load(policy), config, groups=groups)
+        trainer = fine_tuner(graph, cluster, saved, config, heuristic=config.warm_start == "heuristic",
+                             groups=groups)
     else:
         trainer = Trainer(graph, cluster, config)
-    train(trainer, budget_seconds=float(budget_seconds), max_steps=steps, on_step=on_step)
+    train(trainer, budget_seconds=float(budget_seconds), max_steps=steps, on_step=on_step,
+          on_imitation=on_imitation)
     return trainer.best_placement()
 
 
-def _check_starts(starts: int, policy: str | None, warm_start: str) -> None:
+def _policy_to_fine_tune(policy: str | None, cluster: Cluster, starts: int):
+    """The `SavedPolicy` to fine-tune, or None to train from scratch: 'none', a race of heuristic starts,
+    or (by default) a cluster the shipped policy cannot address."""
+    if policy == NO_POLICY or (policy is None and starts > 1):
+        return None
+    saved = _load(policy or DEFAULT_POLICY)
+    if policy is None:
+        from placer.rl.finetune import can_place
+
+        return saved if can_place(saved, cluster) else None
+    return saved
+
+
+def _check_starts(starts: int, policy: str | None, warm_start: str | None) -> None:
     """What the option types cannot say: a race's most starts, and that it races heuristic warm starts."""
     if starts == 1:  # one start, no race: nothing to check (and no TensorFlow import)
         return
@@ -115,18 +145,18 @@ def _check_starts(starts: int, policy: str | None, warm_start: str) -> None:
 
     if starts > MAX_STARTS:
         raise PlacerError(f"method 'rl': option starts must be an integer from 1 to {MAX_STARTS}, got {starts!r}")
-    if starts > 1 and (policy is not None or warm_start != "heuristic"):
+    if starts > 1 and (policy not in (None, NO_POLICY) or warm_start == "none"):
         raise PlacerError("method 'rl': starts races heuristic warm starts; it does not go with "
-                          + ("policy" if policy is not None else f"warm_start {warm_start!r}"))
+                          + ("policy" if policy not in (None, NO_POLICY) else f"warm_start {warm_start!r}"))
 
 
 def _race(graph: OpGraph, cluster: Cluster, config, starts: int, budget_seconds: float,
-          steps: int | None, on_step: Callable | None) -> Placement:
+          steps: int | None, on_step: Callable | None, on_imitation: Callable | None) -> Placement:
     """Race `starts` heuristic warm starts (finding them counts against the budget)."""
     from placer.rl.race import race_or_trainer, run
 
     trainer = race_or_trainer(graph, cluster, config, starts)
-    run(trainer, budget_seconds=budget_seconds, max_steps=steps, on_step=on_step)
+    run(trainer, budget_seconds=budget_seconds, max_steps=steps, on_step=on_step, on_imitation=on_imitation)
     return trainer.best_placement()
 
 

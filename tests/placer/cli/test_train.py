@@ -12,7 +12,8 @@ import pytest
 
 from placer.placement import Placement
 
-FAST = ["--samples", "8", "--groups", "12", "--warm-start", "none"]
+FAST = ["--samples", "8", "--groups", "12", "--warm-start", "none", "--init", "none"]
+"""A small run from scratch (the contract files, resume and signals are the same for a fine-tune)."""
 
 
 @pytest.fixture(autouse=True)
@@ -74,8 +75,9 @@ def test_refine_seconds_writes_a_refined_placement_never_slower(cli, graph_file,
     (["--refine-seconds", "1", "--objective", "throughput"], "--refine-seconds refines step time"),
     (["--refine-seconds", "1", "--refine-sweeps", "0"], "--refine-sweeps must be at least 1"),
     (["--warm-start-search", "-1"], "--warm-start-search must be a non-negative number of seconds"),
-    (["--warm-start-search", "1", "--warm-start", "none"], "not --warm-start none"),
+    (["--warm-start-search", "1", "--warm-start", "none", "--init", "none"], "not --warm-start none"),
     (["--warm-start-search", "1", "--init", "shipped"], "with --init, add --warm-start heuristic"),
+    (["--warm-start-search", "1"], "fine-tuning (the default, --init shipped), add --warm-start heuristic"),
     (["--warm-start-search", "1", "--objective", "throughput"], "improves step time"),
     (["--starts", "9"], "--starts must be 1 to 8"),
     (["--starts", "0"], "--starts must be 1 to 8"),
@@ -101,7 +103,7 @@ def test_bad_options_are_one_line_errors(cli, graph_file, tmp_path, argv, messag
 def test_the_heuristic_warm_start_is_searched_first_when_asked(cli, graph_file, tmp_path, flag, searched):
     out = tmp_path / "run"
     r = cli("train", graph_file, "--cluster", "4gpu", "--out", out, "--steps", "1", "--samples", "8", "--groups", "12",
-            *flag, "--json")
+            "--init", "none", *flag, "--json")
     assert r.code == 0, r.err
     warm = json.loads((out / "best_placement.json").read_text())["meta"]["warm_start"]
     assert warm["heuristic"].endswith("+search") == searched and json.loads(r.out)["warm_start"] == warm
@@ -148,6 +150,7 @@ def test_starts_races_heuristic_warm_starts_and_resumes(cli, graph_file, tmp_pat
     argv = ["train", graph_file, "--cluster", "4gpu", "--out", out, "--samples", "8", "--groups", "12"]
     r = cli(*argv, "--steps", "12", "--starts", "3", "--json")
     assert r.code == 0, r.err
+    assert "--starts trains from scratch" in r.err
     summary = json.loads(r.out)
     assert summary["state"] == "done" and summary["step"] == 12 and summary["samples"] == 96
     assert (out / "race_state.json").exists() and not (out / "trainer_state.json").exists()
@@ -180,7 +183,8 @@ def test_resume_groups_ops_as_the_run_began(cli, graph_file, tmp_path, monkeypat
     from placer.rl.trainer import Trainer
 
     out = tmp_path / "run"
-    argv = ["train", graph_file, "--cluster", "4gpu", "--out", out, "--samples", "8", "--groups", "12"]
+    argv = ["train", graph_file, "--cluster", "4gpu", "--out", out, "--samples", "8", "--groups", "12", "--init",
+            "none"]
     assert cli(*argv, "--steps", "2").code == 0
     before = json.loads((out / "best_placement.json").read_text())
     monkeypatch.setattr(Trainer, "_best_heuristic", lambda self: (
@@ -358,3 +362,26 @@ def test_a_short_budget_trains_without_xla(cli, graph_file, tmp_path, monkeypatc
     r = cli("train", graph_file, "--cluster", "2gpu", "--out", out, "--budget-seconds", "60", "--steps", "1", *FAST)
     assert r.code == 0, r.err
     assert json.loads((out / "trainer_state.json").read_text())["config"]["jit"] is False
+
+
+def test_a_new_run_fine_tunes_the_shipped_policy_and_says_which_start_it_kept(cli, graph_file, tmp_path):
+    """By default a run starts from the shipped policy's zero-shot answer, runs the heuristics too, and answers
+    the fastest of them and training, saying which in its output and result.json."""
+    out = tmp_path / "run"
+    r = cli("train", graph_file, "--cluster", "2gpu", "--out", out, "--steps", "1", "--samples", "4")
+    assert r.code == 0, r.err
+    assert "kept " in r.out and "zero-shot" in r.out and "result.json" in r.out
+    result = json.loads((out / "result.json").read_text())
+    times = result["step_times"]
+    assert result["state"] == "done" and result["step"] == 1 and result["why"]
+    assert times["zero_shot"] is not None and times["heuristic"] is not None and times["trained"] is not None
+    assert result["step_time"] <= min(times.values()) + 1e-12
+    kept = {"zero-shot": times["zero_shot"], "trained": times["trained"],
+            f"heuristic:{result['heuristic']}": times["heuristic"]}[result["kept"]]
+    assert result["step_time"] == pytest.approx(kept)
+    best = json.loads((out / "best_placement.json").read_text())
+    assert best["meta"]["warm_start"]["method"] == "policy" and best["meta"]["kept"]["kept"] == result["kept"]
+    assert {"entropy", "entropy_weight"} <= set(next(csv.DictReader(open(out / "history.csv"))))
+
+    r = cli("train", graph_file, "--cluster", "2gpu", "--out", out, "--steps", "2", "--resume", "--init", "none")
+    assert r.code == 1 and "fine-tunes a policy" in r.err
