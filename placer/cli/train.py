@@ -43,10 +43,6 @@ IMITATION_NOTE_SECONDS = 5.0
 """How often the warm start's imitation prints a progress line."""
 DEFAULT_BUDGET_SECONDS = 600.0
 DEFAULT_RAY_WORKERS = 2
-XLA_MIN_BUDGET_SECONDS = 600.0
-"""A time budget under this trains without XLA: XLA compiles the update and the sampling pass at their
-first calls, tens of seconds on a small machine, which a short budget cannot win back while plain graph
-mode steps about as fast (measured in docs/service-security.md)."""
 
 
 def add_parser(sub) -> None:
@@ -213,13 +209,14 @@ class _Session:
         from placer.errors import PlacerError
         from placer.rl import checkpoint
         from placer.rl.race import restore_race
+        from placer.rl.config import XLA_MIN_BUDGET_SECONDS
         from placer.rl.trainer import TrainConfig, Trainer
 
         args, graph, cluster, saved = self.args, self.graph, self.cluster, self.saved
         given = given_config(args)
         scorer = self._scorer()
         if self.budget is not None and self.budget < XLA_MIN_BUDGET_SECONDS:
-            given["jit"] = False
+            given["jit"] = False  # (`placer.rl.config.XLA_MIN_BUDGET_SECONDS` says why)
         if self.raced is not None:
             if scorer is not None:
                 raise PlacerError(f"the run in {str(self.out)!r} races heuristic warm starts in the simulator; it "

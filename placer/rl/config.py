@@ -27,6 +27,10 @@ WARM_STARTS = ("heuristic", "none")
 """``TrainConfig.warm_start``: imitate the best heuristic first, or the paper's cold start."""
 EXPORT_RULES = ("validation", "last")
 """``PretrainConfig.export``: which checkpoint ``DIR/policy`` holds."""
+XLA_MIN_BUDGET_SECONDS = 600.0
+"""A time budget under this trains without XLA: XLA compiles the update and the sampling pass at their
+first calls, tens of seconds on a small machine, which a short budget cannot win back while plain graph
+mode steps about as fast (measured in docs/service-security.md)."""
 SEED_LIMIT = 2**31
 """Seeds are in ``[0, SEED_LIMIT)``: TensorFlow's stateless ops take them as int32."""
 

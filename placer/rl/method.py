@@ -102,6 +102,7 @@ def rl(
         raise PlacerError(f"method 'rl': on_step must be a function of each step's statistics, got {on_step!r}")
     if policy not in (None, NO_POLICY) and budget_seconds is None and steps is None:
         return _zero_shot(graph, cluster, policy, best_of, seed, groups)  # NumPy only: no TensorFlow import
+    from placer.rl.config import XLA_MIN_BUDGET_SECONDS
     from placer.rl.trainer import TrainConfig, Trainer, train
 
     if budget_seconds is None:
@@ -109,7 +110,7 @@ def rl(
     options = {k: v for k, v in (("samples", samples), ("groups", groups)) if v is not None}
     saved = _policy_to_fine_tune(policy, cluster, starts)
     config = TrainConfig(seed=seed, warm_start=warm_start or ("none" if saved is not None else "heuristic"),
-                         **options).check()
+                         **({"jit": False} if budget_seconds < XLA_MIN_BUDGET_SECONDS else {}), **options).check()
     if starts > 1:
         return _race(graph, cluster, config, starts, float(budget_seconds), steps, on_step, on_imitation)
     if saved is not None:
