@@ -260,8 +260,9 @@ class TrainOptions(BaseModel):
                                description=f"Most groups the ops are coarsened into (default {TrainConfig.groups}; "
                                            "with init, the policy's).")
     warm_start: Literal[WARM_STARTS] | None = Field(
-        None, description=f"'heuristic': imitate the best heuristic first; 'none': do not ('{TrainConfig.warm_start}'"
-                          ", the default; with init the default is 'none': start from the policy's answer).")
+        None, description="'heuristic': imitate the best heuristic first; 'none': do not (the default when "
+                          f"fine-tuning: start from the policy's answer; with init 'none', '{TrainConfig.warm_start}'"
+                          "). Either way the job never answers worse than the best heuristic.")
     warm_start_search: float | None = Field(
         None, ge=rule_of(TrainConfig, "warm_start_search").least, le=60,
         description="First improve that heuristic placement by local search for this long (seconds; default "
@@ -270,10 +271,12 @@ class TrainOptions(BaseModel):
                                                              "heuristic placements, keeping the faster half each "
                                                              "round (successive halving; default 1).")
     init: Literal["shipped", "none"] | None = Field(
-        None, description="'shipped': fine-tune the shipped pre-trained policy (with warm_start 'heuristic': "
-                          "imitating the best heuristic first where it beats the policy); 'none': train from "
-                          "scratch. Default: 'none' in POST /v1/jobs; for method rl in POST /v1/placements "
-                          "'shipped' where its zero-shot placement exists and starts is 1.")
+        None, description="'shipped' (the default): fine-tune the shipped pre-trained policy from its zero-shot "
+                          "answer (with warm_start 'heuristic': imitating the best heuristic first where it beats "
+                          "the policy); 'none': train from scratch, as the default does where the policy cannot "
+                          "address the cluster or with starts > 1. The job never answers "
+                          "worse than the zero-shot answer or the best heuristic; its result's meta.kept says "
+                          "which it kept and why.")
     refine_seconds: float | None = Field(None, gt=0, le=60, description="When training ends, improve its best "
                                                                         "placement by local search for this long "
                                                                         "(default: no search).")
@@ -288,7 +291,8 @@ class TrainOptions(BaseModel):
         if self.warm_start_search and (self.warm_start == "none" or (
                 self.fine_tunes and self.warm_start != "heuristic")):
             raise ValueError("warm_start_search improves the heuristic warm start" + (
-                ": with init, set warm_start 'heuristic'" if self.fine_tunes else ", not warm_start 'none'"))
+                ": when fine-tuning (init 'shipped', the default), set warm_start 'heuristic'" if self.fine_tunes
+                else ", not warm_start 'none'"))
         if self.starts is not None and self.starts > 1 and (self.fine_tunes or self.warm_start == "none"):
             raise ValueError("starts races heuristic warm starts: not with " + (
                 "init" if self.fine_tunes else "warm_start 'none'"))
@@ -296,15 +300,13 @@ class TrainOptions(BaseModel):
 
     @property
     def fine_tunes(self) -> bool:
-        """Whether the job starts from a pre-trained policy (``placer train --init``)."""
-        return self.init not in (None, "none")
+        """Whether the job starts from a pre-trained policy: init 'shipped', or no init and no race of
+        heuristic starts (`placer.cli.train_start`'s rule)."""
+        return self.init == "shipped" or (self.init is None and not (self.starts or 1) > 1)
 
     def flags(self) -> dict[str, Any]:
-        """The options that are set, as ``placer train`` flags: init 'none' is its default, so no flag."""
-        flags = self.model_dump(exclude_none=True)
-        if flags.get("init") == "none":
-            del flags["init"]
-        return flags
+        """The options that are set, as ``placer train`` flags (whose default init is the shipped policy)."""
+        return self.model_dump(exclude_none=True)
 
 
 # Start a training job.

@@ -30,7 +30,7 @@ def _finished_job(client, placement):
 def test_rl_job_fine_tunes_the_shipped_policy_unless_told_not_to(client, graph_id):
     """The job starts from the policy whose answer the user already has; init 'none' trains from scratch."""
     for options, job_options in (({}, {"init": "shipped"}), ({"init": "shipped"}, {"init": "shipped"}),
-                                 ({"init": "none"}, {}), ({"starts": 2}, {"starts": 2})):
+                                 ({"init": "none"}, {"init": "none"}), ({"starts": 2}, {"starts": 2})):
         r = client.post("/v1/placements", json={"graph_id": graph_id, "method": "rl", "budget_seconds": 0.5,
                                                 "options": options})
         assert r.status_code == 201, r.text
@@ -51,7 +51,7 @@ def test_rl_job_trains_from_scratch_where_the_policy_cannot_place(client, graph_
                                             "budget_seconds": 0.5, "wait_seconds": 0})
     assert r.status_code in (201, 202), r.text
     job = _finished_job(client, r)
-    assert job["options"] == {} and job["state"] == "done", job
+    assert job["options"] == {"init": "none"} and job["state"] == "done", job
 
 
 def test_the_service_warms_up_in_the_background(make_client, caplog):

@@ -56,3 +56,23 @@ def test_every_job_option_is_a_flag_of_placer_train_and_of_the_stand_in():
     for name in TrainOptions.model_fields:
         flag = "--" + name.replace("_", "-")
         assert flag in real and flag in stand_in, flag
+
+
+def test_a_tiny_rl_job_answers_the_best_of_its_starts_and_says_which_it_kept(make_client):
+    """One REINFORCE step: the job's result is no slower than the zero-shot answer or the best heuristic, and
+    its meta.kept says which start it kept, with the three step times."""
+    graph = layered_graph(40, seed=1)
+    client = make_client(train_command=REAL_TRAIN, max_wait_seconds=300)
+    gid = client.post("/v1/graphs", json=graph.to_dict()).json()["id"]
+    r = client.post("/v1/placements", json={"graph_id": gid, "cluster": "2gpu", "method": "rl", "seed": 1,
+                                            "budget_seconds": 5, "options": {"steps": 1, "samples": 4},
+                                            "wait_seconds": 300})
+    assert r.status_code == 201, r.text
+    job = client.get(f"/v1/jobs/{r.json()['job_id']}").json()
+    assert job["state"] == "done" and job["options"]["init"] == "shipped", (job["error"], job["options"])
+    kept = job["result"]["meta"]["kept"]
+    times = kept["step_times"]
+    assert kept["kept"] in ("zero-shot", "trained", f"heuristic:{kept['heuristic']}") and kept["why"]
+    assert times["zero_shot"] is not None and times["heuristic"] is not None
+    assert job["result"]["step_time"] <= min(times["zero_shot"], times["heuristic"]) * (1 + 1e-12)
+    assert r.json()["step_time"] <= min(times["zero_shot"], times["heuristic"]) * (1 + 1e-12)

@@ -120,13 +120,14 @@ async def _start_and_wait(body: PlacementCreate, options: TrainOptions, graph: O
     """method rl: start a training job, then wait for it up to ``wait_seconds`` (the thread stays free), or
     until the service is told to stop.
 
-    With `fine_tune` (the shipped policy placed the graph) the job fine-tunes that policy unless the options
-    say ``init: "none"`` or ask for what only a cold start does (a race of heuristic starts): it starts from
-    the answer the user already has, where from scratch it takes minutes to catch up with it.
+    With `fine_tune` (the shipped policy placed the graph) the job fine-tunes that policy, as ``placer
+    train`` does by default, unless the options say ``init: "none"`` or ask for what only a cold start does
+    (a race of heuristic starts): it starts from the answer the user already has, where from scratch it
+    takes minutes to catch up with it. Without (no zero-shot answer) it trains from scratch.
     """
-    if fine_tune and options.init is None:
-        try:
-            options = TrainOptions.model_validate({**body.options, "init": "shipped"})
+    if options.init is None:
+        try:  # said in the job's options, so that they show what it does
+            options = TrainOptions.model_validate({**body.options, "init": "shipped" if fine_tune else "none"})
         except ValidationError:
             pass  # e.g. starts > 1: the options race heuristic warm starts, which a fine-tune does not
     job_capacity(jobs)

@@ -64,7 +64,7 @@ def test_rl_options_say_their_defaults(client):
     defaults = TrainConfig()
     assert f"default {defaults.samples})" in options["samples"]
     assert f"default {defaults.groups};" in options["groups"]
-    assert f"'{defaults.warm_start}', the default" in options["warm_start"]
+    assert f"with init 'none', '{defaults.warm_start}'" in options["warm_start"]
 
 
 def test_healthz(client):

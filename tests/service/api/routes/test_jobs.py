@@ -47,11 +47,12 @@ class TestJobs:
             assert r.status_code == 422 and "refine_s" in str(r.json()["detail"])
 
     def test_warm_start_search_is_passed_on_and_checked(self, client, graph_id):
-        job = client.post("/v1/jobs", json={"graph_id": graph_id, "options": {"steps": 1, "warm_start_search": 2}})
-        assert job.status_code == 201 and job.json()["options"] == {"steps": 1, "warm_start_search": 2}
+        options = {"steps": 1, "warm_start_search": 2, "init": "none"}
+        job = client.post("/v1/jobs", json={"graph_id": graph_id, "options": options})
+        assert job.status_code == 201 and job.json()["options"] == options
         wait_for(lambda: _job(client, job.json()["id"])["state"] == "done")
-        for bad in ({"warm_start_search": -1}, {"warm_start_search": 2, "warm_start": "none"},
-                    {"warm_start_search": 2, "init": "shipped"}):
+        for bad in ({"warm_start_search": -1}, {"warm_start_search": 2, "warm_start": "none", "init": "none"},
+                    {"warm_start_search": 2, "init": "shipped"}, {"warm_start_search": 2}):
             r = client.post("/v1/jobs", json={"graph_id": graph_id, "options": bad})
             assert r.status_code == 422 and "warm_start_search" in str(r.json()["detail"])
 
