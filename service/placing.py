@@ -34,6 +34,7 @@ RL = "rl"
 OPTION_LIMITS: dict[str, float] = {
     "search_seconds": 60.0,  # pipeline_dp's local search (default 3)
     "lp_time_limit": 60.0,  # m_sct's LP (default 60)
+    "time_limit": 60.0,  # the list schedulers' time cap (default 60: placer.placers.time_cap)
     "pair_budget": 300_000_000,  # pipeline_dp's DP (default 30 million: ~10x the time)
     "max_ideals": 400_000,  # pipeline_dp's DP (default 40,000)
 }

@@ -47,6 +47,7 @@ from placer.placers.heft import Schedule
 from placer.placers.options import Option
 from placer.placers.registry import register
 from placer.placers.routes import Transfers, route_mapping
+from placer.placers.time_cap import TIME_LIMIT_SECONDS, Deadline, TimeLimit, capped_meta, place_rest
 
 
 # -- m-TOPO -------------------------------------------------------------------
@@ -78,7 +79,7 @@ def place_m_topo(graph: OpGraph, cluster: Cluster) -> Placement:
 
 # -- m-ETF and m-SCT: one list scheduler ----------------------------------------
 def list_schedule(problem: Problem, devices: np.ndarray, memory: LiveMemory,
-                  favorite: np.ndarray | None = None) -> Schedule:
+                  favorite: np.ndarray | None = None, deadline: Deadline | None = None) -> Schedule:
     """ETF list scheduling over `devices`; with `favorite` (child per op, -1: none), SCT.
 
     Parameters
@@ -87,6 +88,8 @@ def list_schedule(problem: Problem, devices: np.ndarray, memory: LiveMemory,
     devices : the devices to use.
     memory : live-memory account; a device without room for an op is not offered.
     favorite : favourite child of each op (SCT), or None for plain ETF.
+    deadline : past it, the ops left are placed by the time cap's quick rule
+        (`placer.placers.time_cap`); None: no cap.
 
     Returns
     -------
@@ -114,7 +117,7 @@ def list_schedule(problem: Problem, devices: np.ndarray, memory: LiveMemory,
     last = np.full(D, -1, dtype=np.int64)
     pinned = np.full(problem.num_units, -1, dtype=np.int64)
     assignment = np.full(n, -1, dtype=np.int64)
-    start, finish = np.zeros(n), np.zeros(n)
+    start, finish = np.zeros(n), np.full(n, np.nan)  # NaN: not placed yet
     unit = problem.unit
     links = Transfers(problem, assignment, finish)
     reads_from: list[set[int]] = [set() for _ in range(D)]  # ready ops with an input on each device
@@ -126,6 +129,8 @@ def list_schedule(problem: Problem, devices: np.ndarray, memory: LiveMemory,
         urgent[j] = max(row)
 
     for _ in range(n):
+        if deadline is not None and deadline.passed():
+            break
         R = np.flatnonzero(is_ready)
         units = unit[R]
         pin = pinned[units]
@@ -190,7 +195,9 @@ def list_schedule(problem: Problem, devices: np.ndarray, memory: LiveMemory,
                 for m in p_idx_l[p_off_l[j]:p_off_l[j + 1]]:
                     reads_from[int(assignment[m])].add(j)
                 refresh(j)
-    return Schedule(assignment, start, finish)
+    capped = place_rest(problem, memory, assignment, pinned, devs)
+    start[np.isnan(finish)] = np.nan
+    return Schedule(assignment, start, finish, capped_meta(deadline, capped), capped)
 
 
 FOLLOW_FORWARD = Option("place only forward ops; each gradient op follows its forward op (Baechi's "
@@ -199,17 +206,20 @@ FOLLOW_FORWARD = Option("place only forward ops; each gradient op follows its fo
 
 @register("m_etf", description="Baechi m-ETF: earliest-task-first list scheduling under GPU memory limits")
 def place_m_etf(graph: OpGraph, cluster: Cluster, *,
-                follow_forward: Annotated[bool, FOLLOW_FORWARD] = False) -> Placement:
+                follow_forward: Annotated[bool, FOLLOW_FORWARD] = False,
+                time_limit: TimeLimit = TIME_LIMIT_SECONDS) -> Placement:
     """Memory-constrained ETF over the GPUs; see the module docstring.
 
     `follow_forward`: place only forward ops and let each gradient op follow
     its forward op (Baechi's forward-operator-based placement,
-    `placer.placers.common.forward_units`).
+    `placer.placers.common.forward_units`). `time_limit`: the time cap
+    (`placer.placers.time_cap`).
     """
+    deadline = Deadline(time_limit)
     problem = Problem.build(graph, cluster, fuse_chains=True, follow_forward=follow_forward)
     memory = LiveMemory(problem)
-    schedule = list_schedule(problem, problem.candidates, memory)
-    return problem.placement(schedule.assignment, "m_etf", memory, schedule_length=schedule.length)
+    schedule = list_schedule(problem, problem.candidates, memory, deadline=deadline)
+    return problem.placement(schedule.assignment, "m_etf", memory, **schedule.meta())
 
 
 # -- m-SCT's favourite children -----------------------------------------------------
@@ -313,14 +323,17 @@ def favorite_children(problem: Problem, devices: np.ndarray, time_limit: float =
 def place_m_sct(graph: OpGraph, cluster: Cluster, *,
                 lp_time_limit: Annotated[float, Option("seconds the favourite-child LP may take; past it, "
                                                        "scheduled as m-ETF", ge=0)] = 60.0,
-                follow_forward: Annotated[bool, FOLLOW_FORWARD] = False) -> Placement:
+                follow_forward: Annotated[bool, FOLLOW_FORWARD] = False,
+                time_limit: TimeLimit = TIME_LIMIT_SECONDS) -> Placement:
     """Memory-constrained SCT over the GPUs; see the module docstring.
 
-    `lp_time_limit` bounds the favourite-child LP; `follow_forward` as for
-    `place_m_etf`.
+    `lp_time_limit` bounds the favourite-child LP, and so does what is left of
+    `time_limit`, the time cap of the whole placer (`placer.placers.time_cap`);
+    `follow_forward` as for `place_m_etf`.
     """
+    deadline = Deadline(time_limit)
     problem = Problem.build(graph, cluster, fuse_chains=True, follow_forward=follow_forward)
-    favorite, info = favorite_children(problem, problem.candidates, lp_time_limit)
+    favorite, info = favorite_children(problem, problem.candidates, min(lp_time_limit, deadline.left()))
     memory = LiveMemory(problem)
-    schedule = list_schedule(problem, problem.candidates, memory, favorite=favorite)
-    return problem.placement(schedule.assignment, "m_sct", memory, schedule_length=schedule.length, **info)
+    schedule = list_schedule(problem, problem.candidates, memory, favorite=favorite, deadline=deadline)
+    return problem.placement(schedule.assignment, "m_sct", memory, **info, **schedule.meta())

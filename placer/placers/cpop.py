@@ -36,6 +36,7 @@ from placer.placement import Placement
 from placer.placers.common import LiveMemory, Problem
 from placer.placers.heft import ListScheduler, Schedule, quantised_ranks
 from placer.placers.registry import register
+from placer.placers.time_cap import TIME_LIMIT_SECONDS, Deadline, TimeLimit
 
 
 def critical_path(problem: Problem, priority: np.ndarray) -> np.ndarray:
@@ -58,7 +59,8 @@ def critical_path(problem: Problem, priority: np.ndarray) -> np.ndarray:
         path.append(int(succ[np.argmin(topo_rank[succ])]))
 
 
-def cpop(problem: Problem, devices: np.ndarray | None = None, memory: LiveMemory | None = None) -> Schedule:
+def cpop(problem: Problem, devices: np.ndarray | None = None, memory: LiveMemory | None = None,
+         deadline: Deadline | None = None) -> Schedule:
     """Run CPOP on a compiled problem.
 
     Parameters
@@ -66,6 +68,8 @@ def cpop(problem: Problem, devices: np.ndarray | None = None, memory: LiveMemory
     problem : the graph and cluster as arrays.
     devices : devices CPOP may use (all of the cluster's by default).
     memory : live-memory account; devices without room for an op are skipped.
+    deadline : past it, the ops left are placed by the time cap's quick rule
+        (`placer.placers.time_cap`); None: no cap.
 
     Returns
     -------
@@ -91,6 +95,8 @@ def cpop(problem: Problem, devices: np.ndarray | None = None, memory: LiveMemory
     heapq.heapify(queue)
     scheduler = ListScheduler(problem, memory)
     while queue:
+        if deadline is not None and deadline.passed():
+            break
         _, _, i = heapq.heappop(queue)
         choices = scheduler.allowed(i, devs)
         scheduler.place(i, [path_device] if on_path[i] and path_device in choices else choices)
@@ -98,16 +104,17 @@ def cpop(problem: Problem, devices: np.ndarray | None = None, memory: LiveMemory
             waiting[j] -= 1
             if waiting[j] == 0:
                 heapq.heappush(queue, (-key[j], int(topo_rank[j]), j))
-    return scheduler.schedule(critical_path_ops=int(len(path)),
+    return scheduler.schedule(devs, deadline, critical_path_ops=int(len(path)),
                               critical_path_device=problem.cluster.devices[path_device].name)
 
 
 @register("cpop", description="Critical-Path-on-a-Processor (Topcuoglu et al. 2002): the critical path on one "
                               "device, other ops by earliest finish")
-def place_cpop(graph: OpGraph, cluster: Cluster) -> Placement:
-    """CPOP over every device of the cluster; see the module docstring."""
+def place_cpop(graph: OpGraph, cluster: Cluster, *, time_limit: TimeLimit = TIME_LIMIT_SECONDS) -> Placement:
+    """CPOP over every device of the cluster; see the module docstring. `time_limit`: the time cap
+    (`placer.placers.time_cap`)."""
+    deadline = Deadline(time_limit)
     problem = Problem.build(graph, cluster)
     memory = LiveMemory(problem)
-    schedule = cpop(problem, memory=memory)
-    return problem.placement(schedule.assignment, "cpop", memory, schedule_length=schedule.length,
-                             **schedule.notes)
+    schedule = cpop(problem, memory=memory, deadline=deadline)
+    return problem.placement(schedule.assignment, "cpop", memory, **schedule.meta())

@@ -46,21 +46,34 @@ from placer.placement import Placement
 from placer.placers.common import LiveMemory, Problem
 from placer.placers.registry import register
 from placer.placers.routes import Transfers, earliest_slot
+from placer.placers.time_cap import TIME_LIMIT_SECONDS, Deadline, TimeLimit, capped_meta, place_rest
 
 
 @dataclass
 class Schedule:
-    """A placer's own schedule: device, start and finish of each op (graph order)."""
+    """A placer's own schedule: device, start and finish of each op (graph order).
+
+    Ops placed by the time cap's quick rule (`placer.placers.time_cap`) have
+    no start or finish (NaN), and `capped_ops` counts them.
+    """
 
     assignment: np.ndarray
     start: np.ndarray
     finish: np.ndarray
     notes: dict = field(default_factory=dict)
     """What else the placer reports in the placement's ``meta``."""
+    capped_ops: int = 0
 
     @property
     def length(self) -> float:
-        return float(self.finish.max())
+        """The makespan of the ops the scheduler placed itself."""
+        done = self.finish[~np.isnan(self.finish)]
+        return float(done.max()) if done.size else 0.0
+
+    def meta(self) -> dict:
+        """The placement's ``meta`` from this schedule: ``schedule_length`` (only when the scheduler placed
+        every op) and `notes`."""
+        return {**({} if self.capped_ops else {"schedule_length": self.length}), **self.notes}
 
 
 def priority_order(problem: Problem, rank: np.ndarray) -> np.ndarray:
@@ -89,7 +102,7 @@ class ListScheduler:
         n, D = problem.num_ops, problem.num_devices
         self.problem, self.memory = problem, memory
         self.assignment = np.full(n, -1, dtype=np.int64)
-        self.start, self.finish = np.zeros(n), np.zeros(n)
+        self.start, self.finish = np.zeros(n), np.full(n, np.nan)  # NaN: not placed yet
         self.pinned = np.full(problem.num_units, -1, dtype=np.int64)
         self.starts: list[list[float]] = [[] for _ in range(D)]
         self.ends: list[list[float]] = [[] for _ in range(D)]
@@ -137,12 +150,18 @@ class ListScheduler:
         self.memory.place(i, d, new_unit, self.assignment)
         return d
 
-    def schedule(self, **notes) -> Schedule:
-        return Schedule(self.assignment, self.start, self.finish, notes)
+    def schedule(self, devs: np.ndarray, deadline: Deadline | None = None, **notes) -> Schedule:
+        """The schedule, after the time cap's quick rule has placed the ops left (if any)."""
+        capped = place_rest(self.problem, self.memory, self.assignment, self.pinned, devs)
+        if capped:
+            rest = np.isnan(self.finish)
+            self.start[rest] = np.nan
+            notes.update(capped_meta(deadline, capped))
+        return Schedule(self.assignment, self.start, self.finish, notes, capped)
 
 
 def heft(problem: Problem, devices: np.ndarray | None = None,
-         memory: LiveMemory | None = None) -> Schedule:
+         memory: LiveMemory | None = None, deadline: Deadline | None = None) -> Schedule:
     """Run HEFT on a compiled problem.
 
     Parameters
@@ -151,6 +170,8 @@ def heft(problem: Problem, devices: np.ndarray | None = None,
     devices : devices HEFT may use (all of the cluster's by default).
     memory : live-memory account; devices without room for an op are skipped
         (a fresh account of the device capacities by default).
+    deadline : past it, the ops left are placed by the time cap's quick rule
+        (`placer.placers.time_cap`); None: no cap.
 
     Returns
     -------
@@ -161,14 +182,18 @@ def heft(problem: Problem, devices: np.ndarray | None = None,
     scheduler = ListScheduler(problem, LiveMemory(problem) if memory is None else memory)
     rank = upward_ranks(problem.graph, problem.times[:, devs].mean(axis=1), problem.mean_comm_time(devs))
     for i in priority_order(problem, rank).tolist():
+        if deadline is not None and deadline.passed():
+            break
         scheduler.place(i, scheduler.allowed(i, devs))
-    return scheduler.schedule()
+    return scheduler.schedule(devs, deadline)
 
 
 @register("heft", description="Heterogeneous Earliest Finish Time (Topcuoglu et al. 2002), insertion-based")
-def place_heft(graph: OpGraph, cluster: Cluster) -> Placement:
-    """HEFT over every device of the cluster; see the module docstring."""
+def place_heft(graph: OpGraph, cluster: Cluster, *, time_limit: TimeLimit = TIME_LIMIT_SECONDS) -> Placement:
+    """HEFT over every device of the cluster; see the module docstring. `time_limit`: the time cap
+    (`placer.placers.time_cap`)."""
+    deadline = Deadline(time_limit)
     problem = Problem.build(graph, cluster)
     memory = LiveMemory(problem)
-    schedule = heft(problem, memory=memory)
-    return problem.placement(schedule.assignment, "heft", memory, schedule_length=schedule.length)
+    schedule = heft(problem, memory=memory, deadline=deadline)
+    return problem.placement(schedule.assignment, "heft", memory, **schedule.meta())

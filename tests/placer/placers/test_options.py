@@ -100,7 +100,8 @@ class TestCheckOptions:
 def test_registered_placers_list_typed_options():
     """Options come from the placers' signatures: m_sct's LP limit is a non-negative number of seconds."""
     m_sct = registry.get("m_sct")
-    assert list(m_sct.options) == ["lp_time_limit", "follow_forward"]
+    assert list(m_sct.options) == ["lp_time_limit", "follow_forward", "time_limit"]
     assert m_sct.options["lp_time_limit"].endswith("(default 60)")
     assert m_sct.check_options({"lp_time_limit": 0}) == {"lp_time_limit": 0.0}
-    assert registry.get("heft").options == {}
+    assert list(registry.get("heft").options) == ["time_limit"]
+    assert registry.get("metis").options == {}

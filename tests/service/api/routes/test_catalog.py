@@ -28,7 +28,7 @@ def test_placers_list_their_options(client, graph_id):
     """Each heuristic lists the options it takes, with what they do; a listed option is taken, and its
     listing is the registry's (read from the placer's signature, which the registry checks against)."""
     data = {p["name"]: p for p in client.get("/v1/placers").json()["data"]}
-    assert set(data["m_sct"]["options"]) == {"lp_time_limit", "follow_forward"}
+    assert set(data["m_sct"]["options"]) == {"lp_time_limit", "follow_forward", "time_limit"}
     assert "default 60" in data["m_sct"]["options"]["lp_time_limit"]
     assert data["metis"]["options"] == {} and data["best"]["options"] == {}
     for name in registry.names(heuristic_only=True):

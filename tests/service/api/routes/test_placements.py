@@ -144,6 +144,7 @@ class TestErrors:
 
     @pytest.mark.parametrize("method,option,value", [("pipeline_dp", "search_seconds", 1e9),
                                                      ("m_sct", "lp_time_limit", 1e9),
+                                                     ("heft", "time_limit", 1e9),
                                                      ("pipeline_dp", "pair_budget", 10**15)])
     def test_option_over_the_service_limit(self, client, graph_id, monkeypatch, method, option, value):
         """An option that sets how long a placer may run is capped, as refine_seconds is: search_seconds 1e9
