@@ -59,3 +59,14 @@ def test_unknown_member_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as e:
         make_scale.main(["gpt7"])
     assert e.value.code == 2 and "unknown member(s) gpt7" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("method", ["heft", "cpop", "m_etf", "m_sct"])
+def test_a_capped_list_scheduler_still_places_the_step(steps, method):
+    """With no time (time_limit 0) the time cap's quick rule places every op of the step, and says so."""
+    g, c = steps[2], presets.get("8gpu")
+    p = registry.place(method, g, c, time_limit=0.0)
+    assert set(p.devices) == {op.name for op in g}
+    assert p.meta["time_capped"] is True and p.meta["capped_ops"] == len(g)
+    res = Simulator(g, c).run(p.assignment(g, c))
+    assert res.step_time == pytest.approx(p.step_time)
