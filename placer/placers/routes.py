@@ -129,16 +129,21 @@ class GapBook(LinkBook):
                 _py_link_time(self.route_lat[k], nbytes, self.route_bw[k]))
 
     def _fits(self, r: int, t: float, hold: float, pending: dict | None) -> float:
-        """The earliest time >= t with direction r idle for `hold`, counting tentative bookings too."""
-        extra = pending.get(r, ()) if pending else ()
+        """The earliest time >= t with direction r idle for `hold`, counting tentative bookings too.
+
+        The tentative bookings of a plan are kept like the booked ones (disjoint, sorted by start), so
+        both are searched by `earliest_slot`: each search moves t only past times that overlap an
+        interval, so alternating them until neither moves t gives the earliest time free of both.
+        """
+        extra = pending.get(r) if pending else None
         while True:
             t, _ = earliest_slot(self.starts[r], self.ends[r], t, hold)
-            for a, b in extra:
-                if a < t + hold and t < b:
-                    t = b
-                    break
-            else:
+            if extra is None:
                 return t
+            t2, _ = earliest_slot(extra[0], extra[1], t, hold)
+            if t2 == t:
+                return t
+            t = t2
 
     def send(self, q: int, d: int, ready: float, nbytes: float, profiled: float = -1.0,
              pending: dict | None = None) -> float:
@@ -158,12 +163,10 @@ class GapBook(LinkBook):
         for r, h in zip(route, holds):
             if h <= 0.0:
                 continue
-            if pending is not None:
-                pending.setdefault(r, []).append((t, t + h))
-            else:
-                i = bisect_right(self.starts[r], t)
-                self.starts[r].insert(i, t)
-                self.ends[r].insert(i, t + h)
+            starts, ends = (self.starts[r], self.ends[r]) if pending is None else pending.setdefault(r, ([], []))
+            i = bisect_right(starts, t)
+            starts.insert(i, t)
+            ends.insert(i, t + h)
         return t + duration
 
 
