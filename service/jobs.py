@@ -18,7 +18,7 @@ A monitor thread reaps finished processes and starts queued jobs, at most
 resume from their checkpoint; none is left "running".
 
 A training process dies with the service (Linux: the parent-death signal,
-SIGTERM, so it checkpoints first; see `_dying_with_the_service`): after
+SIGTERM, so it checkpoints first; see `dying_with_the_service`): after
 ``kill -9`` of the service it does not train on unsupervised until the next
 start, which resumes it. The process is started by the monitor thread only,
 which lives as long as the service: the parent-death signal fires when the
@@ -37,7 +37,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -50,6 +49,8 @@ from placer.graph_io import save_graph
 from placer.placement import Placement
 from service.core.config import Settings
 from service.graph_store import new_id
+from service.job_processes import (dying_with_the_service, lower_priority, send_signal, signal_name,
+                                   stop_orphan)
 from service.storage import JobRecord, Storage, StorageFull
 
 log = logging.getLogger("placer.service")
@@ -141,7 +142,7 @@ class JobRunner:
         with self._lock:
             self._stopping = True
             for proc in self._procs.values():
-                _signal(proc, signal.SIGTERM)
+                send_signal(proc, signal.SIGTERM)
         self._halt.set()
         self._wake.set()
         if self._thread is not None:
@@ -305,7 +306,7 @@ class JobRunner:
                 if proc.poll() is not None:
                     self._finish(job_id, proc)
                 elif job_id in cancelling and job_id not in self._term_sent:
-                    _signal(proc, signal.SIGTERM)
+                    send_signal(proc, signal.SIGTERM)
                     self._term_sent[job_id] = time.monotonic()
                 elif job_id in self._term_sent and \
                         time.monotonic() - self._term_sent[job_id] > self.settings.job_stop_seconds:
@@ -352,16 +353,16 @@ class JobRunner:
                 # A process group of its own: Ctrl-C on the service's terminal does not reach the job (the
                 # service's shutdown sends SIGTERM itself so the job checkpoints). Not a session of its own:
                 # Linux's autogroups give each session an equal share of the CPU whatever its niceness, so a
-                # job in one would still halve the CPU of answers given at once (`_lower_priority`).
+                # job in one would still halve the CPU of answers given at once (`lower_priority`).
                 if shutil.which(cmd[0]) is None:  # the guard would start and fail at its exec, later
                     raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), cmd[0])
-                proc = subprocess.Popen(_dying_with_the_service(cmd), stdin=subprocess.DEVNULL, stdout=logf,
+                proc = subprocess.Popen(dying_with_the_service(cmd), stdin=subprocess.DEVNULL, stdout=logf,
                                         stderr=subprocess.STDOUT, env=env, process_group=0)
         except OSError as e:
             self.storage.update_job(job_id=record.id, state="failed", resume=False,
                                     error=f"cannot start the training process ({e})")
             return
-        _lower_priority(proc.pid, self.settings.job_niceness)
+        lower_priority(proc.pid, self.settings.job_niceness)
         self._procs[record.id] = proc
         self.storage.update_job(job_id=record.id, pid=proc.pid)
         log.info("job %s started (pid %d)%s", record.id, proc.pid, " resuming" if "--resume" in cmd else "")
@@ -389,7 +390,7 @@ class JobRunner:
             changes = self._killed(record, -code, prog.get("step"))
         else:
             reason = prog.get("error") or _last_line(Path(record.job_dir) / "train.log")
-            ended = f"exited with code {code}" if code >= 0 else f"killed by {_signal_name(-code)}"
+            ended = f"exited with code {code}" if code >= 0 else f"killed by {signal_name(-code)}"
             changes = dict(state="failed", resume=False,
                            error=f"training process {ended}" + (f": {reason}" if reason else ""))
         if changes["state"] == "queued":  # unless cancelled meanwhile (by another service process)
@@ -406,7 +407,7 @@ class JobRunner:
         ``kill -9``): queued to resume from its checkpoint, `MAX_RETRIES` times; else failed, saying why and
         what is left."""
         at = f" at step {step}" if isinstance(step, int) else ""
-        ended = f"training process killed by {_signal_name(signum)}{at}"
+        ended = f"training process killed by {signal_name(signum)}{at}"
         has_checkpoint = any(isinstance(read_json(Path(record.job_dir) / name), dict) for name in CHECKPOINT_FILES)
         if has_checkpoint and record.retries < MAX_RETRIES:
             return dict(state="queued", resume=True, retries=record.retries + 1,
@@ -426,104 +427,13 @@ class JobRunner:
             if record.state == "interrupted" and not record.resume:
                 continue
             if record.pid is not None and record.state != "interrupted":
-                _stop_orphan(record.pid, record.job_dir, self.settings.job_stop_seconds)
+                stop_orphan(record.pid, record.job_dir, self.settings.job_stop_seconds)
             if record.state == "cancelling":
                 self.storage.update_job(job_id=record.id, state="cancelled", pid=None, resume=False)
             else:
                 self.storage.update_job(job_id=record.id, state="queued", pid=None, resume=True,
                                         error=None)
                 log.info("job %s was interrupted by a service restart; queued to resume", record.id)
-
-
-_PARENT_DEATH_GUARD = """\
-import ctypes, os, signal, sys
-ctypes.CDLL(None).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG: kept across the exec below
-if os.getppid() != int(sys.argv[1]):  # the service died before the signal was asked for
-    sys.exit(1)
-try:
-    os.execvp(sys.argv[2], sys.argv[2:])
-except OSError as e:
-    sys.exit(f"cannot start the training process ({e})")
-"""
-"""Run before the training command, in its process: asks Linux to send it SIGTERM when its parent (the
-service's job monitor thread) dies, then becomes the command (same pid)."""
-
-
-def _dying_with_the_service(cmd: list[str]) -> list[str]:
-    """`cmd` behind `_PARENT_DEATH_GUARD` (Linux; elsewhere `cmd` itself, and the next start stops a process
-    the service left, as `_recover` does).
-
-    Not a ``preexec_fn``: with one, Python forks instead of using vfork, which runs the libraries' fork
-    handlers, and OpenBLAS's (loaded with numpy) joins its threads there: the service deadlocked starting a
-    job now and then.
-    """
-    if not sys.platform.startswith("linux"):
-        return cmd
-    return [sys.executable, "-I", "-S", "-c", _PARENT_DEATH_GUARD, str(os.getpid()), *cmd]
-
-
-def _lower_priority(pid: int, niceness: int) -> None:
-    """Make a job's process group `niceness` nicer than the service. The whole group, every thread of it at
-    once (Linux applies a process group's priority per thread), so threads the trainer starts before this
-    runs are lowered too, and those it starts later inherit it. A failure only costs speed: logged, not fatal."""
-    if niceness <= 0:
-        return
-    try:
-        os.setpriority(os.PRIO_PGRP, pid, min(os.getpriority(os.PRIO_PROCESS, 0) + niceness, 19))
-    except OSError as e:
-        log.warning("could not lower the priority of job process %d (%s); it runs at the service's", pid, e)
-
-
-def _signal(proc: subprocess.Popen, sig: int) -> None:
-    try:
-        proc.send_signal(sig)
-    except (ProcessLookupError, OSError):
-        pass
-
-
-def _signal_name(number: int) -> str:
-    """``SIGKILL`` for 9: how a process killed by a signal ended (Popen's return code is minus the number)."""
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
-def _is_job_process(pid: int, job_dir: str) -> bool:
-    """True if `pid` is alive and is the training process of `job_dir` (not a recycled pid)."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    return job_dir.encode() in cmdline
-
-
-def _stop_orphan(pid: int, job_dir: str, timeout: float) -> None:
-    """Stop a training process that outlived a crashed service (SIGTERM, then SIGKILL)."""
-    if not _is_job_process(pid, job_dir):
-        return
-    log.info("stopping training process %d left by a previous run (%s)", pid, job_dir)
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except OSError:
-        return
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not _is_job_process(pid, job_dir) or _is_zombie(pid):
-            return
-        time.sleep(0.1)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except OSError:
-        pass
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[-1].split()[0] == "Z"
 
 
 def _last_line(path: Path, limit: int = 300) -> str:

@@ -330,13 +330,13 @@ def test_the_guard_sets_the_parent_death_signal_then_becomes_the_command():
     import subprocess
     import sys
 
-    from service.jobs import _dying_with_the_service
+    from service.job_processes import dying_with_the_service
 
     if not sys.platform.startswith("linux"):
         pytest.skip("Linux only")
     probe = ("import ctypes, os; v = ctypes.c_int(); ctypes.CDLL(None).prctl(2, ctypes.byref(v), 0, 0, 0); "
              "print(v.value, os.getpid())")
-    proc = subprocess.Popen(_dying_with_the_service([sys.executable, "-c", probe]), stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(dying_with_the_service([sys.executable, "-c", probe]), stdout=subprocess.PIPE, text=True)
     out, _ = proc.communicate(timeout=60)
     assert out.split() == ["15", str(proc.pid)]
 
