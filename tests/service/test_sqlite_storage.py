@@ -91,15 +91,21 @@ def test_bundled_graph_recorded_for_good(tmp_path):
     s.close()
 
 
-def test_old_database_keeps_its_bundled_graphs(tmp_path):
-    """Bundled graphs stored by a version without the bundled_graphs table count as stored."""
+def _old_graphs_table(path):
+    """A database as an early version left it: the graphs table alone, as it was then."""
     import sqlite3
 
-    path = tmp_path / "old.db"
     db = sqlite3.connect(path)
     db.execute("CREATE TABLE graphs (id TEXT PRIMARY KEY, name TEXT NOT NULL, num_ops INTEGER NOT NULL,"
                " num_edges INTEGER NOT NULL, source TEXT NOT NULL, created_at REAL NOT NULL,"
                " size_bytes INTEGER NOT NULL, data BLOB NOT NULL)")
+    return db
+
+
+def test_old_database_keeps_its_bundled_graphs(tmp_path):
+    """Bundled graphs stored by a version without the bundled_graphs table count as stored."""
+    path = tmp_path / "old.db"
+    db = _old_graphs_table(path)
     db.execute("INSERT INTO graphs VALUES ('g_1', 'n', 3, 2, 'bundled:a.json.gz', 1, 4, x'00')")
     db.execute("INSERT INTO graphs VALUES ('g_2', 'n', 3, 2, 'json', 2, 4, x'00')")
     db.commit()
@@ -144,13 +150,8 @@ def test_a_job_past_the_queue_limit_is_not_stored(tmp_path):
 
 def test_old_database_rows_belong_to_the_admin(tmp_path):
     """Rows stored before tenancy have no owner: the admin's (every row), never another key's."""
-    import sqlite3
-
     path = tmp_path / "old.db"
-    db = sqlite3.connect(path)
-    db.execute("CREATE TABLE graphs (id TEXT PRIMARY KEY, name TEXT NOT NULL, num_ops INTEGER NOT NULL,"
-               " num_edges INTEGER NOT NULL, source TEXT NOT NULL, created_at REAL NOT NULL,"
-               " size_bytes INTEGER NOT NULL, data BLOB NOT NULL)")
+    db = _old_graphs_table(path)
     db.execute("CREATE TABLE placements (id TEXT PRIMARY KEY, graph_id TEXT, method TEXT NOT NULL,"
                " cluster TEXT NOT NULL, step_time REAL, created_at REAL NOT NULL, body TEXT NOT NULL, job_id TEXT)")
     db.execute("INSERT INTO graphs VALUES ('g_1', 'n', 3, 2, 'json', 1, 4, x'00')")
