@@ -20,8 +20,9 @@ Conventions:
   socket by that socket's memory (its DRAM bandwidth), so a GPU reaches host
   memory through its own socket;
 - GPU memory: what TensorFlow's allocator gets (V100 16 GB: 14,684 MiB, from
-  its log); the 80 GB cards' 78 GiB is the card's memory less about 1.5 GiB
-  for the CUDA context and TensorFlow's reserve;
+  its log); the 80 GB cards' 78 GiB and the H200's 138 GiB are the card's
+  memory as CUDA reports it (79.2 and 139.8 GiB measured on an H100 80GB and
+  an H200) less about 1.5 GiB for the CUDA context and TensorFlow's reserve;
 - GPU op costs by class with dispatch and fusion (`GPU_COSTS`, matrix rates
   and efficiencies, sources in `GPU_COST_SOURCES`; docs/simulator.md); the
   host CPU keeps the plain roofline with 2 us per op.
@@ -178,6 +179,8 @@ def two_dgx_a100(name: str = "2x-dgx-a100") -> Cluster:
 # ---------------------------------------------------------------------------------------------- DGX H100
 H100_SXM5_80GB = dict(kind="gpu", peak_flops=67e12, memory_bandwidth=3350e9, memory_bytes=78 * GIB,
                       matrix_flops=H100_TF32, matrix_efficiency=H100_TF32_EFFICIENCY, **GPU_COSTS)
+H200_SXM_141GB = dict(H100_SXM5_80GB, memory_bandwidth=4800e9, memory_bytes=138 * GIB)
+"""The H100 SXM5's compute with HBM3e: 4.8 TB/s and 141 GB (139.8 GiB as CUDA reports it)."""
 XEON_8480C_X2 = dict(kind="cpu", peak_flops=2 * 56 * 2.0e9 * 64, memory_bandwidth=2 * 307.2e9,
                      memory_bytes=2048 * GIB, op_overhead=CPU_OP_OVERHEAD)
 H100_NVLINK4 = 376 * GB  # measured p2p writes (450 GB/s nominal per direction)
@@ -218,14 +221,37 @@ DGX_H100_SOURCES = [
 ]
 
 
-def dgx_h100(name: str = "dgx-h100") -> Cluster:
-    """NVIDIA DGX H100: 8 x H100 80 GB SXM5 on NVSwitch (NVLink 4), PCIe 5.0 to 2 Intel Xeon 8480C sockets."""
-    devices, switches, links = _dgx_node(None, H100_SXM5_80GB, XEON_8480C_X2, H100_NVLINK4, H100_PCIE5, XEON_DDR5,
+DGX_H200_SOURCES = [
+    "NVIDIA DGX H200 datasheet: the DGX H100 system (4 NVSwitch chips, NVLink 4, 2x Intel Xeon Platinum 8480C, "
+    "2 TB DDR5, 8x ConnectX-7 400 Gb/s) with 8x H200 141 GB (1,128 GB in all); MLPerf Inference v4.1 system "
+    "description of NVIDIA's 8x H200 node (mlcommons/inference_results_v4.1, closed/NVIDIA/systems/"
+    "H200-SXM-141GBx8_TRT_MaxQ.json): H200-SXM-141GB HBM3e, 18x 4th Gen NVLink 900 GB/s, PCIe Gen5 x16, "
+    "2x Xeon Platinum 8480C, 2 TB. Every other figure as in dgx-h100 (below)",
+    "NVIDIA H200 datasheet: H200 SXM 141 GB HBM3e at 4.8 TB/s; the H100 SXM5's GH100 compute (67 TFLOP/s FP32, "
+    "494.5 dense TF32); CUDA reports 150,109,880,320 bytes (139.8 GiB) on a lent H200 "
+    "(bench/results/gpu_facts_h200.json), 138 GiB of which TensorFlow gets",
+]
+
+
+def _dgx_hopper(name: str, gpu: dict, description: str, sources: list[str]) -> Cluster:
+    """A DGX H100 system (NVSwitch, NVLink 4, PCIe 5.0, 2 Xeon 8480C sockets, ConnectX-7) with 8 x `gpu`."""
+    devices, switches, links = _dgx_node(None, gpu, XEON_8480C_X2, H100_NVLINK4, H100_PCIE5, XEON_DDR5,
                                          XEON_UPI, NDR_IB, "nic-cx7-ndr", "pcie5-x16", "nvlink4-x18",
                                          port_latency=H100_PCIE_PORT_LATENCY)
-    return Cluster(name, devices, topology=Topology(switches, links), meta=_meta(
-        "NVIDIA DGX H100: host CPU (2x Xeon 8480C) + 8x H100 80 GB SXM5, NVLink 4 via NVSwitch, PCIe 5.0",
-        DGX_H100_SOURCES))
+    return Cluster(name, devices, topology=Topology(switches, links), meta=_meta(description, sources))
+
+
+def dgx_h100(name: str = "dgx-h100") -> Cluster:
+    """NVIDIA DGX H100: 8 x H100 80 GB SXM5 on NVSwitch (NVLink 4), PCIe 5.0 to 2 Intel Xeon 8480C sockets."""
+    return _dgx_hopper(name, H100_SXM5_80GB, "NVIDIA DGX H100: host CPU (2x Xeon 8480C) + 8x H100 80 GB SXM5, "
+                       "NVLink 4 via NVSwitch, PCIe 5.0", DGX_H100_SOURCES)
+
+
+def dgx_h200(name: str = "dgx-h200") -> Cluster:
+    """NVIDIA DGX H200: the DGX H100 system with 8 x H200 141 GB (HBM3e, 4.8 TB/s), the H100's compute."""
+    return _dgx_hopper(name, H200_SXM_141GB, "NVIDIA DGX H200: host CPU (2x Xeon 8480C) + 8x H200 141 GB SXM "
+                       "(HBM3e 4.8 TB/s, H100 compute), NVLink 4 via NVSwitch, PCIe 5.0",
+                       DGX_H200_SOURCES + DGX_H100_SOURCES)
 
 
 # ---------------------------------------------------------------------------------------------- V100 machines

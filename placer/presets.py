@@ -5,10 +5,10 @@ and the service do.
 
 - ``2gpu``, ``4gpu``, ``8gpu`` (V100 PCIe cards two to a PCIe switch on a
   dual-socket host), ``4gpu-nvlink``, ``8gpu-nvlink`` (DGX-1's hybrid
-  cube-mesh), ``dgx-a100``, ``dgx-h100``, ``2x-dgx-a100``: machines with an
-  interconnect topology (shared PCIe ports and switches, sockets, NVLink,
-  NVSwitch, NICs), built in `placer.machines`, whose meta lists the source of
-  every number.
+  cube-mesh), ``dgx-a100``, ``dgx-h100``, ``dgx-h200`` (the DGX H100 system
+  with H200 GPUs), ``2x-dgx-a100``: machines with an interconnect topology
+  (shared PCIe ports and switches, sockets, NVLink, NVSwitch, NICs), built in
+  `placer.machines`, whose meta lists the source of every number.
 - ``2gpu-flat`` ... ``8gpu-nvlink-flat``: the same devices in the idealised
   flat model (every pair of devices its own full-duplex link: PCIe 3.0 x16,
   or NVLink 2.0 between DGX-1's NVLink pairs), as every V100 preset was
@@ -71,6 +71,7 @@ _FIXED = {
     "local": lambda: _local(2),
     "dgx-a100": machines.dgx_a100,
     "dgx-h100": machines.dgx_h100,
+    "dgx-h200": machines.dgx_h200,
     "2x-dgx-a100": machines.two_dgx_a100,
     "2gpu-flat": lambda: machines.flat_v100(2),
     "4gpu-flat": lambda: machines.flat_v100(4),

@@ -176,7 +176,7 @@ def test_errors_name_the_bad_element(change, message):
 
 
 class TestMachines:
-    @pytest.mark.parametrize("name, gpus", [("dgx-a100", 8), ("dgx-h100", 8), ("2x-dgx-a100", 16)])
+    @pytest.mark.parametrize("name, gpus", [("dgx-a100", 8), ("dgx-h100", 8), ("dgx-h200", 8), ("2x-dgx-a100", 16)])
     def test_presets_have_sources(self, name, gpus):
         c = presets.get(name)
         assert [d.kind for d in c.devices].count("gpu") == gpus
@@ -192,6 +192,21 @@ class TestMachines:
         assert paths[("/device:GPU:6", "/device:CPU:0")][2] == "socket1"  # GPUs 4-7 hang off socket 1
         bw, _ = c.link_matrices()
         assert bw[1, 2] == machines.A100_NVLINK3 and bw[0, 1] == machines.A100_PCIE4
+
+    def test_dgx_h200_is_dgx_h100_with_h200_memory(self):
+        """Same topology, host and compute rates; only the GPUs' memory size and bandwidth differ."""
+        h100, h200 = presets.get("dgx-h100").to_dict(), presets.get("dgx-h200").to_dict()
+        assert h200["topology"] == h100["topology"]
+        changed = {"memory_bytes", "memory_bandwidth"}
+        for a, b in zip(h100["devices"], h200["devices"], strict=True):
+            if a["kind"] != "gpu":
+                assert a == b
+                continue
+            assert {k: v for k, v in a.items() if k not in changed} == {k: v for k, v in b.items() if k not in changed}
+            assert (b["memory_bandwidth"], b["memory_bytes"]) == (4.8e12, 138 * 2**30)
+            assert b["memory_bandwidth"] > a["memory_bandwidth"] and b["memory_bytes"] > a["memory_bytes"]
+        assert h200["devices"][1]["matrix_flops"] == machines.H100_TF32 and h200["devices"][1]["peak_flops"] == 67e12
+        assert "H200" in h200["meta"]["description"] and "H200" in h200["meta"]["sources"][0]
 
     def test_two_dgx_a100_sends_through_the_gpus_own_nic(self):
         c = presets.get("2x-dgx-a100")
