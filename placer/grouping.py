@@ -121,8 +121,8 @@ def group_graph(graph: OpGraph, cluster: Cluster, max_groups: int = DEFAULT_MAX_
     if times is None:
         times = op_time_matrix(graph, cluster)
     op_time = times.min(axis=1)
-    op_mem = np.array([op.param_bytes + op.output_bytes for op in graph.ops], dtype=np.float64)
-    out_bytes = np.array([op.output_bytes for op in graph.ops], dtype=np.float64)
+    op_mem = graph.param_bytes + graph.output_bytes
+    out_bytes = graph.output_bytes
     mem_cap = memory_fraction * min(d.memory_bytes for d in cluster.devices)
 
     gid = _colocation_ids(graph)
@@ -145,9 +145,16 @@ def group_graph(graph: OpGraph, cluster: Cluster, max_groups: int = DEFAULT_MAX_
     g_time = np.bincount(gid, weights=op_time, minlength=num)
     g_mem = np.bincount(gid, weights=op_mem, minlength=num)
     while num > max_groups:
-        merged = _heavy_edge_matching(edge_a, edge_b, edge_w, g_time, g_mem, time_cap, mem_cap,
-                                      num - max_groups, label)
-        if merged is None and balanced and np.isfinite(time_cap):
+        to, edge_a, edge_b, edge_w, g_time, g_mem, new_label = _heavy_edge_passes(
+            edge_a, edge_b, edge_w, g_time, g_mem, time_cap, mem_cap, max_groups,
+            np.zeros(0, dtype=np.int64) if label is None else label, label is not None)
+        if len(g_time) < num:  # some passes merged
+            gid = to[gid]
+            num = len(g_time)
+            label = None if label is None else new_label
+            continue
+        merged = None
+        if balanced and np.isfinite(time_cap):
             merged = _merge_topological_neighbours(gid, graph.topo_rank, g_mem, mem_cap, num - max_groups, label,
                                                    g_time, time_cap)
         if merged is None and np.isfinite(time_cap):
@@ -223,31 +230,6 @@ def _pair_edges(a: np.ndarray, b: np.ndarray, w: np.ndarray, num: int) -> tuple[
     return pair // num, pair % num, np.bincount(inv, weights=w[keep], minlength=len(pair))
 
 
-def _heavy_edge_matching(pa: np.ndarray, pb: np.ndarray, weight: np.ndarray, g_time: np.ndarray, g_mem: np.ndarray,
-                         time_cap: float, mem_cap: float, max_merges: int,
-                         label: np.ndarray | None = None) -> np.ndarray | None:
-    """One coarsening pass: new id per old group, or None when no pair may merge.
-
-    Pairs (`_pair_edges`) are visited heaviest first (ties by ids, so the
-    result is deterministic); each group joins at most one pair per pass.
-    """
-    if pa.size == 0:
-        return None
-    num = len(g_time)
-    # pairs that may merge at all, filtered first (a late pass allows a handful of its thousands of pairs),
-    # then sorted: the matching below only settles who is matched first
-    allowed = (g_time[pa] + g_time[pb] <= time_cap) & (g_mem[pa] + g_mem[pb] <= mem_cap)
-    if label is not None:
-        allowed &= label[pa] == label[pb]
-    order = np.flatnonzero(allowed)
-    order = order[np.lexsort((pb[order], pa[order], -weight[order]))]
-    new_id, merges = _match(pa[order], pb[order], num, max_merges)
-    if merges == 0:
-        return None
-    _, dense = np.unique(new_id, return_inverse=True)
-    return dense.astype(np.int64)
-
-
 @njit(cache=True)
 def _match(xs, ys, num, max_merges):
     """Greedy matching of the pairs ``(xs[k], ys[k])`` in order: each group joins at most one pair, and at most
@@ -266,6 +248,97 @@ def _match(xs, ys, num, max_merges):
         if merges >= max_merges:
             break
     return new_id, merges
+
+
+@njit(cache=True)
+def _heavy_edge_passes(pa, pb, weight, g_time, g_mem, time_cap, mem_cap, max_groups, label, has_label):
+    """Coarsening passes until at most `max_groups` groups remain or a pass merges nothing; compiled, as a graph
+    whose hubs merge one neighbour per pass takes hundreds of passes.
+
+    A pass visits the pairs (`_pair_edges`) that may merge (within `time_cap` and `mem_cap`, and of one label
+    with `has_label`) heaviest first, ties by ids, so the result is deterministic; each group joins at most
+    one pair per pass (`_match`), and at most as many pairs merge as leave `max_groups` groups.
+
+    Returns ``(new id per group given, pa, pb, weight, g_time, g_mem, label)`` of the merged groups (the
+    label empty without `has_label`). Sums are taken in the order `np.bincount` takes them, so the groups
+    are those of the uncompiled passes to the last bit.
+    """
+    num = len(g_time)
+    to = np.arange(num)
+    while num > max_groups and len(pa) > 0:
+        allowed = (g_time[pa] + g_time[pb] <= time_cap) & (g_mem[pa] + g_mem[pb] <= mem_cap)
+        if has_label:
+            allowed &= label[pa] == label[pb]
+        order = np.flatnonzero(allowed)
+        # pairs are sorted by (pa, pb), so a stable sort by weight, heaviest first, is lexsort's order
+        order = order[np.argsort(-weight[order], kind="mergesort")]
+        new_id, merges = _match(pa[order], pb[order], num, num - max_groups)
+        if merges == 0:
+            break
+        kept = np.cumsum(new_id == np.arange(num)) - 1  # the second of a pair takes the first's (lower) id
+        merged = kept[new_id]
+        new_num = num - merges
+        new_time = np.zeros(new_num)
+        new_mem = np.zeros(new_num)
+        new_label = np.zeros(new_num if has_label else 0, dtype=np.int64)
+        for i in range(num):
+            new_time[merged[i]] += g_time[i]
+            new_mem[merged[i]] += g_mem[i]
+            if has_label:
+                new_label[merged[i]] = label[i]
+        g_time, g_mem, label = new_time, new_mem, new_label
+        pa, pb, weight = _merge_edges(pa, pb, weight, merged, new_id != np.arange(num), new_num)
+        to = merged[to]
+        num = new_num
+    return to, pa, pb, weight, g_time, g_mem, label
+
+
+@njit(cache=True)
+def _merge_edges(pa, pb, weight, merged, absorbed, num):
+    """The pairs `pa`, `pb` (sorted by ``(pa, pb)``, one per pair, as `_pair_edges` leaves them) after their
+    groups merge (new id per group: `merged`; `absorbed`: the groups merged into a lower one), with
+    `_pair_edges`'s result to the last bit: each new pair's weights summed in the order of the old pairs.
+
+    A pass merges a few groups, so only the pairs touching an absorbed group are sorted; the rest keep
+    their order (surviving groups keep theirs) and are merged with them in one sweep.
+    """
+    touched = absorbed[pa] | absorbed[pb]
+    untouched = np.flatnonzero(~touched)
+    u_key = merged[pa[untouched]] * num + merged[pb[untouched]]
+    t_pos = np.flatnonzero(touched)
+    ta, tb = merged[pa[t_pos]], merged[pb[t_pos]]
+    t_pos = t_pos[ta != tb]  # a pair inside one group drops out
+    lo, hi = np.minimum(merged[pa[t_pos]], merged[pb[t_pos]]), np.maximum(merged[pa[t_pos]], merged[pb[t_pos]])
+    order = np.argsort(lo * num + hi, kind="mergesort")  # stable: a key's pairs stay in their old order
+    t_pos, t_key = t_pos[order], (lo * num + hi)[order]
+    nu, nt = len(untouched), len(t_pos)
+    out_a = np.empty(nu + nt, dtype=np.int64)
+    out_b = np.empty(nu + nt, dtype=np.int64)
+    out_w = np.zeros(nu + nt)
+    m, i, j = 0, 0, 0
+    while i < nu or j < nt:
+        if j >= nt or (i < nu and u_key[i] < t_key[j]):
+            key = u_key[i]
+            out_w[m] += weight[untouched[i]]
+            i += 1
+        else:
+            key = t_key[j]
+            own = i < nu and u_key[i] == key  # an untouched pair with the same key: summed in old order
+            for r in range(j, nt):
+                if t_key[r] != key:
+                    break
+                if own and untouched[i] < t_pos[r]:
+                    out_w[m] += weight[untouched[i]]
+                    own = False
+                    i += 1
+                out_w[m] += weight[t_pos[r]]
+                j += 1
+            if own:
+                out_w[m] += weight[untouched[i]]
+                i += 1
+        out_a[m], out_b[m] = key // num, key % num
+        m += 1
+    return out_a[:m], out_b[:m], out_w[:m]
 
 
 def _merge_topological_neighbours(gid: np.ndarray, rank: np.ndarray, g_mem: np.ndarray, mem_cap: float,
