@@ -141,6 +141,16 @@ class OpGraph:
         return offsets, np.asarray(flat, dtype=np.int64)
 
     @cached_property
+    def param_bytes(self) -> np.ndarray:
+        """``[num_ops]`` float64 (read-only): each op's weight bytes."""
+        return _read_only(np.array([op.param_bytes for op in self.ops], dtype=np.float64))
+
+    @cached_property
+    def output_bytes(self) -> np.ndarray:
+        """``[num_ops]`` float64 (read-only): each op's output bytes."""
+        return _read_only(np.array([op.output_bytes for op in self.ops], dtype=np.float64))
+
+    @cached_property
     def successors(self) -> tuple[np.ndarray, np.ndarray]:
         """CSR ``(offsets, indices)`` of each op's distinct consumers."""
         p_off, p_idx = self.predecessors
@@ -299,6 +309,11 @@ _OP_KEYS = {
     "name", "op", "inputs", "output_shapes", "output_bytes", "flops",
     "param_bytes", "cost", "colocation", "transfer_time",
 }
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
 
 
 def _plain_number(x: float) -> int | float:

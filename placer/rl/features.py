@@ -72,8 +72,8 @@ def group_features(graph: OpGraph, cluster: Cluster, grouping: Grouping, times: 
 
     fast = times.min(axis=1)
     slow = times.max(axis=1)
-    params = np.array([op.param_bytes for op in graph.ops])
-    out = np.array([op.output_bytes for op in graph.ops])
+    params = graph.param_bytes
+    out = graph.output_bytes
 
     def share(values: np.ndarray) -> np.ndarray:
         per_group = np.bincount(gid, weights=values, minlength=G)
@@ -93,9 +93,9 @@ def group_features(graph: OpGraph, cluster: Cluster, grouping: Grouping, times: 
     link_time = out[src[cross]] / slowest_bw
     sent = np.bincount(gid[src[cross]], weights=link_time, minlength=G)
     received = np.bincount(gid[dst[cross]], weights=link_time, minlength=G)
-    pairs = np.unique(np.stack([gid[src[cross]], gid[dst[cross]]]), axis=1) if cross.any() else np.zeros((2, 0), int)
-    out_deg = np.bincount(pairs[0], minlength=G)
-    in_deg = np.bincount(pairs[1], minlength=G)
+    pair = np.unique(gid[src[cross]] * G + gid[dst[cross]])  # distinct (group, group) edges
+    out_deg = np.bincount(pair // G, minlength=G)
+    in_deg = np.bincount(pair % G, minlength=G)
 
     rank = graph.topo_rank / max(n - 1, 1)
     first = np.full(G, np.inf)
@@ -130,7 +130,7 @@ def group_features(graph: OpGraph, cluster: Cluster, grouping: Grouping, times: 
 
 def group_memory(graph: OpGraph, cluster: Cluster, grouping: Grouping) -> np.ndarray:
     """``[G]``: each group's weights and outputs relative to the smallest device's memory."""
-    held = np.array([op.param_bytes + op.output_bytes for op in graph.ops], dtype=np.float64)
+    held = graph.param_bytes + graph.output_bytes
     return np.bincount(grouping.group_of_op, weights=held, minlength=grouping.num_groups) / min(
         d.memory_bytes for d in cluster.devices)
 
@@ -207,11 +207,11 @@ def decode_context(graph: OpGraph, cluster: Cluster, grouping: Grouping, times: 
     """The `DecodeContext` of a grouped graph (each tensor counted once per consuming group)."""
     G = grouping.num_groups
     gid = grouping.group_of_op
-    out = np.array([op.output_bytes for op in graph.ops], dtype=np.float64)
+    out = graph.output_bytes
     p_off, p_idx = graph.predecessors
     dst_group = np.repeat(gid, np.diff(p_off))
-    pairs = np.unique(np.stack([p_idx, dst_group]), axis=1) if len(p_idx) else np.zeros((2, 0), int)
-    src, dst = pairs
+    pair = np.unique(p_idx * G + dst_group)  # (producer, consuming group), sorted as unique(axis=1) sorts them
+    src, dst = pair // G, pair % G
     cross = gid[src] != dst
     inflow = np.zeros((G, G))
     np.add.at(inflow, (gid[src[cross]], dst[cross]), out[src[cross]])
