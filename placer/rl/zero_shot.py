@@ -89,16 +89,19 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
                member.load_aware)
         if key not in made:
             made[key] = grouped(graph, cluster, sim, member, groups)
-        options.append((made[key], member, k, s))
+        options.append((key, member, k, s))
     t1 = time.perf_counter()
+    decoded = []  # per member: (its grouping's key, its candidates)
+    for key, member, k, member_seed in options:
+        _, feats, devs, context = made[key]
+        decoded.append((key, candidate_placements(member, feats, devs, k, member_seed, context)))
     answers = []  # per member: (grouping, candidates, step times, oom)
-    for (grouping, feats, devs, context), member, k, member_seed in options:
-        candidates = candidate_placements(member, feats, devs, k, member_seed, context)
-        if samples > 0 or len(options) > 1:
-            res = sim.run_batch(grouping.expand(candidates))
-            answers.append((grouping, candidates, res.step_time, res.oom))
-        else:
-            answers.append((grouping, candidates, np.zeros(1), np.zeros(1, dtype=bool)))
+    if samples > 0 or len(options) > 1:
+        scores = {key: simulate_distinct(sim, made[key][0], [c for key_j, c in decoded if key_j == key])
+                  for key in made}
+        answers = [(made[key][0], c, *scores[key].pop(0)) for key, c in decoded]
+    else:
+        answers = [(made[key][0], c, np.zeros(1), np.zeros(1, dtype=bool)) for key, c in decoded]
     best = [fastest(step_time, oom) for _, _, step_time, oom in answers]  # each member's answer
     j = fastest(np.array([step_time[k] for (_, _, step_time, _), k in zip(answers, best)]),
                 np.array([oom[k] for (_, _, _, oom), k in zip(answers, best)]))  # the fastest of them
@@ -140,6 +143,18 @@ def grouped(graph: OpGraph, cluster: Cluster, sim: Simulator, policy: SavedPolic
                            balanced=policy.balanced_groups, split_critical=policy.critical_groups)
     context = decode_context(graph, cluster, grouping, sim.times) if policy.load_aware else None
     return grouping, group_features(graph, cluster, grouping, sim.times), device_features(cluster), context
+
+
+def simulate_distinct(sim: Simulator, grouping: Grouping, candidates: list[np.ndarray]
+                      ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``(step time, oom)`` of each row of each array of placements of `grouping`'s groups, simulating each
+    distinct placement once (a confident policy samples its greedy placement again; members that group
+    alike may propose the same placement), in one batch."""
+    rows, inverse = np.unique(np.concatenate(candidates), axis=0, return_inverse=True)
+    res = sim.run_batch(grouping.expand(rows))
+    inverse = inverse.reshape(-1)
+    cut = np.cumsum([len(c) for c in candidates])[:-1]
+    return [(res.step_time[ix], res.oom[ix]) for ix in np.split(inverse, cut)]
 
 
 def candidate_placements(policy: SavedPolicy, group_feats: np.ndarray, device_feats: np.ndarray, samples: int,
