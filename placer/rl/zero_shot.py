@@ -24,6 +24,7 @@ then the fastest of the members' greedy placements, still repeatable.
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
@@ -82,26 +83,31 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
     t0 = time.perf_counter()
     sim = Simulator(graph, cluster)
     shares = pool_shares(policy, samples, seed)
-    made: dict[tuple, tuple] = {}  # members that group alike (the critical-path members) share one grouping
-    options = []
-    for member, k, s in shares:
-        key = (groups or member.groups, member.kind_groups, member.balanced_groups, member.critical_groups,
-               member.load_aware)
-        if key not in made:
-            made[key] = grouped(graph, cluster, sim, member, groups)
-        options.append((key, member, k, s))
-    t1 = time.perf_counter()
-    decoded = []  # per member: (its grouping's key, its candidates)
-    for key, member, k, member_seed in options:
-        _, feats, devs, context = made[key]
-        decoded.append((key, candidate_placements(member, feats, devs, k, member_seed, context)))
+    keys = [(groups or m.groups, m.kind_groups, m.balanced_groups, m.critical_groups, m.load_aware)
+            for m, _, _ in shares]  # members that group alike (the critical-path members) share one grouping
+    made: dict[tuple, tuple] = {}
+    candidates: list[np.ndarray] = [np.zeros(0)] * len(shares)
+    scored: dict[tuple, Future] = {}
+    grouping_seconds = 0.0
+    # a grouping's candidates are simulated (compiled code, without the GIL) while the next is grouped and decoded
+    with ThreadPoolExecutor(max_workers=1) as simulator_thread:
+        for key in dict.fromkeys(keys):
+            members = [j for j, key_j in enumerate(keys) if key_j == key]
+            tg = time.perf_counter()
+            made[key] = grouped(graph, cluster, sim, shares[members[0]][0], groups)
+            grouping_seconds += time.perf_counter() - tg
+            grouping, feats, devs, context = made[key]
+            for j in members:
+                member, k, member_seed = shares[j]
+                candidates[j] = candidate_placements(member, feats, devs, k, member_seed, context)
+            if samples > 0 or len(shares) > 1:
+                scored[key] = simulator_thread.submit(simulate_distinct, sim, grouping,
+                                                      [candidates[j] for j in members])
+        scores = {key: future.result() for key, future in scored.items()}
     answers = []  # per member: (grouping, candidates, step times, oom)
-    if samples > 0 or len(options) > 1:
-        scores = {key: simulate_distinct(sim, made[key][0], [c for key_j, c in decoded if key_j == key])
-                  for key in made}
-        answers = [(made[key][0], c, *scores[key].pop(0)) for key, c in decoded]
-    else:
-        answers = [(made[key][0], c, np.zeros(1), np.zeros(1, dtype=bool)) for key, c in decoded]
+    for key, c in zip(keys, candidates):
+        step_time, oom = scores[key].pop(0) if scores else (np.zeros(1), np.zeros(1, dtype=bool))
+        answers.append((made[key][0], c, step_time, oom))
     best = [fastest(step_time, oom) for _, _, step_time, oom in answers]  # each member's answer
     j = fastest(np.array([step_time[k] for (_, _, step_time, _), k in zip(answers, best)]),
                 np.array([oom[k] for (_, _, _, oom), k in zip(answers, best)]))  # the fastest of them
@@ -120,7 +126,8 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
     placement.meta.update({
         "policy": member.describe(), "decoding": decoding, "chosen": chosen, "groups": grouping.num_groups,
         "training_steps": 0,
-        "seconds": {"grouping_and_features": t1 - t0, "decoding": t2 - t1, "total": time.perf_counter() - t0},
+        "seconds": {"grouping_and_features": grouping_seconds, "decoding": t2 - t0 - grouping_seconds,
+                    "total": time.perf_counter() - t0},
     })
     if policy.pooled:
         placement.meta.update({"pool": [f"{m.name} v{m.version} ({m.groups} groups)" for m in policy.members],

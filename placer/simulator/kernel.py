@@ -403,10 +403,11 @@ def simulate_one(place, order, times, p_off, p_idx, s_off, s_idx, out_bytes, hel
             send_op[:n_sends], send_dev[:n_sends], send_start[:n_sends], send_end[:n_sends])
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, nogil=True)
 def simulate_batch(places, order, times, p_off, p_idx, s_off, s_idx, out_bytes, held, xfer_time, bw, lat, params,
                    slots, pool, route_off, route_res, res_bw, res_lat):
-    """Simulate K placements (rows of `places`, graph order) in parallel; summaries only.
+    """Simulate K placements (rows of `places`, graph order) in parallel; summaries only. Without the GIL, so
+    a caller may simulate in one thread while it prepares the next placements in another.
 
     The other arguments are `simulate_one`'s, in rank space; `params` (graph order) are each op's weight bytes.
     """
