@@ -15,7 +15,10 @@ Stages, on each cluster (``8gpu`` and ``2x-dgx-a100`` by default):
   stopped and reported as ``> cap`` (heft, cpop, m_etf and m_sct also cap themselves at their
   ``time_limit`` option, `placer.placers.time_cap`; a row says ``time_capped`` when that cap hit);
 - ``grouping``: `placer.grouping.group_graph` at its defaults;
-- ``zero_shot``: the shipped policy, best of 256 (`placer.rl.zero_shot.place_zero_shot`);
+- ``zero_shot``: the shipped policy, best of 256 (`placer.rl.zero_shot.place_zero_shot`); the row also
+  holds its CPU seconds (``cpu_seconds``: the process's, the simulator's threads included;
+  ``thread_cpu_seconds``: the calling thread's), which a loaded machine inflates less than wall time,
+  and the answer's own split (``breakdown``: grouping and features, decoding and simulating, total);
 - ``rl_step``: one REINFORCE step of `placer.rl.trainer` (cold start, TensorFlow): the second step's
   seconds; the row also holds the set-up's (``rl_setup_seconds``: simulator, grouping, features, policy)
   and the first step's, which traces the step's TensorFlow functions (``rl_first_step_seconds``).
@@ -27,12 +30,16 @@ subprocess), so a capped stage can be stopped and each stage's peak RSS read on 
 is the child's high-water resident set (``VmHWM``, reset at the fork), which counts the loaded graph
 (``base_rss_mib``: the parent's resident set at the fork) plus what the stage added.
 
+``--busy N`` runs N CPU-bound processes (``while True: pass``) beside the stages, as a user's other work
+would; their rows are saved under the stage's name plus ``@busyN``. ``--graphs`` also takes a graph file
+(``graphs/transformer.json.gz``: the 10k-op graph of the zero-shot target).
+
 Each row is printed and saved to ``--out`` (bench/results/scale.json) as soon as it is measured, and a
 rerun skips the rows already there (``--redo`` measures them again), so the run can be stopped and
 resumed. Times are wall seconds on whatever machine runs it; the JSON records the CPU count.
 
 Run: .venv/bin/python -m bench.bench_scale [--graphs gpt12 gpt48 gpt128 layered300k]
-                                          [--clusters 8gpu 2x-dgx-a100] [--stages ...] [--cap 60]
+                                          [--clusters 8gpu 2x-dgx-a100] [--stages ...] [--cap 60] [--busy 1]
 """
 
 from __future__ import annotations
@@ -82,12 +89,15 @@ def _rss_mib(field: str) -> float:
 
 
 def load_bench_graph(name: str):
-    """A family member from graphs/scale/ (built there if missing), or ``layeredNk``: a synthetic graph."""
+    """A family member from graphs/scale/ (built there if missing), ``layeredNk``: a synthetic graph, or a
+    graph file."""
     from placer.graph_io import load_graph
     from placer.synthetic import layered_graph
 
     if name.startswith("layered"):
         return layered_graph(int(name[len("layered"):].rstrip("k")) * 1000)
+    if name.endswith((".json", ".json.gz")):
+        return load_graph(ROOT / name)
     path = SCALE_DIR / f"{name}.json.gz"
     if not path.exists():
         log(f"{name}: building {path}")
@@ -142,9 +152,12 @@ def stage_zero_shot(graph, cluster):
     from placer.rl.zero_shot import place_zero_shot
 
     policy = load_policy()
-    t0 = time.perf_counter()
+    t0, cpu0, thread0 = time.perf_counter(), time.process_time(), time.thread_time()
     p = place_zero_shot(graph, cluster, policy, samples=ZERO_SHOT_SAMPLES)
-    return time.perf_counter() - t0, {"step_time": p.step_time, "oom": p.oom}
+    return time.perf_counter() - t0, {"step_time": p.step_time, "oom": p.oom,
+                                      "cpu_seconds": time.process_time() - cpu0,
+                                      "thread_cpu_seconds": time.thread_time() - thread0,
+                                      "breakdown": p.meta["seconds"]}
 
 
 def stage_rl_step(graph, cluster):
@@ -299,7 +312,6 @@ def growth_table(data: dict, cluster: str) -> str:
 
 
 def main(argv=None) -> int:
-    from placer import presets
     from placer.placers import registry
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -312,6 +324,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=str(RESULTS / "scale.json"))
     parser.add_argument("--redo", action="store_true", help="measure rows already in --out again")
     parser.add_argument("--table", action="store_true", help="print --out's growth tables (Markdown) and exit")
+    parser.add_argument("--busy", type=int, default=0, help="CPU-bound processes to run beside the stages")
     args = parser.parse_args(argv)
     if args.table:
         data = json.loads(Path(args.out).read_text())
@@ -332,9 +345,24 @@ def main(argv=None) -> int:
                 heuristic_cap_seconds=args.cap, zero_shot_samples=ZERO_SHOT_SAMPLES)
     data.setdefault("graphs", {})
     measured: dict[str, dict] = {}
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
+    try:
+        run_stages(args, wanted, table, heuristics, out, data, measured)
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+    return 0
 
+
+def run_stages(args, wanted: list[str], table: dict, heuristics: list[str], out: Path, data: dict,
+               measured: dict) -> None:
+    """Measure the rows `args` asks for that `data` lacks (all with ``--redo``), saving each to `out`."""
+    from placer import presets
+
+    suffix = f"@busy{args.busy}" if args.busy else ""
     for gname in args.graphs:
-        if "import" in wanted and not gname.startswith("layered"):
+        if "import" in wanted and not gname.startswith("layered") and not gname.endswith((".json", ".json.gz")):
             k = key(gname, "-", "import")
             if k not in data["rows"] or args.redo:
                 log(f"{gname}: import ...")
@@ -342,7 +370,7 @@ def main(argv=None) -> int:
                 save(out, data, measured)
             log(f"{gname} import: {fmt(data['rows'][k])}")
         todo = [(c, s) for c in args.clusters for s in wanted
-                if s != "import" and (args.redo or key(gname, c, s) not in data["rows"])]
+                if s != "import" and (args.redo or key(gname, c, s + suffix) not in data["rows"])]
         if not todo:
             continue
         t0 = time.perf_counter()
@@ -356,11 +384,10 @@ def main(argv=None) -> int:
             cap = args.cap if stage in heuristics else STAGE_CAP_SECONDS
             row = run_forked(table[stage], graph, cluster, cap)
             row["ops"] = len(graph)
-            data["rows"][key(gname, cname, stage)] = measured[key(gname, cname, stage)] = row
+            data["rows"][key(gname, cname, stage + suffix)] = measured[key(gname, cname, stage + suffix)] = row
             save(out, data, measured)
-            log(f"{gname} {cname} {stage}: {fmt(row)}")
+            log(f"{gname} {cname} {stage}{suffix}: {fmt(row)}")
         del graph
-    return 0
 
 
 if __name__ == "__main__":
