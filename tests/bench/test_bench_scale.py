@@ -57,3 +57,19 @@ def test_two_runs_share_one_file(tmp_path):
     mine = {"rows": {"a": {"v": 1}, "c": {"v": 1}}, "graphs": {}}  # read 'a' before the other run remeasured it
     bench_scale.save(out, mine, {"c": {"v": 1}})
     assert json.loads(out.read_text())["rows"] == {"a": {"v": 2}, "b": {"v": 1}, "c": {"v": 1}}
+
+
+def test_zero_shot_beside_a_busy_process_on_a_graph_file(tmp_path):
+    """A graph file is measured as named; with --busy the row is saved under the stage's name plus @busyN and
+    keeps its CPU seconds and the answer's split of its time."""
+    from placer.graph_io import save_graph
+
+    path = tmp_path / "g.json.gz"
+    save_graph(layered_graph(400, seed=1), path)
+    out = tmp_path / "scale.json"
+    assert bench_scale.main(["--graphs", str(path), "--clusters", "4gpu", "--stages", "zero_shot", "--busy", "1",
+                             "--out", str(out)]) == 0
+    row = json.loads(out.read_text())["rows"][f"{path}|4gpu|zero_shot@busy1"]
+    assert row["status"] == "ok" and row["ops"] == 400
+    assert row["cpu_seconds"] > 0 and row["thread_cpu_seconds"] > 0
+    assert set(row["breakdown"]) == {"grouping_and_features", "decoding", "total"}
