@@ -32,15 +32,14 @@ log = logging.getLogger("placer.service")
 RL = "rl"
 
 OPTION_LIMITS: dict[str, float] = {
-    "search_seconds": 60.0,  # pipeline_dp's local search (default 3)
     "lp_time_limit": 60.0,  # m_sct's LP (default 60)
-    "time_limit": 60.0,  # the list schedulers' time cap (default 60: placer.placers.time_cap)
+    "time_limit": 60.0,  # the list schedulers' and pipeline_dp's time cap (default 60: placer.placers.time_cap)
     "pair_budget": 300_000_000,  # pipeline_dp's DP (default 30 million: ~10x the time)
     "max_ideals": 400_000,  # pipeline_dp's DP (default 40,000)
 }
 """Largest value a request may give an option that sets how long a placer runs (as refine_seconds is
-capped at 60): the library takes any positive number, and ``search_seconds: 1e9`` held a request thread
-and a core for decades."""
+capped at 60): the library takes any positive number, and ``time_limit: 1e9`` would let pipeline_dp's
+``search_moves`` and ``kicks`` hold a request thread and a core for decades."""
 
 
 def method_names() -> list[str]:

@@ -26,6 +26,14 @@ partition; LPT and round robin on graphs of at most 2000 units), then (on
 those graphs too) kicks the best one and descends again (iterated local
 search); it can leave the contiguous space and beat the DP.
 
+Every bound is on work, never on the clock, so the answer depends on the
+inputs only (not on the machine's load, nor on a first call's compilation):
+the DP's pair budget and enumeration steps, at most ``search_moves`` moves
+per descent and ``kicks`` kicks (defaults `load_search.SEARCH_MOVES`,
+`load_search.KICKS`). ``time_limit`` (`placer.placers.time_cap`, counted from
+the placer's start) is only a safety cap for huge graphs: past it the search
+stops with its best placement so far and ``meta`` says ``time_capped: true``.
+
 On a topology the pieces then swap alike devices by
 `placer.placers.routes.route_mapping` when that lowers the max load: the
 DP and the search count device loads, and a piece's transfers also load the
@@ -46,12 +54,14 @@ from placer.graph import OpGraph
 from placer.objectives import ThroughputModel
 from placer.placement import Placement
 from placer.placers.common import Problem, colocation_units
+from placer.placers.load_search import KICKS, SEARCH_MOVES, balanced_starts, improve, iterate
 from placer.placers.options import Option
 from placer.placers.pipeline_units import (
     Ideals, TooManyIdeals, UnitDag, build_units, chain_ideals, enumerate_ideals, is_backward, merge_trivial,
 )
 from placer.placers.registry import register
 from placer.placers.routes import route_mapping
+from placer.placers.time_cap import TIME_LIMIT_SECONDS, Deadline, capped_meta
 
 DEFAULT_MAX_IDEALS = 40_000
 DEFAULT_PAIR_BUDGET = 30_000_000
@@ -421,17 +431,19 @@ def place_pipeline_dp(
     max_ideals: Annotated[int, Option("most unit sets (ideals) the DP may enumerate", gt=0)] = DEFAULT_MAX_IDEALS,
     pair_budget: Annotated[int, Option("most ideal pairs the DP may examine", gt=0)] = DEFAULT_PAIR_BUDGET,
     local_search: Annotated[bool, Option("improve the DP's split by local search")] = True,
-    search_seconds: Annotated[float, Option("time limit of the multi-start descent, and again of the iterated "
-                                            "search", gt=0)] = 3.0,
+    search_moves: Annotated[int, Option("most moves of each local-search descent", gt=0)] = SEARCH_MOVES,
+    kicks: Annotated[int, Option("kicks of the iterated local search (graphs of at most 2000 units)",
+                                 ge=0)] = KICKS,
     seed: Annotated[int, Option("seed of the local search", ge=0)] = 0,
+    time_limit: Annotated[float, Option("seconds the placer may take; past it the local search stops with its "
+                                        "best so far and meta time_capped says so", ge=0)] = TIME_LIMIT_SECONDS,
 ) -> Placement:
     """Best contiguous split by the DP, improved by local search (see the module docstring).
 
     It optimises the throughput objective whatever `registry.place` is asked
     (and says so for the others).
     """
-    from placer.placers.load_search import balanced_starts, improve, iterate
-
+    deadline = Deadline(time_limit)
     limits = {"max_ideals": max_ideals, "pair_budget": pair_budget}
     model = ThroughputModel(graph, cluster)
     t0 = time.perf_counter()
@@ -445,23 +457,25 @@ def place_pipeline_dp(
         t1 = time.perf_counter()
         unit = colocation_units(graph)
         starts = {"dp": assignment, **_metis_start(graph, cluster)}
-        if int(unit.max()) + 1 <= _MANY_UNITS:  # on op-level graphs they are far off and eat the time
+        small = int(unit.max()) + 1 <= _MANY_UNITS
+        if small:  # on op-level graphs the balanced starts are far off and every descent is costly
             starts.update(balanced_starts(model, unit))
-        budget = search_seconds / len(starts)
         results = {}
         for name, start in starts.items():
             if name != "dp" and not exceeded and not model.loads(start).memory_ok:
                 continue
-            a, value = improve(model, start, unit, seed=seed, time_limit=budget)
+            a, value = improve(model, start, unit, seed=seed, max_moves=search_moves, deadline=deadline)
             results[name] = (value, a)
         best = min(results, key=lambda k: (results[k][0], k != "dp"))
         assignment = results[best][1]
         info["local_search"] = {name: value for name, (value, _) in results.items()}
         info["local_search_best_start"] = best
-        if int(unit.max()) + 1 <= _MANY_UNITS:  # on op-level graphs one descent already takes the budget
-            assignment, kicked = iterate(model, assignment, unit, seed=seed, time_limit=search_seconds)
+        if small:  # likewise the kicks
+            assignment, kicked = iterate(model, assignment, unit, seed=seed, kicks=kicks, max_moves=search_moves,
+                                         deadline=deadline)
             info["iterated_local_search"] = kicked
         info["local_search_seconds"] = time.perf_counter() - t1
     assignment = _route_swap(graph, cluster, model, assignment, info)
     return Placement.from_assignment(graph, cluster, assignment, "pipeline_dp",
-                                     meta={"pipeline_dp": info, "memory_estimate_exceeded": exceeded})
+                                     meta={"pipeline_dp": info, "memory_estimate_exceeded": exceeded,
+                                           **capped_meta(deadline)})

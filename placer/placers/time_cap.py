@@ -1,4 +1,4 @@
-"""The list schedulers' time cap (heft, cpop, m_etf, m_sct): past it, the ops left take a quick rule.
+"""The placers' time cap: past it, the list schedulers place the ops left by a quick rule, searches stop.
 
 A list scheduler places one op at a time, and its cost per op grows with the
 graph (ready sets, idle gaps, link bookings), so a 100k-op graph can take
@@ -17,6 +17,12 @@ that chains stay together and add no transfers; otherwise (no input there, or
 no room) to the scheduler's device with the most room. It is linear in the
 ops and edges left. Below the cap the placers are deterministic; a capped
 answer depends on how fast the machine is.
+
+`pipeline_dp`'s local search takes the same ``time_limit`` option as a
+safety cap over its work bounds (moves and kicks, `placer.placers.load_search`):
+past it the search stops and keeps its best placement so far, and ``meta``
+holds ``time_capped: true`` and ``time_limit`` (no ``capped_ops``: every op
+was placed by the placer's own rule).
 """
 
 from __future__ import annotations
@@ -45,9 +51,13 @@ class Deadline:
     def __init__(self, seconds: float = TIME_LIMIT_SECONDS, start: float | None = None):
         self.seconds = float(seconds)
         self.end = (time.perf_counter() if start is None else start) + self.seconds
+        self.hit = False
+        """Whether `passed` has answered True: the cap cut someone's work."""
 
     def passed(self) -> bool:
-        return time.perf_counter() >= self.end
+        if time.perf_counter() >= self.end:
+            self.hit = True
+        return self.hit
 
     def left(self) -> float:
         """Seconds left, at least 0."""
@@ -90,8 +100,15 @@ def place_rest(problem: Problem, memory: LiveMemory, assignment: np.ndarray, pin
     return len(rest)
 
 
-def capped_meta(deadline: Deadline, capped_ops: int) -> dict:
-    """What a capped placement's ``meta`` says (empty when the scheduler placed every op)."""
-    if not capped_ops:
+def capped_meta(deadline: Deadline, capped_ops: int | None = None) -> dict:
+    """What a capped placement's ``meta`` says; empty when the cap cut nothing.
+
+    A list scheduler gives `capped_ops` (how many ops the quick rule placed);
+    a search gives none, and was cut when its `deadline` was hit.
+    """
+    if not (deadline.hit if capped_ops is None else capped_ops):
         return {}
-    return {"time_capped": True, "capped_ops": int(capped_ops), "time_limit": deadline.seconds}
+    meta = {"time_capped": True, "time_limit": deadline.seconds}
+    if capped_ops is not None:
+        meta["capped_ops"] = int(capped_ops)
+    return meta

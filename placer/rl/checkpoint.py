@@ -96,7 +96,7 @@ def reference_of(saved: dict[str, Any]) -> tuple[str, np.ndarray, float] | None:
 
     A resumed run must group ops as it did at first, or its best placement
     (devices per group) would be read on other groups; the heuristics cannot
-    simply run again, since some are time-bounded (`pipeline_dp`). None for
+    simply run again, since a time cap may cut one short (`placer.placers.time_cap`). None for
     a run saved before every run kept one (without a warm start), or before this was kept.
     """
     ref = saved.get("reference")

@@ -30,8 +30,6 @@ CLUSTERS = ("2gpu-flat", "4gpu-flat", "8gpu-flat", "4gpu", "8gpu-nvlink", "dgx-a
 """The flat V100 presets (the idealised model, whose numbers must never move by accident) and three topologies."""
 TRAIN = {"graph": "rnnlm", "cluster": "4gpu-flat", "steps": 30, "seed": 0}
 """The training run: fixed steps, not a time budget, so it is the same run on any machine."""
-TIMED_SEARCH_OFF = {"pipeline_dp": {"local_search": False}}
-"""Placers whose default answer depends on a wall-clock limit (the machine's load), checked without that part."""
 
 
 def devices_digest(devices: dict[str, str]) -> str:
@@ -63,10 +61,7 @@ def heuristic_entries(graphs: tuple[str, ...] | None = None, progress: bool = Tr
             cluster = load_cluster(cluster_name)
             for method in registry.names(heuristic_only=True):
                 key = f"{graph.name}/{cluster_name}/{method}"
-                options = TIMED_SEARCH_OFF.get(method, {})
-                if options:
-                    key += "(" + ",".join(f"{k}={v}" for k, v in options.items()) + ")"
-                p = registry.place(method, graph, cluster, **options)
+                p = registry.place(method, graph, cluster)
                 out[key] = entry(p.devices, p.step_time, p.oom)
                 if progress:
                     print(f"  {key}: {p.step_time:.6g} s", file=sys.stderr)

@@ -176,8 +176,8 @@ def test_starts_races_heuristic_warm_starts_and_resumes(cli, graph_file, tmp_pat
 
 
 def test_resume_groups_ops_as_the_run_began(cli, graph_file, tmp_path, monkeypatch):
-    """The heuristic warm start shapes the op groups; on resume the heuristics may answer otherwise (pipeline_dp
-    is time-bounded), so the run keeps the one it began with and its best placement stays the one it scored."""
+    """The heuristic warm start shapes the op groups; on resume the heuristics may answer otherwise (a time cap
+    may cut one short), so the run keeps the one it began with and its best placement stays the one it scored."""
     import numpy as np
 
     from placer.rl.trainer import Trainer

@@ -140,13 +140,16 @@ def test_colocation_respected_on_benchmark_graphs(path):
 
 
 def test_placers_are_deterministic():
+    """Same input, same answer, however busy the machine: every bound is on work. Only past a time cap
+    (`placer.placers.time_cap`, 60 s: a machine that gives this graph next to no CPU) may it differ, as said."""
     from placer import presets
 
     g, c = layered_graph(200, seed=4), presets.get("4gpu")
     for method in HEURISTICS:
-        a = registry.place(method, g, c).devices
-        b = registry.place(method, g, c).devices
-        assert a == b, method
+        a, b = registry.place(method, g, c), registry.place(method, g, c)
+        if a.meta.get("time_capped") or b.meta.get("time_capped"):
+            continue
+        assert a.devices == b.devices, method
 
 
 def test_place_answers_a_new_placement():

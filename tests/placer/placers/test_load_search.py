@@ -79,8 +79,37 @@ def test_iterated_search_is_reproducible_and_never_worse():
     model = ThroughputModel(g, c)
     unit = colocation_units(g)
     start = balanced_starts(model, unit)["round_robin"]
-    a1, v1 = iterate(model, start, unit, seed=2, kicks=30, time_limit=60)
-    a2, v2 = iterate(model, start, unit, seed=2, kicks=30, time_limit=60)
+    a1, v1 = iterate(model, start, unit, seed=2, kicks=30)
+    a2, v2 = iterate(model, start, unit, seed=2, kicks=30)
     assert v1 == v2 and (a1 == a2).all()
     assert v1 <= model.max_load(start)
     assert model.loads(a1).memory_ok
+
+
+def test_the_work_bound_stops_a_descent():
+    """max_moves=1: one move of one unit, or one swap of two; the start is not worse for it."""
+    g, c = _random_case(1)
+    model = ThroughputModel(g, c)
+    unit = colocation_units(g)
+    start = balanced_starts(model, unit)["round_robin"]
+    a, value = improve(model, start, unit, max_moves=1)
+    assert 1 <= len(np.unique(unit[a != start])) <= 2
+    assert value < model.max_load(start)
+
+
+def test_a_passed_deadline_stops_the_search_and_is_marked():
+    from placer.placers.load_search import iterate
+    from placer.placers.time_cap import Deadline
+
+    g, c = _random_case(2)
+    model = ThroughputModel(g, c)
+    unit = colocation_units(g)
+    start = balanced_starts(model, unit)["round_robin"]
+    deadline = Deadline(0.0)
+    a, value = improve(model, start, unit, deadline=deadline)
+    assert (a == start).all() and value == model.max_load(start) and deadline.hit
+    a, value = iterate(model, start, unit, deadline=Deadline(0.0))
+    assert (a == start).all()
+    untouched = Deadline(1e9)
+    improve(model, start, unit, deadline=untouched)
+    assert not untouched.hit

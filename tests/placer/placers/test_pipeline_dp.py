@@ -15,6 +15,7 @@ from placer.objectives import ThroughputModel
 from placer.placers.pipeline_dp import _route_swap, best_split
 from placer.placers.pipeline_units import build_units, chain_ideals, enumerate_ideals, TooManyIdeals
 from placer.placers.registry import place
+from placer.synthetic import layered_graph
 from tests.placer.helpers import GB, two_switches
 
 DATASET = Path(__file__).resolve().parents[3] / ".." / "shared" / "datasets" / "msr_dnn_partitioning"
@@ -151,6 +152,25 @@ class TestRegistered:
         p = place("pipeline_dp", _chain([1.0, 2.0]), _cluster(2))
         assert p.meta["ignored_objective"] == "step_time" and p.max_load is None
 
+    def test_the_search_is_bounded_by_work_not_time(self):
+        """Kicks and moves bound the search; a cap that does not fire changes nothing and is not mentioned."""
+        g, c = layered_graph(150, seed=3), _cluster(3)
+        p = place("pipeline_dp", g, c, objective="throughput")
+        q = place("pipeline_dp", g, c, objective="throughput", time_limit=1e6)
+        assert p.devices == q.devices and "time_capped" not in p.meta
+        fewer = place("pipeline_dp", g, c, objective="throughput", kicks=0, search_moves=1)
+        assert fewer.max_load >= p.max_load
+
+    def test_a_fired_time_cap_keeps_the_split_and_says_so(self):
+        """With no time the search makes no move (the DP's split keeps its max load 12, where a descent finds 8,
+        as in test_colocation_is_kept), and the placement is marked as the list schedulers mark theirs."""
+        g = OpGraph("co", [Op("a", "X", [], cost={"gpu": 4.0}, colocation="k"),
+                           Op("b", "X", ["a"], cost={"gpu": 4.0}),
+                           Op("c", "X", ["b"], cost={"gpu": 4.0}, colocation="k")])
+        p = place("pipeline_dp", g, _cluster(3), objective="throughput", time_limit=0.0)
+        assert p.meta["pipeline_dp"]["local_search"]["dp"] == 12.0
+        assert p.meta["time_capped"] is True and p.meta["time_limit"] == 0.0 and "capped_ops" not in p.meta
+
     def test_unknown_option(self):
         with pytest.raises(PlacerError, match="unknown option"):
             place("pipeline_dp", _chain([1.0]), _cluster(2), objective="throughput", depth=3)
@@ -167,8 +187,9 @@ def test_matches_or_beats_the_published_dp_on_bert24():
     assert p.max_load <= 17.78990625 * (1 + 1e-12)
 
 
-@pytest.mark.parametrize("option", [{"max_ideals": 0}, {"pair_budget": "many"}, {"search_seconds": -1},
-                                    {"search_seconds": float("inf")}, {"seed": 1.5}, {"local_search": "false"}])
+@pytest.mark.parametrize("option", [{"max_ideals": 0}, {"pair_budget": "many"}, {"search_moves": 0},
+                                    {"kicks": -1}, {"time_limit": -1}, {"time_limit": float("inf")},
+                                    {"seed": 1.5}, {"local_search": "false"}])
 def test_bad_option_values(option):
     with pytest.raises(PlacerError, match=f"option {next(iter(option))} must be"):
         place("pipeline_dp", _chain([1.0]), _cluster(2), objective="throughput", **option)

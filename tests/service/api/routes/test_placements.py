@@ -142,13 +142,13 @@ class TestErrors:
                                                 "options": {"no_such_knob": 1}})
         assert r.status_code == 422 and "no_such_knob" in r.json()["detail"]
 
-    @pytest.mark.parametrize("method,option,value", [("pipeline_dp", "search_seconds", 1e9),
+    @pytest.mark.parametrize("method,option,value", [("pipeline_dp", "time_limit", 1e9),
                                                      ("m_sct", "lp_time_limit", 1e9),
                                                      ("heft", "time_limit", 1e9),
                                                      ("pipeline_dp", "pair_budget", 10**15)])
     def test_option_over_the_service_limit(self, client, graph_id, monkeypatch, method, option, value):
-        """An option that sets how long a placer may run is capped, as refine_seconds is: search_seconds 1e9
-        held a request thread and a core for decades. The placer is not run."""
+        """An option that sets how long a placer may run is capped, as refine_seconds is: time_limit 1e9 would
+        hold a request thread and a core for decades. The placer is not run."""
         def ran(*args, **kwargs):
             raise AssertionError("the placer ran")
 
