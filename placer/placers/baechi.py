@@ -43,6 +43,7 @@ from placer.dag import upward_ranks
 from placer.graph import OpGraph
 from placer.placement import Placement
 from placer.placers.common import LiveMemory, MemoryLedger, Problem, expand_units, fit_to_memory
+from placer.placers.etf_queue import ColumnQueue
 from placer.placers.heft import Schedule
 from placer.placers.options import Option
 from placer.placers.registry import register
@@ -82,6 +83,13 @@ def list_schedule(problem: Problem, devices: np.ndarray, memory: LiveMemory,
                   favorite: np.ndarray | None = None, deadline: Deadline | None = None) -> Schedule:
     """ETF list scheduling over `devices`; with `favorite` (child per op, -1: none), SCT.
 
+    Each step starts the (ready op, device) pair with the least earliest
+    start; ties go to the larger static level, then the smaller topological
+    rank, then the earlier device in `devices`. Each device keeps its ready
+    ops in `ColumnQueue` heaps (`placer.placers.etf_queue`), so a step costs
+    O(k log n) per op it looks at (the winner and each stale op refreshed
+    before it), not a scan of every ready op.
+
     Parameters
     ----------
     problem : the compiled graph and cluster.
@@ -103,99 +111,158 @@ def list_schedule(problem: Problem, devices: np.ndarray, memory: LiveMemory,
     k = len(devs)
     times = problem.times
     level = upward_ranks(problem.graph, times[:, devs].mean(axis=1))  # static level: no transfers
-    topo_rank = problem.graph.topo_rank
+    neg_level = (-level).tolist()
+    topo = problem.graph.topo_rank.tolist()
     p_off, p_idx = problem.graph.predecessors
     s_off, s_idx = problem.graph.successors
     p_off_l, p_idx_l = p_off.tolist(), p_idx.tolist()
     s_off_l, s_idx_l = s_off.tolist(), s_idx.tolist()
     remaining = np.diff(p_off).tolist()
-    data_ready = np.zeros((n, D))  # when op j's inputs can be on each device
-    urgent = np.zeros(n)  # when op j's inputs can be on every device
-    is_ready = np.zeros(n, dtype=bool)
-    is_ready[[i for i in range(n) if remaining[i] == 0]] = True
-    free = np.zeros(D)
-    last = np.full(D, -1, dtype=np.int64)
-    pinned = np.full(problem.num_units, -1, dtype=np.int64)
-    assignment = np.full(n, -1, dtype=np.int64)
-    start, finish = np.zeros(n), np.full(n, np.nan)  # NaN: not placed yet
     unit = problem.unit
+    unit_l = unit.tolist()
+    need = (problem.out_bytes + memory.unit_params[unit]).tolist()  # while the op's unit is unpinned
+    favorite_l = favorite.tolist() if favorite is not None else None
+    data_ready: list[list[float]] = [[0.0] * k for _ in range(n)]  # when op j's inputs can be on each device
+    urgent = [0.0] * n  # when op j's inputs can be on every device
+    is_ready = [False] * n
+    version = [0] * n
+    free = [0.0] * D
+    last = [-1] * D
+    pinned = [-1] * problem.num_units
+    unit_ready: list[list[int]] = [[] for _ in range(problem.num_units)]  # ready ops of each unpinned unit
+    assignment = np.full(n, -1, dtype=np.int64)
+    assignment_l = [-1] * n
+    start, finish = np.zeros(n), np.full(n, np.nan)  # NaN: not placed yet
     links = Transfers(problem, assignment, finish)
     reads_from: list[set[int]] = [set() for _ in range(D)]  # ready ops with an input on each device
     stale: set[int] = set()
+    # by inputs on the device; for m-SCT also by inputs on every device (on a device kept for a favourite)
+    by_device = [ColumnQueue(c, devs_l[c], version, pinned, unit_l, need) for c in range(k)]
+    by_every = [ColumnQueue(c, devs_l[c], version, pinned, unit_l, need) for c in range(k)] if favorite_l else None
+
+    def enqueue(j: int) -> None:
+        """Push op j's current values into the queues of the devices it may go to."""
+        version[j] += 1
+        row, nl, tp = data_ready[j], neg_level[j], topo[j]
+        p = pinned[unit_l[j]]
+        for c in (range(k) if p < 0 else (devs_l.index(p),)):
+            f = free[devs_l[c]]
+            by_device[c].push(row[c], nl, tp, j, f)
+            if by_every is not None:
+                u = urgent[j]
+                by_every[c].push(row[c] if row[c] > u else u, nl, tp, j, f)
 
     def refresh(j: int) -> None:
-        row = [links.ready_time(j, d)[0] for d in devs_l]
-        data_ready[j, devs] = row
+        row = links.ready_row(j, devs_l)
+        data_ready[j] = row
         urgent[j] = max(row)
+        enqueue(j)
 
+    def may_go(j: int, c: int) -> bool:
+        p = pinned[unit_l[j]]
+        return p == devs_l[c] if p >= 0 else (c == roomiest or need[j] <= room[c])
+
+    def kept_for(c: int) -> int:
+        """The favourite child device c waits for (m-SCT), or -1: the ready favourite of the op c ran
+        last, if c may take it and no device it may go to has its inputs sooner."""
+        d = devs_l[c]
+        if favorite_l is None or last[d] < 0:
+            return -1
+        f = favorite_l[last[d]]
+        if f < 0 or not is_ready[f] or not may_go(f, c):
+            return -1
+        row = data_ready[f]
+        return f if row[c] <= min(row[c2] for c2 in range(k) if may_go(f, c2)) else -1
+
+    def column_best(c: int) -> tuple | None:
+        """The least (est, -level, topo_rank, c, op) on column c (None: no op may go there)."""
+        d = devs_l[c]
+        f = kept[c]
+        if f < 0:
+            return by_device[c].best(free[d], room[c], c == roomiest)
+        # d waits for f: the others start once their inputs can be on every device
+        cand = by_every[c].best(free[d], room[c], c == roomiest, exclude=f)
+        rt = data_ready[f][c]
+        f_key = (rt if rt > free[d] else free[d], neg_level[f], topo[f], c, f)
+        return f_key if cand is None or f_key < cand else cand
+
+    def key_on(j: int, c: int) -> tuple:
+        """Op j's key on column c, which may take it and does not wait for it."""
+        F = free[devs_l[c]]
+        v = data_ready[j][c]
+        if kept[c] >= 0:
+            u = urgent[j]
+            v = v if v > u else u
+        return (v if v > F else F, neg_level[j], topo[j], c, j)
+
+    for j in range(n):
+        if remaining[j] == 0:
+            is_ready[j] = True
+            unit_ready[unit_l[j]].append(j)
+            enqueue(j)
     for _ in range(n):
         if deadline is not None and deadline.passed():
             break
-        R = np.flatnonzero(is_ready)
-        units = unit[R]
-        pin = pinned[units]
-        room = memory.room()[devs]
-        need = memory.need(R, units, pin)
-        allowed = np.where(pin[:, None] >= 0, pin[:, None] == devs[None, :], need[:, None] <= room[None, :])
-        stuck = ~allowed.any(axis=1)
-        if stuck.any():  # no device has room: the one with the most, over the estimate
-            allowed[np.flatnonzero(stuck), int(np.argmax(room))] = True
+        room = memory.room()[devs].tolist()
+        roomiest = room.index(max(room))  # an op that fits no device may go here (over the estimate)
+        kept = [kept_for(c) for c in range(k)]
+        cands = [column_best(c) for c in range(k)]
         # Lazy greedy: links only get busier, so a stale ready time is a lower bound;
         # refresh the winner until it is fresh, and it is the true earliest pair.
         while True:
-            rt = data_ready[R][:, devs]
-            est = np.maximum(rt, free[devs][None, :])
-            if favorite is not None:
-                for c in range(k):
-                    d = devs_l[c]
-                    f = int(favorite[last[d]]) if last[d] >= 0 else -1
-                    if f < 0 or not is_ready[f]:
-                        continue
-                    row = int(np.searchsorted(R, f))
-                    if not allowed[row, c]:
-                        continue
-                    if rt[row, c] > rt[row][allowed[row]].min():
-                        continue  # another device can start f sooner: d is not kept for it
-                    f_est = est[row, c]
-                    est[:, c] = np.maximum(np.maximum(urgent[R], rt[:, c]), free[d])
-                    est[row, c] = f_est
-            est[~allowed] = np.inf
-            best = est.min()
-            tie_r, tie_c = np.nonzero(est <= best)
-            if len(tie_r) > 1:
-                pick = np.lexsort((tie_c, topo_rank[R[tie_r]], -level[R[tie_r]]))[0]
-                tie_r, tie_c = tie_r[pick:pick + 1], tie_c[pick:pick + 1]
-            chosen = int(R[tie_r[0]])
+            best = min(cand for cand in cands if cand is not None)
+            chosen = best[4]
             if chosen not in stale:
                 break
             stale.discard(chosen)
             refresh(chosen)
-        i, d = int(R[tie_r[0]]), int(devs[tie_c[0]])
+            # only the chosen op's times moved: a column changes where it was the best or the favourite
+            for c in range(k):
+                cand = cands[c]
+                if favorite_l is not None and last[devs_l[c]] >= 0 and favorite_l[last[devs_l[c]]] == chosen:
+                    kept[c] = kept_for(c)
+                    cands[c] = column_best(c)
+                elif cand is not None and cand[4] == chosen:
+                    cands[c] = column_best(c)
+                elif may_go(chosen, c):
+                    key = key_on(chosen, c)
+                    if cand is None or key < cand:
+                        cands[c] = key
+        i, d = chosen, devs_l[best[3]]
         arrival, senders = links.ready_time(i, d, commit=True)
-        t = max(float(free[d]), arrival)
-        assignment[i], start[i], finish[i] = d, t, t + times[i, d]
-        free[d] = finish[i]
+        t = max(free[d], arrival)
+        assignment[i] = assignment_l[i] = d
+        start[i], finish[i] = t, t + times[i, d]
+        free[d] = float(finish[i])
         last[d] = i
         is_ready[i] = False
+        version[i] += 1  # its queued entries are void
         for m in p_idx_l[p_off_l[i]:p_off_l[i + 1]]:
-            reads_from[int(assignment[m])].discard(i)
+            reads_from[assignment_l[m]].discard(i)
         stale.discard(i)
         for q in senders:  # routes from these devices are busier now: ready times over them may grow
             stale.update(reads_from[q])
-        u = int(unit[i])
+        u = unit_l[i]
         new_unit = None
         if pinned[u] < 0:
             pinned[u] = d
             new_unit = u
+            for j in unit_ready[u]:  # now only d may take them, whatever its room
+                if is_ready[j]:
+                    enqueue(j)
+            unit_ready[u] = []
         memory.place(i, d, new_unit, assignment)
         for j in s_idx_l[s_off_l[i]:s_off_l[i + 1]]:
             remaining[j] -= 1
             if remaining[j] == 0:
                 is_ready[j] = True
+                if pinned[unit_l[j]] < 0:
+                    unit_ready[unit_l[j]].append(j)
                 for m in p_idx_l[p_off_l[j]:p_off_l[j + 1]]:
-                    reads_from[int(assignment[m])].add(j)
+                    reads_from[assignment_l[m]].add(j)
                 refresh(j)
-    capped = place_rest(problem, memory, assignment, pinned, devs)
+    pinned_a = np.array(pinned, dtype=np.int64)
+    capped = place_rest(problem, memory, assignment, pinned_a, devs)
     start[np.isnan(finish)] = np.nan
     return Schedule(assignment, start, finish, capped_meta(deadline, capped), capped)
 

@@ -40,6 +40,7 @@ class Transfers:
 
     def __init__(self, problem: Problem, assignment: np.ndarray, finish: np.ndarray, gaps: bool = False):
         self.problem = problem
+        self.gaps = gaps
         self.book = GapBook(problem.routes, problem.num_devices) if gaps else problem.link_book()
         self.arrived: dict[tuple[int, int], float] = {}
         self.assignment = assignment
@@ -87,6 +88,55 @@ class Transfers:
                 for r in book.route[q * D + d]:
                     touched.update(book.senders_over[r])
         return ready, touched
+
+    def ready_row(self, j: int, devices: list[int]) -> list[float]:
+        """``[ready_time(j, d)[0] for d in devices]``, the same floats, in one pass over j's inputs.
+
+        Without `commit` nothing is booked, so each device's plan starts from
+        the same book: the sends are `LinkBook.send`'s arithmetic, inlined,
+        and the inputs are sorted once (a stable sort of all of them orders
+        every device's subset as sorting that subset would). With `gaps`,
+        device by device.
+        """
+        if self.gaps:
+            return [self.ready_time(j, d)[0] for d in devices]
+        book = self.book
+        D, free, route = book.num_devices, book.free, book.route
+        res_lat, res_bw, route_lat, route_bw = book.res_lat, book.res_bw, book.route_lat, book.route_bw
+        arrived, out_bytes, xfer = self.arrived, self.out_bytes, self.xfer
+        inputs = [(float(self.finish[m]), m, int(self.assignment[m]))
+                  for m in self.p_idx[self.p_off[j]:self.p_off[j + 1]].tolist()]
+        inputs.sort(key=lambda p: p[0])
+        row = []
+        for d in devices:
+            ready = 0.0
+            plan: dict[int, float] = {}
+            for f, m, q in inputs:
+                if q == d:
+                    t = f
+                else:
+                    t = arrived.get((m, d), -1.0)
+                    if t < 0:  # not sent yet: plan it after the route's directions are free
+                        k = q * D + d
+                        s = f
+                        for r in route[k]:
+                            busy = plan.get(r, free[r])
+                            if busy > s:
+                                s = busy
+                        profiled = xfer[m]
+                        if profiled >= 0.0:
+                            for r in route[k]:
+                                plan[r] = s + profiled
+                            t = s + profiled
+                        else:
+                            nbytes = out_bytes[m]
+                            for r in route[k]:
+                                plan[r] = s + (res_lat[r] + nbytes / res_bw[r])  # link_time
+                            t = s + (route_lat[k] + nbytes / route_bw[k])
+                if t > ready:
+                    ready = t
+            row.append(ready)
+        return row
 
 
 def earliest_slot(starts: list[float], ends: list[float], ready: float, duration: float) -> tuple[float, int]:

@@ -46,6 +46,16 @@ class TestTransfers:
         assert transfers.ready_time(2, 0, commit=True)[1] == {1, 2, 3}
 
 
+    def test_a_row_of_ready_times_is_each_devices_ready_time(self):
+        """`ready_row` plans every device in one pass: the same floats as `ready_time` device by device,
+        before and after a booking, with sends that wait for each other on a shared uplink."""
+        for cluster in (host_with_switch(), two_switches()):
+            transfers = self.two_senders(cluster)
+            every = list(range(len(cluster)))
+            assert transfers.ready_row(2, every) == [transfers.ready_time(2, d)[0] for d in every]
+            transfers.ready_time(2, 0, commit=True)
+            assert transfers.ready_row(2, every) == [transfers.ready_time(2, d)[0] for d in every]
+
 class TestRouteMapping:
     """Partitioners' parts swap alike devices so that the parts that talk do not share a switch uplink."""
 
