@@ -215,6 +215,18 @@ class OpGraph:
         rank[self.topo_order] = np.arange(len(self.ops))
         return rank
 
+    @cached_property
+    def colocation_ids(self) -> np.ndarray:
+        """``[num_ops]`` int64 (read-only): a dense group id per op, one per colocation key and one per op
+        without a key (what grouping starts from: ops that must share a device share a group)."""
+        gid = np.full(len(self.ops), -1, dtype=np.int64)
+        for members in self.colocation_groups().values():
+            gid[members] = members[0]
+        free = gid < 0
+        gid[free] = np.nonzero(free)[0]
+        _, dense = np.unique(gid, return_inverse=True)
+        return _read_only(dense.astype(np.int64))
+
     def colocation_groups(self) -> dict[str, list[int]]:
         """Op indices per colocation key (ops without a key are left out)."""
         groups: dict[str, list[int]] = {}

@@ -125,7 +125,7 @@ def group_graph(graph: OpGraph, cluster: Cluster, max_groups: int = DEFAULT_MAX_
     out_bytes = graph.output_bytes
     mem_cap = memory_fraction * min(d.memory_bytes for d in cluster.devices)
 
-    gid = _colocation_ids(graph)
+    gid = graph.colocation_ids
     num = int(gid.max()) + 1
     p_off, p_idx = graph.predecessors
     dst = np.repeat(np.arange(n), np.diff(p_off))
@@ -208,17 +208,6 @@ def fastest_kind(cluster: Cluster, times: np.ndarray) -> np.ndarray:
         return np.zeros(len(times), dtype=np.int64)
     best = np.stack([times[:, of_device == k].min(axis=1) for k in range(len(kinds))], axis=1)
     return best.argmin(axis=1).astype(np.int64)
-
-
-def _colocation_ids(graph: OpGraph) -> np.ndarray:
-    """A group id per op: one per colocation key, one per op without a key."""
-    gid = np.full(len(graph), -1, dtype=np.int64)
-    for members in graph.colocation_groups().values():
-        gid[members] = members[0]
-    free = gid < 0
-    gid[free] = np.nonzero(free)[0]
-    _, dense = np.unique(gid, return_inverse=True)
-    return dense.astype(np.int64)
 
 
 def _pair_edges(a: np.ndarray, b: np.ndarray, w: np.ndarray, num: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

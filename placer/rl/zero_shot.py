@@ -88,6 +88,7 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
     made: dict[tuple, tuple] = {}
     candidates: list[np.ndarray] = [np.zeros(0)] * len(shares)
     scored: dict[tuple, Future] = {}
+    screen = Screen(sim)
     grouping_seconds = 0.0
     # a grouping's candidates are simulated (compiled code, without the GIL) while the next is grouped and decoded
     with ThreadPoolExecutor(max_workers=1) as simulator_thread:
@@ -101,8 +102,7 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
                 member, k, member_seed = shares[j]
                 candidates[j] = candidate_placements(member, feats, devs, k, member_seed, context)
             if samples > 0 or len(shares) > 1:
-                scored[key] = simulator_thread.submit(simulate_distinct, sim, grouping,
-                                                      [candidates[j] for j in members])
+                scored[key] = simulator_thread.submit(screen.scores, grouping, [candidates[j] for j in members])
         scores = {key: future.result() for key, future in scored.items()}
     answers = []  # per member: (grouping, candidates, step times, oom)
     for key, c in zip(keys, candidates):
@@ -152,16 +152,34 @@ def grouped(graph: OpGraph, cluster: Cluster, sim: Simulator, policy: SavedPolic
     return grouping, group_features(graph, cluster, grouping, sim.times), device_features(cluster), context
 
 
-def simulate_distinct(sim: Simulator, grouping: Grouping, candidates: list[np.ndarray]
-                      ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """``(step time, oom)`` of each row of each array of placements of `grouping`'s groups, simulating each
-    distinct placement once (a confident policy samples its greedy placement again; members that group
-    alike may propose the same placement), in one batch."""
-    rows, inverse = np.unique(np.concatenate(candidates), axis=0, return_inverse=True)
-    res = sim.run_batch(grouping.expand(rows))
-    inverse = inverse.reshape(-1)
-    cut = np.cumsum([len(c) for c in candidates])[:-1]
-    return [(res.step_time[ix], res.oom[ix]) for ix in np.split(inverse, cut)]
+class Screen:
+    """Step times of candidate placements, screened against the fastest so far: a candidate sure to be
+    slower than a placement already simulated that fits in memory is not simulated to its end
+    (`Simulator.run_batch`'s cutoff; its step time is then ``inf``), so the fastest is found, the same one,
+    for less work. Used from one thread at a time (one grouping's candidates after another's)."""
+
+    def __init__(self, sim: Simulator):
+        self.sim = sim
+        self.cutoff = np.inf  # the step time of the fastest placement so far that fits
+
+    def scores(self, grouping: Grouping, candidates: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """``(step time, oom)`` of each row of each array of placements of `grouping`'s groups, first rows
+        (the greedy placements) first, so that they set the cutoff for the rest; each distinct placement
+        is simulated once (a confident policy samples its greedy placement again; members that group
+        alike may propose the same placement)."""
+        rows, inverse = np.unique(np.concatenate(candidates), axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        cut = np.cumsum([len(c) for c in candidates])[:-1]
+        first = np.zeros(len(rows), dtype=bool)
+        first[inverse[np.concatenate([[0], cut])]] = True
+        step_time, oom = np.empty(len(rows)), np.empty(len(rows), dtype=bool)
+        for which in (first, ~first):
+            if which.any():
+                res = self.sim.run_batch(grouping.expand(rows[which]), cutoff=self.cutoff)
+                step_time[which], oom[which] = res.step_time, res.oom
+                fits = res.step_time[~res.oom]
+                self.cutoff = min(self.cutoff, fits.min(initial=np.inf))
+        return [(step_time[ix], oom[ix]) for ix in np.split(inverse, cut)]
 
 
 def candidate_placements(policy: SavedPolicy, group_feats: np.ndarray, device_feats: np.ndarray, samples: int,

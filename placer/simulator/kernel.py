@@ -133,7 +133,7 @@ def _pop(h, base, size):
 
 @njit(cache=True)
 def simulate_one(place, order, times, p_off, p_idx, s_off, s_idx, out_bytes, held, xfer_time, bw, lat,
-                 dev_params, start, finish, slots, pool, route_off, route_res, res_bw, res_lat):
+                 dev_params, start, finish, slots, pool, route_off, route_res, res_bw, res_lat, cutoff=np.inf):
     """Simulate one placement; fills `start` and `finish`.
 
     The loop numbers ops by topological rank (rank space, as the module's
@@ -159,6 +159,9 @@ def simulate_one(place, order, times, p_off, p_idx, s_off, s_idx, out_bytes, hel
     route_off, route_res : the route from device d to e is the link directions
         ``route_res[route_off[d * D + e]:route_off[d * D + e + 1]]``.
     res_bw, res_lat : float64[R] bandwidth and latency of each link direction.
+    cutoff : stop early, with step time ``inf``, once the step is sure to end after `cutoff` seconds: when
+        an op starts at ``now`` on device d, the step cannot end before ``now`` + the seconds of d's ops
+        not yet started / d's slots (inf: always simulate to the end).
 
     Returns
     -------
@@ -180,6 +183,7 @@ def simulate_one(place, order, times, p_off, p_idx, s_off, s_idx, out_bytes, hel
     rec = buf[skip:skip + REC * (n + 1)]
     recf = rec.view(np.float64)
     count = np.zeros(D, dtype=np.int64)
+    left = np.zeros(D)  # seconds of each device's ops not yet started (the cutoff's bound)
     max_sends = 0
     for r in range(n):
         d = place[order[r]]
@@ -192,6 +196,7 @@ def simulate_one(place, order, times, p_off, p_idx, s_off, s_idx, out_bytes, hel
         recf[at + R_HELD] = held[r, d]
         recf[at + R_BYTES] = out_bytes[r]
         recf[at + R_DUR] = times[r, d]
+        left[d] += times[r, d]
         count[d] += 1
         max_sends += min(s_off[r + 1] - s_off[r], D - 1)
     rec[REC * n + R_SUCC] = s_off[n]
@@ -242,8 +247,11 @@ def simulate_one(place, order, times, p_off, p_idx, s_off, s_idx, out_bytes, hel
             d = rec[REC * r + R_DEV]
             rsize[d] = _push(rh, base[d], rsize[d], 0.0, r)
 
+    # a relative margin, so that rounding in `left` never stops a step that ends exactly at the cutoff
+    stop_after = cutoff * (1.0 + 1e-9)
+    stopped = False
     now = 0.0
-    while True:
+    while not stopped:
         # start ready ops while devices have free slots (and the pool free threads), the op
         # that became ready first first; its output is allocated now
         while pool <= 0 or running_total < pool:
@@ -257,6 +265,10 @@ def simulate_one(place, order, times, p_off, p_idx, s_off, s_idx, out_bytes, hel
             v = np.int64(rh[2 * base[d] + 1])
             rsize[d] = _pop(rh, base[d], rsize[d])
             dur_v = recf[REC * v + R_DUR]
+            if now + left[d] / slots[d] > stop_after:
+                stopped = True
+                break
+            left[d] -= dur_v
             if pool > 0:  # the thread also hands the output to each other device reading it
                 for e in range(rec[REC * v + R_SUCC], rec[REC * (v + 1) + R_SUCC]):
                     dw = rec[REC * s_idx[e] + R_DEV]
@@ -272,7 +284,7 @@ def simulate_one(place, order, times, p_off, p_idx, s_off, s_idx, out_bytes, hel
             if cur[d] > peak[d]:
                 peak[d] = cur[d]
             esize = _push(eh, 0, esize, t_finish[v], v)
-        if esize == 0:
+        if esize == 0 or stopped:
             break
         now = eh[0]
         # handle every event at this instant before dispatching again
@@ -389,7 +401,7 @@ def simulate_one(place, order, times, p_off, p_idx, s_off, s_idx, out_bytes, hel
                 peak[d] = cur[d]
         n_sends_now = 0
 
-    step_time = 0.0
+    step_time = np.inf if stopped else 0.0
     for r in range(n):
         if t_finish[r] > step_time:
             step_time = t_finish[r]
@@ -405,7 +417,7 @@ def simulate_one(place, order, times, p_off, p_idx, s_off, s_idx, out_bytes, hel
 
 @njit(cache=True, parallel=True, nogil=True)
 def simulate_batch(places, order, times, p_off, p_idx, s_off, s_idx, out_bytes, held, xfer_time, bw, lat, params,
-                   slots, pool, route_off, route_res, res_bw, res_lat):
+                   slots, pool, route_off, route_res, res_bw, res_lat, cutoff=np.inf):
     """Simulate K placements (rows of `places`, graph order) in parallel; summaries only. Without the GIL, so
     a caller may simulate in one thread while it prepares the next placements in another.
 
@@ -426,7 +438,7 @@ def simulate_batch(places, order, times, p_off, p_idx, s_off, s_idx, out_bytes, 
         finish = np.empty(n)
         s, b, p, mv, _, _, _, _ = simulate_one(place, order, times, p_off, p_idx, s_off, s_idx, out_bytes, held,
                                                xfer_time, bw, lat, dev_params, start, finish, slots, pool,
-                                               route_off, route_res, res_bw, res_lat)
+                                               route_off, route_res, res_bw, res_lat, cutoff)
         steps[k] = s
         busy[k] = b
         peaks[k] = p

@@ -10,7 +10,7 @@ from placer.errors import PlacerError
 from placer.graph import OpGraph
 from placer.cost_model import op_time_matrix
 from placer.graph_io import load_graph
-from placer.grouping import _colocation_ids, critical_ops, fastest_kind, group_graph
+from placer.grouping import critical_ops, fastest_kind, group_graph
 from placer.synthetic import layered_graph
 from tests.placer.helpers import graph, op, two_device_cluster
 
@@ -104,7 +104,7 @@ def test_split_kinds_groups_host_ops_apart():
     def mixed(grouping):
         return {k for k in range(grouping.num_groups) if len(set(kind[grouping.group_of_op == k])) > 1}
 
-    colocation = _colocation_ids(g)
+    colocation = g.colocation_ids
     mixed_sets = {s for s in np.unique(colocation) if len(set(kind[colocation == s])) > 1}
     split = group_graph(g, c, 128, times, split_kinds=True)
     assert split.num_groups <= 128
@@ -145,7 +145,7 @@ def test_split_critical_groups_the_critical_path_apart():
     def mixed(grouping):
         return {k for k in range(grouping.num_groups) if len(set(crit[grouping.group_of_op == k])) > 1}
 
-    colocation = _colocation_ids(g)
+    colocation = g.colocation_ids
     mixed_sets = {s for s in np.unique(colocation) if len(set(crit[colocation == s])) > 1}
     split = group_graph(g, c, 128, times, split_kinds=True, balanced=True, split_critical=True)
     assert split.num_groups <= 128
@@ -166,7 +166,7 @@ def test_balanced_groups_keep_their_compute_share(split_kinds):
         return np.bincount(grouping.group_of_op, weights=fast).max() / fast.sum()
 
     balanced = group_graph(g, c, 128, times, split_kinds=split_kinds, balanced=True)
-    colocation = _colocation_ids(g)
+    colocation = g.colocation_ids
     largest_set = np.bincount(colocation, weights=fast).max() / fast.sum()  # never split: 1.6% here
     assert balanced.num_groups <= 128 and largest_share(balanced) <= max(2 / 128, largest_set) + 1e-9
     assert largest_share(group_graph(g, c, 128, times, split_kinds=split_kinds)) > 3 * 2 / 128

@@ -14,6 +14,7 @@ from placer.graph_io import load_graph, save_graph
 from placer.placers import registry
 from placer.rl.saved_policy import SHIPPED_POLICY_DIR, load_policy, save_policy, weights_of
 from placer.rl.zero_shot import DEFAULT_SAMPLES, place_zero_shot, pool_shares
+from placer.simulator import Simulator
 from placer.synthetic import layered_graph
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -71,6 +72,20 @@ def test_a_pool_answers_the_fastest_of_its_members_answers(shipped):
     assert pooled.devices == alone[j].devices and pooled.meta["policy"] == alone[j].meta["policy"]
     assert pooled.meta["pool"] == [f"{m.name} v{m.version} ({m.groups} groups)" for m in shipped.members]
     assert alone[j].meta["groups"] <= shipped.members[j].groups
+
+
+@pytest.mark.parametrize("graph_name,cluster_name", [("rnnlm", "4gpu"), ("inception_v3", "dgx-a100")])
+def test_screening_samples_against_the_fastest_so_far_changes_no_answer(shipped, monkeypatch, graph_name,
+                                                                         cluster_name):
+    """Samples sure to be slower than one already simulated are stopped early (`Screen`); the answer, and
+    which sample it was, are those of simulating every sample to its end."""
+    graph, cluster = load_graph(ROOT / "graphs" / f"{graph_name}.json.gz"), presets.get(cluster_name)
+    screened = place_zero_shot(graph, cluster, shipped, samples=64, seed=1)
+    run_batch = Simulator.run_batch
+    monkeypatch.setattr(Simulator, "run_batch", lambda self, assignments, cutoff=np.inf: run_batch(self, assignments))
+    full = place_zero_shot(graph, cluster, shipped, samples=64, seed=1)
+    assert screened.devices == full.devices and screened.step_time == full.step_time
+    assert (screened.meta["chosen"], screened.meta["pool_member"]) == (full.meta["chosen"], full.meta["pool_member"])
 
 
 def shipped_copy_with(tmp_path, **changes):

@@ -1,5 +1,7 @@
 """Properties that hold for every graph and placement (hypothesis)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -191,3 +193,36 @@ def test_batch_equals_one_by_one_on_topologies(cases, cluster, k, seed):
     for i in range(k):
         assert out.step_time[i] == sim.run(batch[i]).step_time
 
+
+
+@SETTINGS
+@given(st.lists(graphs_and_placements(max_ops=20), min_size=1, max_size=1), topologies(), st.integers(2, 8),
+       st.integers(0, 99), st.sampled_from([0, 1, 2]))
+def test_a_cutoff_stops_only_steps_that_end_after_it(cases, cluster, k, seed, threads):
+    """Below the cutoff a step is simulated as without it; above it, it may come back ``inf``; one that ends
+    exactly at the cutoff is never stopped (so the fastest of a batch stays the same). Also on a shared pool."""
+    g, _ = cases[0]
+    if threads:
+        cluster = dataclasses.replace(cluster, shared_threads=threads)
+    sim = Simulator(g, cluster)
+    batch = np.random.default_rng(seed).integers(0, len(cluster), size=(k, len(g)))
+    full = sim.run_batch(batch)
+    cutoff = float(np.sort(full.step_time)[len(full.step_time) // 2])
+    cut = sim.run_batch(batch, cutoff=cutoff)
+    kept = full.step_time <= cutoff
+    np.testing.assert_array_equal(cut.step_time[kept], full.step_time[kept])
+    np.testing.assert_array_equal(cut.oom[kept], full.oom[kept])
+    stopped = np.isinf(cut.step_time)
+    assert not (stopped & kept).any()
+    np.testing.assert_array_equal(cut.step_time[~stopped], full.step_time[~stopped])
+
+
+def test_a_cutoff_stops_most_slow_placements_early():
+    """Random placements of a layered graph against the fastest of them: most are stopped."""
+    g = layered_graph(2000, seed=4)
+    sim = Simulator(g, presets.get("4gpu"))
+    batch = np.random.default_rng(2).integers(0, 4, size=(16, len(g)))
+    full = sim.run_batch(batch)
+    cut = sim.run_batch(batch, cutoff=float(full.step_time.min()))
+    assert np.isinf(cut.step_time).sum() >= 12
+    assert cut.step_time.min() == full.step_time.min()
