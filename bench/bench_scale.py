@@ -15,10 +15,11 @@ Stages, on each cluster (``8gpu`` and ``2x-dgx-a100`` by default):
   stopped and reported as ``> cap`` (heft, cpop, m_etf and m_sct also cap themselves at their
   ``time_limit`` option, `placer.placers.time_cap`; a row says ``time_capped`` when that cap hit);
 - ``grouping``: `placer.grouping.group_graph` at its defaults;
-- ``zero_shot``: the shipped policy, best of 256 (`placer.rl.zero_shot.place_zero_shot`); the row also
-  holds its CPU seconds (``cpu_seconds``: the process's, the simulator's threads included;
-  ``thread_cpu_seconds``: the calling thread's), which a loaded machine inflates less than wall time,
-  and the answer's own split (``breakdown``: grouping and features, decoding and simulating, total);
+- ``zero_shot``: the shipped policy, best of its default K (`placer.rl.zero_shot.default_samples`: 256,
+  fewer on big graphs; the row's ``samples``); the row also holds its CPU seconds (``cpu_seconds``: the
+  process's, the simulator's threads included; ``thread_cpu_seconds``: the calling thread's), which a
+  loaded machine inflates less than wall time, and the answer's own split (``breakdown``: grouping and
+  features, decoding and simulating, total);
 - ``rl_step``: one REINFORCE step of `placer.rl.trainer` (cold start, TensorFlow): the second step's
   seconds; the row also holds the set-up's (``rl_setup_seconds``: simulator, grouping, features, policy)
   and the first step's, which traces the step's TensorFlow functions (``rl_first_step_seconds``).
@@ -73,9 +74,6 @@ CAP_SECONDS = 2 * TIME_LIMIT_SECONDS
 for a heuristic at 100k ops) do so at half of it, which leaves time for their quick rule and the scoring."""
 STAGE_CAP_SECONDS = 900.0
 """The other stages' cap, so that one stuck stage cannot stop the table."""
-ZERO_SHOT_SAMPLES = 256
-
-
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
@@ -149,12 +147,13 @@ def stage_grouping(graph, cluster):
 
 def stage_zero_shot(graph, cluster):
     from placer.rl.saved_policy import load_policy
-    from placer.rl.zero_shot import place_zero_shot
+    from placer.rl.zero_shot import default_samples, place_zero_shot
 
     policy = load_policy()
+    samples = default_samples(len(graph))
     t0, cpu0, thread0 = time.perf_counter(), time.process_time(), time.thread_time()
-    p = place_zero_shot(graph, cluster, policy, samples=ZERO_SHOT_SAMPLES)
-    return time.perf_counter() - t0, {"step_time": p.step_time, "oom": p.oom,
+    p = place_zero_shot(graph, cluster, policy, samples=samples)
+    return time.perf_counter() - t0, {"step_time": p.step_time, "oom": p.oom, "samples": samples,
                                       "cpu_seconds": time.process_time() - cpu0,
                                       "thread_cpu_seconds": time.thread_time() - thread0,
                                       "breakdown": p.meta["seconds"]}
@@ -342,7 +341,7 @@ def main(argv=None) -> int:
     data = json.loads(out.read_text()) if out.exists() else {}
     data.setdefault("rows", {})
     data.update(machine={"cpus": os.cpu_count(), "python": platform.python_version()},
-                heuristic_cap_seconds=args.cap, zero_shot_samples=ZERO_SHOT_SAMPLES)
+                heuristic_cap_seconds=args.cap, zero_shot_samples="default (placer.rl.zero_shot.default_samples)")
     data.setdefault("graphs", {})
     measured: dict[str, dict] = {}
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]

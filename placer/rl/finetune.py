@@ -50,7 +50,7 @@ from placer.rl.saved_policy import SavedPolicy, assign_to
 from placer.rl.starts import HEURISTIC, ZERO_SHOT
 from placer.rl.trainer import IMITATION_TARGET, PENDING_IMITATION, Best, Scorer, TrainConfig, Trainer
 from placer.simulator import Simulator
-from placer.rl.zero_shot import DEFAULT_SAMPLES, candidate_placements, fastest
+from placer.rl.zero_shot import candidate_placements, default_samples, fastest
 
 WARM_START_METHOD = "policy"
 
@@ -116,7 +116,7 @@ def fine_tune_config(policy: SavedPolicy, config: TrainConfig | None = None, heu
 
 def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: TrainConfig | None = None, *,
                heuristic: bool = False, reference: tuple[str, np.ndarray, float] | None = None,
-               samples: int = DEFAULT_SAMPLES, groups: int | None = None,
+               samples: int | None = None, groups: int | None = None,
                scorer: Callable[[Simulator], Scorer] | None = None) -> FineTuner:
     """A trainer for `graph` on `cluster` starting from `policy`, its zero-shot placement already scored.
 
@@ -128,7 +128,8 @@ def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: Tr
     heuristic : imitate the best heuristic first (in `train`, within its budget)
         where it is faster than the policy's start.
     reference : the best heuristic's ``(name, device per op, step time)`` if the caller has it.
-    samples : K of the zero-shot start (0: the greedy placement alone).
+    samples : K of the zero-shot start (0: the greedy placement alone; default `default_samples` of the
+        graph's ops).
     groups : G, the most groups (default: the policy's own, or its pool member's); `config`'s ``groups``
         is not read, since it always holds a value (the from-scratch default).
     scorer : what scores the steps' samples (`Trainer`'s); the start is scored by the simulator, as the
@@ -136,6 +137,7 @@ def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: Tr
     """
     t0 = time.perf_counter()
     seed = (config or TrainConfig()).seed
+    samples = default_samples(len(graph)) if samples is None else samples
     policy, samples, seed, answer = pool_member(graph, cluster, policy, samples, seed, groups)
     coarse = answer is not None and groups is None and policy.groups < policy.trained_groups
     if coarse:  # a member pooled at fewer groups than it learned on: fine-tune it on its own (`start_from_answer`)
@@ -209,15 +211,17 @@ def exploring_temperature(trainer: Trainer, policy: SavedPolicy, target: float =
     return t
 
 
-def start_from_policy(trainer: Trainer, policy: SavedPolicy, samples: int = DEFAULT_SAMPLES,
+def start_from_policy(trainer: Trainer, policy: SavedPolicy, samples: int | None = None,
                       seed: int | None = None) -> dict[str, Any]:
     """Score the policy's zero-shot placement, make it the best so far, and mark the warm start done.
 
     The candidates of `placer.rl.zero_shot.place_zero_shot` (greedy and
-    `samples` seeded by `seed`, by default the run's seed), scored in one batch; the fastest that fits wins.
+    `samples` seeded by `seed`, by default the run's seed; default `default_samples` of the graph's ops),
+    scored in one batch; the fastest that fits wins.
     """
     from placer.rl.features import device_features
 
+    samples = default_samples(len(trainer.graph)) if samples is None else samples
     candidates = candidate_placements(policy, trainer.group_feats.numpy(), device_features(trainer.cluster), samples,
                                       trainer.config.seed if seed is None else seed, trainer.context)
     step_time, oom, _ = trainer.score(candidates, simulated=True)

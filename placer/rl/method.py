@@ -23,7 +23,7 @@ from placer.graph import OpGraph
 from placer.placement import Placement
 from placer.placers.options import Option
 from placer.placers.registry import register
-from placer.rl.zero_shot import DEFAULT_SAMPLES, MAX_SAMPLES
+from placer.rl.zero_shot import DEFAULT_SAMPLES, MAX_SAMPLES, SAMPLED_OPS, default_samples
 
 DEFAULT_BUDGET_SECONDS = 60.0
 DEFAULT_POLICY = "shipped"
@@ -54,7 +54,8 @@ def rl(
                                          "train from scratch (default: fine-tune the shipped policy, or train "
                                          "from scratch where it cannot address the cluster or starts > 1)")] = None,
     best_of: Annotated[int | None, Option(f"with policy, zero-shot: the best of greedy and K seeded samples "
-                                          f"(0: greedy alone; default {DEFAULT_SAMPLES})",
+                                          f"(0: greedy alone; default {DEFAULT_SAMPLES}, fewer on graphs of "
+                                          f"over {SAMPLED_OPS // DEFAULT_SAMPLES:,} ops)",
                                           ge=0, le=MAX_SAMPLES)] = None,
     starts: Annotated[int, Option("race REINFORCE from this many of the fastest distinct heuristic placements "
                                   "by successive halving (1: train from the fastest alone)", ge=1)] = 1,
@@ -82,7 +83,7 @@ def rl(
     policy : a pre-trained policy folder (`placer pretrain`), ``"shipped"`` for the package's own (what a
         run fine-tunes by default), or ``"none"`` to train from scratch.
     best_of : zero-shot decoding: 0 greedy, K the best of greedy plus K seeded samples (default
-        `placer.rl.zero_shot.DEFAULT_SAMPLES`, as the service answers).
+        `placer.rl.zero_shot.default_samples` of the graph's ops, as the service answers).
     starts : race REINFORCE from this many of the fastest distinct heuristic placements by
         successive halving (`placer.rl.race`); 1 trains from the fastest alone.
     on_step : called with each REINFORCE step's `placer.rl.trainer.StepStats` (the whole run's, when
@@ -171,5 +172,5 @@ def _zero_shot(graph: OpGraph, cluster: Cluster, policy: str, best_of: int | Non
                groups: int | None) -> Placement:
     from placer.rl.zero_shot import place_zero_shot
 
-    samples = DEFAULT_SAMPLES if best_of is None else best_of
+    samples = default_samples(len(graph)) if best_of is None else best_of
     return place_zero_shot(graph, cluster, _load(policy), samples=samples, seed=seed, groups=groups)

@@ -43,7 +43,19 @@ DEFAULT_SAMPLES = 256
 """K of the service's instant answer and of a fine-tune's start, shared among a pool's members. The answer's
 time grows with K (every sample is decoded and simulated, in one batch with the members' greedy placements),
 and K is as large as keeps a 10k-op graph near the one-second target on two cores (measured in
-docs/pretrained-policy.md)."""
+docs/pretrained-policy.md). Bigger graphs get fewer by default (`default_samples`)."""
+SAMPLED_OPS = DEFAULT_SAMPLES * 24_576
+"""The most ops the default samples simulate in all (K x the graph's ops): a graph of up to 24,576 ops gets
+`DEFAULT_SAMPLES`, a bigger one fewer, so that the answer for 100k ops stays within the scale target's 3 s
+on two cores; there each sample costs tens of milliseconds, and the greedy placement alone about 2 s
+(docs/experiments/rl-defaults.md)."""
+MIN_DEFAULT_SAMPLES = 16
+
+
+def default_samples(num_ops: int) -> int:
+    """K of the default best-of-K for a graph of `num_ops` ops: `DEFAULT_SAMPLES`, fewer past `SAMPLED_OPS`
+    (at least `MIN_DEFAULT_SAMPLES`). An explicit K is always taken as given."""
+    return int(min(DEFAULT_SAMPLES, max(MIN_DEFAULT_SAMPLES, SAMPLED_OPS // max(int(num_ops), 1))))
 
 
 def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, samples: int = 0, seed: int = 0,

@@ -13,7 +13,8 @@ from placer.errors import PlacerError
 from placer.graph_io import load_graph, save_graph
 from placer.placers import registry
 from placer.rl.saved_policy import SHIPPED_POLICY_DIR, load_policy, save_policy, weights_of
-from placer.rl.zero_shot import DEFAULT_SAMPLES, place_zero_shot, pool_shares
+from placer.rl.zero_shot import (DEFAULT_SAMPLES, MIN_DEFAULT_SAMPLES, SAMPLED_OPS, default_samples, place_zero_shot,
+                                  pool_shares)
 from placer.simulator import Simulator
 from placer.synthetic import layered_graph
 
@@ -86,6 +87,14 @@ def test_screening_samples_against_the_fastest_so_far_changes_no_answer(shipped,
     full = place_zero_shot(graph, cluster, shipped, samples=64, seed=1)
     assert screened.devices == full.devices and screened.step_time == full.step_time
     assert (screened.meta["chosen"], screened.meta["pool_member"]) == (full.meta["chosen"], full.meta["pool_member"])
+
+
+def test_big_graphs_get_fewer_samples_by_default():
+    """Every graph of graphs/ (at most 12,779 ops) gets the full K; 100k ops get what keeps the answer fast."""
+    assert default_samples(12_779) == default_samples(SAMPLED_OPS // DEFAULT_SAMPLES) == DEFAULT_SAMPLES
+    assert default_samples(SAMPLED_OPS // DEFAULT_SAMPLES + 1) == DEFAULT_SAMPLES - 1
+    assert default_samples(93_092) == SAMPLED_OPS // 93_092 < DEFAULT_SAMPLES
+    assert default_samples(10**9) == MIN_DEFAULT_SAMPLES and default_samples(0) == DEFAULT_SAMPLES
 
 
 def shipped_copy_with(tmp_path, **changes):
