@@ -6,7 +6,9 @@ module when they run, and ``placer --help`` must stay fast.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import math
 import sys
 from typing import Any, Callable, Iterable, Sequence
@@ -115,6 +117,23 @@ class LogLines:
         if self.on and now - self.last >= self.every:
             print(line(), file=sys.stderr, flush=True)
             self.last = now
+
+
+@contextlib.contextmanager
+def heuristics_shown():
+    """While a run sets up, a line on stderr as each heuristic finishes (its step time and seconds:
+    `placer.placers.best.ranked_heuristics` logs them on ``placer.best``); at 100k ops they take minutes."""
+    logger = logging.getLogger("placer.best")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("  heuristic %(message)s"))
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 class ProgressLine:

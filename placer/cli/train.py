@@ -33,7 +33,7 @@ import json
 from placer.cli.common import (WARM_STARTS, StopOnSignal, add_graph_and_cluster, add_grouping_flags, add_json_flag,
                                add_objective, add_refine_sweeps, add_run_folder, check_at_least, check_budget,
                                check_refine, config_help, run_folder)
-from placer.cli.output import ProgressLine, seconds_per_unit
+from placer.cli.output import ProgressLine, heuristics_shown, seconds_per_unit
 from placer.cli.train_start import (DEFAULT_INIT, NO_INIT, check_starts, given_config, kept_line,
                                     policy_to_fine_tune, saved_run, scratch_only)
 
@@ -262,7 +262,8 @@ class _Session:
         self.out.mkdir(parents=True, exist_ok=True)
         with self.stop:
             try:
-                self.trainer, resumed = self._make_trainer()
+                with heuristics_shown():
+                    self.trainer, resumed = self._make_trainer()
                 self._write_progress("running")
                 reason = self._loop(resumed)
             except BaseException as e:

@@ -84,6 +84,9 @@ def ranked_heuristics(graph: OpGraph, cluster: Cluster, names: Sequence[str] | N
                       sim=None) -> list[Candidate]:
     """Run each candidate and rank them (`rank`): the best first.
 
+    Each heuristic's step time and seconds are logged at INFO on ``placer.best`` as it finishes (a 100k-op
+    graph takes minutes; `placer train` prints them).
+
     Parameters
     ----------
     names : candidates in tie-break order: registered heuristics and ``single_device:DEVICE``
@@ -106,8 +109,11 @@ def ranked_heuristics(graph: OpGraph, cluster: Cluster, names: Sequence[str] | N
             continue
         try:
             p = registry.place(name, graph, cluster, objective=objective)
-        except PlacerError:
+        except PlacerError as e:
+            log.info("%s: cannot place %r (%s)", name, graph.name, e)
             continue
+        log.info("%s: %.3f ms%s, placed in %.1f s", name, p.step_time * 1e3, " (OOM)" if p.oom else "",
+                 p.meta.get("place_seconds", 0.0))
         placed.append((name, p.assignment(graph, cluster), p.step_time, p.oom))
     if score is not None:
         cost, oom = score(np.stack([a for _, a, _, _ in placed]))

@@ -365,12 +365,13 @@ def test_a_short_budget_trains_without_xla(cli, graph_file, tmp_path, monkeypatc
 
 
 def test_a_new_run_fine_tunes_the_shipped_policy_and_says_which_start_it_kept(cli, graph_file, tmp_path):
-    """By default a run starts from the shipped policy's zero-shot answer, runs the heuristics too, and answers
-    the fastest of them and training, saying which in its output and result.json."""
+    """By default a run starts from the shipped policy's zero-shot answer, runs the heuristics too (a line
+    each), and answers the fastest of them and training, saying which in its output and result.json."""
     out = tmp_path / "run"
     r = cli("train", graph_file, "--cluster", "2gpu", "--out", out, "--steps", "1", "--samples", "4")
     assert r.code == 0, r.err
     assert "kept " in r.out and "zero-shot" in r.out and "result.json" in r.out
+    assert "  heuristic heft: " in r.err and " ms, placed in " in r.err  # each heuristic shown as it finishes
     result = json.loads((out / "result.json").read_text())
     times = result["step_times"]
     assert result["state"] == "done" and result["step"] == 1 and result["why"]
