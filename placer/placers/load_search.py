@@ -103,19 +103,14 @@ def improve(model: ThroughputModel, assignment: np.ndarray, unit: np.ndarray, *,
             rest = np.setdiff1d(units, border)
             room = max(0, max_candidates // (D - 1) - len(border))
             units = np.concatenate([border, rng.choice(rest, size=min(room, len(rest)), replace=False)])
-        moves = np.array([(u, d, -1, -1) for u in units.tolist() for d in range(D)
-                          if d != busiest and held[d] + unit_mem[u] <= model.memory_bytes[d]],
-                         dtype=np.int64).reshape(-1, 4)
+        moves = _unit_moves(units, busiest, held, unit_mem, model.memory_bytes)
         k = _best(moves, cur, score) if len(moves) else None
         if k is None and swaps:  # no single move helps: swap a unit of the busiest device with another's
             others = np.flatnonzero(unit_device != busiest)
             per_side = max(1, int(np.sqrt(max_candidates)))
             mine = units if len(units) <= per_side else rng.choice(units, per_side, replace=False)
             theirs = others if len(others) <= per_side else rng.choice(others, per_side, replace=False)
-            moves = np.array([(u, unit_device[v], v, busiest) for u in mine.tolist() for v in theirs.tolist()
-                              if held[unit_device[v]] - unit_mem[v] + unit_mem[u] <= model.memory_bytes[unit_device[v]]
-                              and held[busiest] - unit_mem[u] + unit_mem[v] <= model.memory_bytes[busiest]],
-                             dtype=np.int64).reshape(-1, 4)
+            moves = _swaps(mine, theirs, busiest, unit_device, held, unit_mem, model.memory_bytes)
             k = _best(moves, cur, score) if len(moves) else None
         if k is None:
             break
@@ -129,6 +124,29 @@ def improve(model: ThroughputModel, assignment: np.ndarray, unit: np.ndarray, *,
         loads = model.load_batch(a)[0]  # exact again (the scores were incremental)
         cur = (float(loads.max()), float((loads ** 2).sum()))
     return a, float(loads.max())
+
+
+def _unit_moves(units: np.ndarray, busiest: int, held: np.ndarray, unit_mem: np.ndarray,
+                memory: np.ndarray) -> np.ndarray:
+    """Moves ``(unit, device, -1, -1)`` of each of `units` (off the busiest device) to each other device
+    whose memory holds it, unit by unit, devices in order."""
+    D = len(held)
+    u = np.repeat(np.asarray(units, dtype=np.int64), D)
+    d = np.tile(np.arange(D, dtype=np.int64), len(units))
+    ok = (d != busiest) & (held[d] + unit_mem[u] <= memory[d])
+    return np.stack([u[ok], d[ok], np.full(int(ok.sum()), -1), np.full(int(ok.sum()), -1)], axis=1)
+
+
+def _swaps(mine: np.ndarray, theirs: np.ndarray, busiest: int, unit_device: np.ndarray, held: np.ndarray,
+           unit_mem: np.ndarray, memory: np.ndarray) -> np.ndarray:
+    """Swaps ``(u, device of v, v, busiest)`` of each unit u of `mine` (on the busiest device) with each unit v
+    of `theirs` where both devices' memory holds the result, u by u, v in order."""
+    u = np.repeat(np.asarray(mine, dtype=np.int64), len(theirs))
+    v = np.tile(np.asarray(theirs, dtype=np.int64), len(mine))
+    dv = unit_device[v]
+    ok = ((held[dv] - unit_mem[v] + unit_mem[u] <= memory[dv])
+          & (held[busiest] - unit_mem[u] + unit_mem[v] <= memory[busiest]))
+    return np.stack([u[ok], dv[ok], v[ok], np.full(int(ok.sum()), busiest)], axis=1)
 
 
 @numba.njit(cache=True)

@@ -10,7 +10,7 @@ from placer.cluster import Cluster, Device, Link
 from placer.graph import Op, OpGraph
 from placer.objectives import ThroughputModel
 from placer.placers.common import colocation_units
-from placer.placers.load_search import _score_moves, balanced_starts, improve
+from placer.placers.load_search import _score_moves, _swaps, _unit_moves, balanced_starts, improve
 from placer.synthetic import layered_graph
 
 
@@ -113,3 +113,23 @@ def test_a_passed_deadline_stops_the_search_and_is_marked():
     untouched = Deadline(1e9)
     improve(model, start, unit, deadline=untouched)
     assert not untouched.hit
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_candidate_moves_are_every_move_and_swap_that_fits_in_order(seed):
+    """The candidates a descent scores: each unit to each other device, each swap, where memory holds them,
+    in unit-then-device order (ties between equally good moves go to the first)."""
+    rng = np.random.default_rng(seed)
+    D, busiest = 4, int(rng.integers(4))
+    unit_mem = rng.uniform(0, 2, 12)
+    held, memory = rng.uniform(0, 4, D), rng.uniform(3, 6, D)
+    unit_device = rng.integers(0, D, 12)
+    units = np.flatnonzero(unit_device == busiest)
+    others = np.flatnonzero(unit_device != busiest)
+    expected = [[u, d, -1, -1] for u in units.tolist() for d in range(D)
+                if d != busiest and held[d] + unit_mem[u] <= memory[d]]
+    assert _unit_moves(units, busiest, held, unit_mem, memory).tolist() == expected
+    expected = [[u, int(unit_device[v]), v, busiest] for u in units.tolist() for v in others.tolist()
+                if held[unit_device[v]] - unit_mem[v] + unit_mem[u] <= memory[unit_device[v]]
+                and held[busiest] - unit_mem[u] + unit_mem[v] <= memory[busiest]]
+    assert _swaps(units, others, busiest, unit_device, held, unit_mem, memory).tolist() == expected
