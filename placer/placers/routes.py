@@ -214,10 +214,28 @@ class GapBook(LinkBook):
             if h <= 0.0:
                 continue
             starts, ends = (self.starts[r], self.ends[r]) if pending is None else pending.setdefault(r, ([], []))
-            i = bisect_right(starts, t)
-            starts.insert(i, t)
-            ends.insert(i, t + h)
+            book_interval(starts, ends, t, t + h)
         return t + duration
+
+
+def book_interval(starts: list[float], ends: list[float], start: float, end: float) -> None:
+    """Add the busy interval [start, end) to a direction's sorted, disjoint intervals (it overlaps none),
+    merged with any it touches: no hold of 0 is searched for, so `earliest_slot` finds the same start for
+    every hold, and a direction busy back to back is one interval to step over, not thousands (what made
+    HEFT and CPOP grow faster than ops at 100k ops)."""
+    i = bisect_right(starts, start)
+    after = i < len(starts) and starts[i] == end
+    if i > 0 and ends[i - 1] == start:
+        if after:
+            ends[i - 1] = ends[i]
+            del starts[i], ends[i]
+        else:
+            ends[i - 1] = end
+    elif after:
+        starts[i] = start
+    else:
+        starts.insert(i, start)
+        ends.insert(i, end)
 
 
 def route_mapping(problem: Problem, unit_device: np.ndarray, devices: np.ndarray) -> np.ndarray:

@@ -5,7 +5,7 @@ import numpy as np
 from placer.cluster import Cluster, Link
 from placer.graph import Op, OpGraph
 from placer.placers.common import Problem
-from placer.placers.routes import GapBook, Transfers, route_mapping
+from placer.placers.routes import GapBook, Transfers, book_interval, earliest_slot, route_mapping
 from placer.simulator.transfer import LinkBook
 from tests.placer.helpers import GB, devices, host_with_switch, two_switches
 
@@ -108,3 +108,25 @@ class TestGapBook:
         assert book.send(1, 0, 0.0, GB, pending=plan) == 1.0
         assert book.send(2, 0, 0.0, GB, pending=plan) == 2.0
         assert all(not s for s in book.starts)
+
+
+def test_booked_intervals_that_touch_merge_and_every_gap_search_answers_the_same():
+    """A link busy back to back is kept as one interval; the earliest gap for any positive hold, from any
+    time, is the one the unmerged intervals give."""
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        merged: tuple[list[float], list[float]] = ([], [])
+        plain: tuple[list[float], list[float]] = ([], [])
+        for _ in range(60):
+            ready = float(rng.choice([0.0, 1.0, 2.5, rng.uniform(0, 40)]))
+            hold = float(rng.choice([0.5, 1.0, 1.5, rng.uniform(0.1, 3)]))
+            t, k = earliest_slot(*plain, ready, hold)
+            assert earliest_slot(*merged, ready, hold)[0] == t
+            plain[0].insert(k, t)
+            plain[1].insert(k, t + hold)
+            book_interval(*merged, t, t + hold)
+        assert len(merged[0]) < len(plain[0])
+        assert all(e < s for e, s in zip(merged[1], merged[0][1:]))  # disjoint, none touching
+        for ready in rng.uniform(0, 60, 50):
+            for hold in (0.25, 1.0, 2.0, 5.0):
+                assert earliest_slot(*merged, float(ready), hold)[0] == earliest_slot(*plain, float(ready), hold)[0]
