@@ -74,6 +74,8 @@ CAP_SECONDS = 2 * TIME_LIMIT_SECONDS
 for a heuristic at 100k ops) do so at half of it, which leaves time for their quick rule and the scoring."""
 STAGE_CAP_SECONDS = 900.0
 """The other stages' cap, so that one stuck stage cannot stop the table."""
+
+
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
