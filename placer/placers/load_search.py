@@ -134,7 +134,8 @@ def _unit_moves(units: np.ndarray, busiest: int, held: np.ndarray, unit_mem: np.
     u = np.repeat(np.asarray(units, dtype=np.int64), D)
     d = np.tile(np.arange(D, dtype=np.int64), len(units))
     ok = (d != busiest) & (held[d] + unit_mem[u] <= memory[d])
-    return np.stack([u[ok], d[ok], np.full(int(ok.sum()), -1), np.full(int(ok.sum()), -1)], axis=1)
+    none = np.full(int(ok.sum()), -1)
+    return np.stack([u[ok], d[ok], none, none], axis=1)
 
 
 def _swaps(mine: np.ndarray, theirs: np.ndarray, busiest: int, unit_device: np.ndarray, held: np.ndarray,

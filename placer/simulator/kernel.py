@@ -247,7 +247,9 @@ def simulate_one(place, order, times, p_off, p_idx, s_off, s_idx, out_bytes, hel
             d = rec[REC * r + R_DEV]
             rsize[d] = _push(rh, base[d], rsize[d], 0.0, r)
 
-    # a relative margin, so that rounding in `left` never stops a step that ends exactly at the cutoff
+    # a relative margin, so that rounding in `left` never stops a step that ends exactly at the cutoff;
+    # without a cutoff (the reward loop) nothing is checked
+    screening = cutoff < np.inf
     stop_after = cutoff * (1.0 + 1e-9)
     stopped = False
     now = 0.0
@@ -265,10 +267,11 @@ def simulate_one(place, order, times, p_off, p_idx, s_off, s_idx, out_bytes, hel
             v = np.int64(rh[2 * base[d] + 1])
             rsize[d] = _pop(rh, base[d], rsize[d])
             dur_v = recf[REC * v + R_DUR]
-            if now + left[d] / slots[d] > stop_after:
-                stopped = True
-                break
-            left[d] -= dur_v
+            if screening:
+                if now + left[d] / slots[d] > stop_after:
+                    stopped = True
+                    break
+                left[d] -= dur_v
             if pool > 0:  # the thread also hands the output to each other device reading it
                 for e in range(rec[REC * v + R_SUCC], rec[REC * (v + 1) + R_SUCC]):
                     dw = rec[REC * s_idx[e] + R_DEV]
