@@ -54,8 +54,8 @@ def add_parser(sub) -> None:
     add_graph_and_cluster(p)
     add_run_folder(p)
     p.add_argument("--budget-seconds", type=float, default=None, metavar="S",
-                   help="wall-clock budget of the training, resumes included: the heuristic warm start, compiling "
-                        "and the steps count against it (at least one step is taken, and a step under way "
+                   help="wall-clock budget of the training, resumes included: the heuristics (at most half of "
+                        "it, their time caps shortened to fit), compiling and the steps count against it (at least one step is taken, and a step under way "
                         "finishes); start-up (importing TensorFlow, loading the graph: a few seconds) and "
                         f"--refine-seconds come on top (default {DEFAULT_BUDGET_SECONDS:g} unless --steps is given)")
     p.add_argument("--steps", type=int, default=None, metavar="N", help="stop after N REINFORCE steps in all")
@@ -210,6 +210,7 @@ class _Session:
         from placer.rl import checkpoint
         from placer.rl.race import restore_race
         from placer.rl.config import XLA_MIN_BUDGET_SECONDS
+        from placer.rl.starts import heuristic_limit_of
         from placer.rl.trainer import TrainConfig, Trainer
 
         args, graph, cluster, saved = self.args, self.graph, self.cluster, self.saved
@@ -224,15 +225,16 @@ class _Session:
             return restore_race(graph, cluster, self.out, self.raced), True
         starts = getattr(args, "starts", None)
         if saved is None and starts is not None and starts > 1:
-            return self._new_race(graph, cluster, TrainConfig(**given), starts), False
+            return self._new_race(graph, cluster, TrainConfig(**given), starts, limit), False
+        limit = heuristic_limit_of(self.budget)
         if saved is None:  # nothing saved yet (new run, or stopped before its first checkpoint): start fresh
             if self.policy is not None:
                 from placer.rl.finetune import fine_tuner
 
                 heuristic = given.pop("warm_start", "none") == "heuristic"
                 return fine_tuner(graph, cluster, self.policy, TrainConfig(**given), heuristic=heuristic,
-                                  groups=given.get("groups"), scorer=scorer), False
-            return Trainer(graph, cluster, TrainConfig(**given), scorer=scorer), False
+                                  groups=given.get("groups"), scorer=scorer, heuristic_limit=limit), False
+            return Trainer(graph, cluster, TrainConfig(**given), scorer=scorer, heuristic_limit=limit), False
         from placer.rl.finetune import WARM_START_METHOD, FineTuner
 
         fine_tuning = saved.get("state", {}).get("warm_start", {}).get("method") == WARM_START_METHOD
@@ -241,13 +243,13 @@ class _Session:
         checkpoint.restore(trainer, self.out, saved)
         return trainer, True
 
-    def _new_race(self, graph, cluster, config, count: int):
+    def _new_race(self, graph, cluster, config, count: int, heuristic_limit: float | None):
         """A race of the `count` fastest distinct heuristics; where they all agree, a run from that one."""
         import sys
 
         from placer.rl.race import Race, race_or_trainer
 
-        trainer = race_or_trainer(graph, cluster, config, count)
+        trainer = race_or_trainer(graph, cluster, config, count, heuristic_limit)
         if not isinstance(trainer, Race):
             print(f"note: the heuristics place {graph.name!r} on {cluster.name!r} all alike; training from "
                   f"{trainer.reference[0]} alone", file=sys.stderr)

@@ -40,6 +40,7 @@ from placer.errors import PlacerError
 from placer.graph import OpGraph
 from placer.placement import Placement, Provenance
 from placer.placers import registry
+from placer.placers.time_cap import TIME_LIMIT_OPTION, TIME_LIMIT_SECONDS
 
 log = logging.getLogger("placer.best")
 
@@ -81,7 +82,7 @@ def single_devices(cluster: Cluster) -> list[str]:
 def ranked_heuristics(graph: OpGraph, cluster: Cluster, names: Sequence[str] | None = None, *,
                       objective: str = "step_time",
                       score: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None,
-                      sim=None) -> list[Candidate]:
+                      sim=None, seconds: float | None = None) -> list[Candidate]:
     """Run each candidate and rank them (`rank`): the best first.
 
     Each heuristic's step time and seconds are logged at INFO on ``placer.best`` as it finishes (a 100k-op
@@ -97,9 +98,15 @@ def ranked_heuristics(graph: OpGraph, cluster: Cluster, names: Sequence[str] | N
         instead (e.g. max loads, or placements once projected onto groups); by default a heuristic's cost
         is the step time `registry.place` simulated, a single device's that of `sim` (a
         `placer.simulator.Simulator` of the graph and cluster, made when not given).
+    seconds : the most the heuristics may take together (a training run's share of its budget): each that
+        takes a ``time_limit`` (`placer.placers.time_cap`) gets what is left of `seconds`, shared evenly
+        among those still to run, and never more than its own default cap; the others (linear, well under a
+        second at 100k ops) run as they are. None: each heuristic keeps its own cap.
     """
     if names is None:
         names = [*single_devices(cluster), *registry.names(heuristic_only=True)]
+    t0 = time.perf_counter()
+    capped = [n for n in names if not n.startswith(SINGLE_DEVICE) and TIME_LIMIT_OPTION in registry.get(n).options]
     device_index = {d.name: i for i, d in enumerate(cluster.devices)}
     placed: list[tuple[str, np.ndarray, float | None, bool | None]] = []
     for name in names:
@@ -107,8 +114,12 @@ def ranked_heuristics(graph: OpGraph, cluster: Cluster, names: Sequence[str] | N
             placed.append((name, np.full(len(graph), device_index[name[len(SINGLE_DEVICE):]], dtype=np.int64),
                            None, None))
             continue
+        options = {}
+        if seconds is not None and name in capped:
+            left = max(0.0, seconds - (time.perf_counter() - t0))
+            options["time_limit"] = min(TIME_LIMIT_SECONDS, left / (len(capped) - capped.index(name)))
         try:
-            p = registry.place(name, graph, cluster, objective=objective)
+            p = registry.place(name, graph, cluster, objective=objective, **options)
         except PlacerError as e:
             log.info("%s: cannot place %r (%s)", name, graph.name, e)
             continue

@@ -38,6 +38,9 @@ from placer.placers.options import Option
 TIME_LIMIT_SECONDS = 60.0
 """Default cap: the scale issue's target for a heuristic at 100k ops (#43)."""
 
+TIME_LIMIT_OPTION = "time_limit"
+"""The option's name, as a capped placer's signature spells it."""
+
 TIME_LIMIT = Option("seconds the placer may take; past it, the ops it has left are placed by a quick rule "
                     "(follow the first input's device) and meta time_capped says so", ge=0)
 

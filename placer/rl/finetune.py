@@ -117,7 +117,8 @@ def fine_tune_config(policy: SavedPolicy, config: TrainConfig | None = None, heu
 def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: TrainConfig | None = None, *,
                heuristic: bool = False, reference: tuple[str, np.ndarray, float] | None = None,
                samples: int | None = None, groups: int | None = None,
-               scorer: Callable[[Simulator], Scorer] | None = None) -> FineTuner:
+               scorer: Callable[[Simulator], Scorer] | None = None,
+               heuristic_limit: float | None = None) -> FineTuner:
     """A trainer for `graph` on `cluster` starting from `policy`, its zero-shot placement already scored.
 
     Parameters
@@ -134,6 +135,7 @@ def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: Tr
         is not read, since it always holds a value (the from-scratch default).
     scorer : what scores the steps' samples (`Trainer`'s); the start is scored by the simulator, as the
         service's zero-shot answer is.
+    heuristic_limit : the most the heuristics may take together, without `reference` (`Trainer`'s).
     """
     t0 = time.perf_counter()
     seed = (config or TrainConfig()).seed
@@ -143,7 +145,7 @@ def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: Tr
     if coarse:  # a member pooled at fewer groups than it learned on: fine-tune it on its own (`start_from_answer`)
         policy = policy.at_groups(policy.trained_groups)
     trainer = FineTuner(graph, cluster, fine_tune_config(policy, config, heuristic), reference=reference,
-                        scorer=scorer)
+                        scorer=scorer, heuristic_limit=heuristic_limit)
     assign_to(trainer.policy, policy)
     start = (start_from_answer(trainer, policy, answer, samples) if coarse
              else start_from_policy(trainer, policy, samples, seed))

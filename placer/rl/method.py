@@ -74,7 +74,8 @@ def rl(
     Parameters
     ----------
     graph, cluster : what to place, and where.
-    budget_seconds : wall-clock budget, warm start and compilation included.
+    budget_seconds : wall-clock budget, warm start and compilation included; the heuristic starts take at most
+        half of it (`placer.rl.starts.HEURISTIC_SHARE`).
     seed : seeds the weights and the samples.
     steps : stop after this many REINFORCE steps (whichever of the two comes first).
     samples, groups : K and G of `placer.rl.trainer.TrainConfig` (defaults there).
@@ -104,23 +105,25 @@ def rl(
     if policy not in (None, NO_POLICY) and budget_seconds is None and steps is None:
         return _zero_shot(graph, cluster, policy, best_of, seed, groups)  # NumPy only: no TensorFlow import
     from placer.rl.config import XLA_MIN_BUDGET_SECONDS
+    from placer.rl.starts import heuristic_limit_of
     from placer.rl.trainer import TrainConfig, Trainer, train
 
     if budget_seconds is None:
         budget_seconds = DEFAULT_BUDGET_SECONDS
     options = {k: v for k, v in (("samples", samples), ("groups", groups)) if v is not None}
     saved = _policy_to_fine_tune(policy, cluster, starts)
+    limit = heuristic_limit_of(budget_seconds)
     config = TrainConfig(seed=seed, warm_start=warm_start or ("none" if saved is not None else "heuristic"),
                          **({"jit": False} if budget_seconds < XLA_MIN_BUDGET_SECONDS else {}), **options).check()
     if starts > 1:
-        return _race(graph, cluster, config, starts, float(budget_seconds), steps, on_step, on_imitation)
+        return _race(graph, cluster, config, starts, float(budget_seconds), steps, on_step, on_imitation, limit)
     if saved is not None:
         from placer.rl.finetune import fine_tuner
 
         trainer = fine_tuner(graph, cluster, saved, config, heuristic=config.warm_start == "heuristic",
-                             groups=groups)
+                             groups=groups, heuristic_limit=limit)
     else:
-        trainer = Trainer(graph, cluster, config)
+        trainer = Trainer(graph, cluster, config, heuristic_limit=limit)
     train(trainer, budget_seconds=float(budget_seconds), max_steps=steps, on_step=on_step,
           on_imitation=on_imitation)
     return trainer.best_placement()
@@ -153,11 +156,12 @@ def _check_starts(starts: int, policy: str | None, warm_start: str | None) -> No
 
 
 def _race(graph: OpGraph, cluster: Cluster, config, starts: int, budget_seconds: float,
-          steps: int | None, on_step: Callable | None, on_imitation: Callable | None) -> Placement:
+          steps: int | None, on_step: Callable | None, on_imitation: Callable | None,
+          heuristic_limit: float | None) -> Placement:
     """Race `starts` heuristic warm starts (finding them counts against the budget)."""
     from placer.rl.race import race_or_trainer, run
 
-    trainer = race_or_trainer(graph, cluster, config, starts)
+    trainer = race_or_trainer(graph, cluster, config, starts, heuristic_limit)
     run(trainer, budget_seconds=budget_seconds, max_steps=steps, on_step=on_step, on_imitation=on_imitation)
     return trainer.best_placement()
 

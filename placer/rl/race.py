@@ -40,17 +40,18 @@ FORMAT = 1
 MAX_STARTS = 8
 
 
-def race_starts(graph: OpGraph, cluster: Cluster, count: int, config: TrainConfig
-                ) -> list[tuple[str, np.ndarray, float]]:
+def race_starts(graph: OpGraph, cluster: Cluster, count: int, config: TrainConfig,
+                heuristic_limit: float | None = None) -> list[tuple[str, np.ndarray, float]]:
     """The `count` fastest distinct heuristic placements, as warm starts ``(name, device per op, cost)``.
 
     Placements that score exactly alike (one device or another of identical
     ones) count once. With ``config.warm_start_search`` each start is first
-    improved by that much local search.
+    improved by that much local search. The heuristics take at most `heuristic_limit` seconds together
+    (`placer.rl.starts.heuristic_limit_of`).
     """
     starts: list[tuple[str, np.ndarray, float]] = []
     seen: set[tuple[bool, float]] = set()
-    for name, devices, cost, oom in ranked_heuristics(graph, cluster, config.objective):
+    for name, devices, cost, oom in ranked_heuristics(graph, cluster, config.objective, seconds=heuristic_limit):
         if (oom, cost) in seen:
             continue
         seen.add((oom, cost))
@@ -62,13 +63,14 @@ def race_starts(graph: OpGraph, cluster: Cluster, count: int, config: TrainConfi
     return starts
 
 
-def race_or_trainer(graph: OpGraph, cluster: Cluster, config: TrainConfig, count: int) -> Race | Trainer:
+def race_or_trainer(graph: OpGraph, cluster: Cluster, config: TrainConfig, count: int,
+                    heuristic_limit: float | None = None) -> Race | Trainer:
     """A race of the `count` fastest distinct heuristics, or, where they all place alike, a `Trainer` from that one.
 
     Finding the starts counts against the budget either way.
     """
     t0 = time.perf_counter()
-    starts = race_starts(graph, cluster, count, config)
+    starts = race_starts(graph, cluster, count, config, heuristic_limit)
     seconds = time.perf_counter() - t0
     if len(starts) > 1:
         return Race(graph, cluster, config, starts, heuristic_seconds=seconds)

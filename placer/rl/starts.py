@@ -52,14 +52,26 @@ def throughput_cost(model: ThroughputModel, ops: np.ndarray) -> tuple[np.ndarray
     return cost, overflow > 0, overflow
 
 
+HEURISTIC_SHARE = 0.5
+"""The most of a run's budget its heuristic starts may take together: at 100k ops the capped list schedulers
+would otherwise take minutes of a 60 s budget (`heuristic_limit_of`)."""
+
+
+def heuristic_limit_of(budget_seconds: float | None) -> float | None:
+    """Seconds a run of `budget_seconds` gives its heuristics (`placer.placers.best.ranked_heuristics`'s
+    ``seconds``); None without a time budget (each heuristic keeps its own cap)."""
+    return None if budget_seconds is None else HEURISTIC_SHARE * float(budget_seconds)
+
+
 def ranked_heuristics(graph: OpGraph, cluster: Cluster, objective: str = "step_time", *,
                       sim: Simulator | None = None, throughput: ThroughputModel | None = None,
-                      ) -> list[Candidate]:
+                      seconds: float | None = None) -> list[Candidate]:
     """Every single device and every registered heuristic, best first for `objective`
     (`placer.placers.best.ranked_heuristics`: those that fit first, then by cost, equals in that order).
 
     Returns ``(name, device per op, cost, oom)`` candidates; the cost is the simulated step time, or the max
-    load with ``objective="throughput"``. `sim` and `throughput` reuse a caller's models.
+    load with ``objective="throughput"``. `sim` and `throughput` reuse a caller's models; `seconds` bounds the
+    heuristics' time together (`heuristic_limit_of`).
     """
     score = None
     if objective == "throughput":
@@ -69,7 +81,7 @@ def ranked_heuristics(graph: OpGraph, cluster: Cluster, objective: str = "step_t
         def score(ops: np.ndarray):
             cost, over, _ = throughput_cost(model, ops)
             return cost, over
-    return best.ranked_heuristics(graph, cluster, objective=objective, score=score, sim=sim)
+    return best.ranked_heuristics(graph, cluster, objective=objective, score=score, sim=sim, seconds=seconds)
 
 
 def searched_reference(graph: OpGraph, cluster: Cluster, reference: tuple[str, np.ndarray, float],

@@ -87,6 +87,8 @@ class Trainer:
     scorer : makes, from the trainer's simulator, what scores the samples of each step and the warm
         start's placement (`Scorer`; ``placer train --reward measured``, ``--ray``); by default the
         simulator itself. Bounds, memory, the heuristics and the returned placement are the simulator's.
+    heuristic_limit : the most the heuristics may take together when `reference` is not given (a share of
+        the run's budget, `placer.rl.starts.heuristic_limit_of`); None: each keeps its own time cap.
 
     Raises
     ------
@@ -96,7 +98,7 @@ class Trainer:
 
     def __init__(self, graph: OpGraph, cluster: Cluster, config: TrainConfig | None = None, *,
                  reference: tuple[str, np.ndarray, float] | None = None,
-                 scorer: Callable[[Simulator], Scorer] | None = None):
+                 scorer: Callable[[Simulator], Scorer] | None = None, heuristic_limit: float | None = None):
         import tensorflow as tf
 
         from placer.rl.optimizer import Adam
@@ -115,7 +117,7 @@ class Trainer:
         t0 = time.perf_counter()
         imitating = self.config.warm_start == "heuristic"
         if reference is None:
-            reference = self._best_heuristic()
+            reference = self._best_heuristic(heuristic_limit)
             if imitating and self.config.warm_start_search > 0:
                 reference = searched_reference(graph, cluster, reference, self.config.warm_start_search)
         self.reference: tuple[str, np.ndarray, float] = reference
@@ -302,10 +304,11 @@ class Trainer:
             self.optimizer.learning_rate.assign(lr)
         return steps, per_group
 
-    def _best_heuristic(self) -> tuple[str, np.ndarray, float]:
-        """The registered heuristic (or single device) whose placement scores best without OOM."""
+    def _best_heuristic(self, seconds: float | None = None) -> tuple[str, np.ndarray, float]:
+        """The registered heuristic (or single device) whose placement scores best without OOM; the heuristics
+        take at most `seconds` together (`placer.rl.starts.heuristic_limit_of`)."""
         name, assignment, cost, _ = ranked_heuristics(self.graph, self.cluster, self.config.objective,
-                                                      sim=self.sim, throughput=self.throughput)[0]
+                                                      sim=self.sim, throughput=self.throughput, seconds=seconds)[0]
         return name, assignment, cost
 
     # -- REINFORCE ---------------------------------------------------------------

@@ -80,3 +80,17 @@ def test_candidates_refuse_learned_and_empty_lists():
         best.candidates("step_time", [])
     with pytest.raises(PlacerError, match="unknown method 'nope'"):
         best.candidates("step_time", ["nope"])
+
+
+def test_a_time_share_caps_the_slow_heuristics_and_leaves_the_others():
+    """With no seconds to share, each capped heuristic answers what its own zero cap gives (the quick rule),
+    and the linear ones what they always give."""
+    graph, cluster = layered_graph(60, seed=3), presets.get("4gpu")
+    ranked = {c.name: c for c in best.ranked_heuristics(graph, cluster, seconds=0.0)}
+    capped = [n for n in registry.names(heuristic_only=True) if "time_limit" in registry.get(n).options]
+    assert {"heft", "cpop", "m_etf", "m_sct", "pipeline_dp"} <= set(capped)
+    for name in registry.names(heuristic_only=True):
+        expected = registry.place(name, graph, cluster, **({"time_limit": 0.0} if name in capped else {}))
+        assert np.array_equal(ranked[name].assignment, expected.assignment(graph, cluster)), name
+    uncapped = {c.name: c for c in best.ranked_heuristics(graph, cluster)}
+    assert any(not np.array_equal(uncapped[n].assignment, ranked[n].assignment) for n in ("heft", "m_etf"))

@@ -104,3 +104,18 @@ def test_the_entropy_bonus_grows_while_the_entropy_is_under_its_floor(chains, pa
     train(Trainer(chains, pair, _config(entropy_floor=0.0), reference=("split", SPLIT, 5.0)), max_steps=2,
           on_step=rows.append)
     assert [r.entropy_weight for r in rows] == [0.01, 0.01]
+
+
+def test_the_heuristics_take_at_most_their_share_of_the_budget():
+    """`heuristic_limit_of` gives half the budget; a trainer given no time for them starts from what the
+    capped heuristics answer in no time (`placer.placers.best.ranked_heuristics` with ``seconds=0``)."""
+    from placer import presets
+    from placer.placers import best
+    from placer.rl.starts import HEURISTIC_SHARE, heuristic_limit_of
+    from placer.synthetic import layered_graph
+
+    assert heuristic_limit_of(None) is None and heuristic_limit_of(60) == HEURISTIC_SHARE * 60 == 30.0
+    graph, cluster = layered_graph(60, seed=3), presets.get("4gpu")
+    trainer = Trainer(graph, cluster, _config(), heuristic_limit=0.0)
+    top = best.ranked_heuristics(graph, cluster, seconds=0.0)[0]
+    assert trainer.reference[0] == top.name and np.array_equal(trainer.reference[1], top.assignment)
