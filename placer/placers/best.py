@@ -123,8 +123,9 @@ def ranked_heuristics(graph: OpGraph, cluster: Cluster, names: Sequence[str] | N
         except PlacerError as e:
             log.info("%s: cannot place %r (%s)", name, graph.name, e)
             continue
-        log.info("%s: %.3f ms%s, placed in %.1f s", name, p.step_time * 1e3, " (OOM)" if p.oom else "",
-                 p.meta.get("place_seconds", 0.0))
+        log.info("%s: %.3f ms%s, placed in %.1f s%s", name, p.step_time * 1e3, " (OOM)" if p.oom else "",
+                 p.meta.get("place_seconds", 0.0),
+                 f" (stopped by its {p.meta['time_limit']:.1f} s cap)" if p.meta.get("time_capped") else "")
         placed.append((name, p.assignment(graph, cluster), p.step_time, p.oom))
     if score is not None:
         cost, oom = score(np.stack([a for _, a, _, _ in placed]))
