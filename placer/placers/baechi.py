@@ -153,7 +153,7 @@ def list_schedule(problem: Problem, devices: np.ndarray, memory: LiveMemory,
                 by_every[c].push(row[c] if row[c] > u else u, nl, tp, j, f)
 
     def refresh(j: int) -> None:
-        row = links.ready_row(j, devs_l)
+        row = links.ready_row(j, devs)
         data_ready[j] = row
         urgent[j] = max(row)
         enqueue(j)

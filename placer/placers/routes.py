@@ -13,6 +13,7 @@ from __future__ import annotations
 from bisect import bisect_right
 
 import numpy as np
+from numba import njit
 
 from placer.placers.common import Problem
 from placer.simulator.transfer import LinkBook, link_time
@@ -48,6 +49,16 @@ class Transfers:
         self.p_off, self.p_idx = problem.graph.predecessors
         self.out_bytes = problem.out_bytes.tolist()
         self.xfer = problem.xfer.tolist()
+        if not gaps:  # `ready_row`'s compiled pass reads arrays: mirrors of `arrived` and the book's free times
+            book = self.book
+            self._arrived = np.full((problem.num_ops, book.num_devices), -1.0)
+            self._free = np.array(book.free, dtype=np.float64)
+            routes = problem.routes
+            self._route_arrays = (routes.offset.astype(np.int64), routes.resource.astype(np.int64),
+                                  np.array(book.res_lat), np.array(book.res_bw), np.array(book.route_lat),
+                                  np.array(book.route_bw))
+            self._plan = np.zeros(len(book.free))
+            self._planned = np.zeros(len(book.free), dtype=np.bool_)
 
     def ready_time(self, j: int, d: int, commit: bool = False) -> tuple[float, set[int]]:
         """When op j's inputs can all be on device `d`, and the devices whose sends may now start later.
@@ -84,59 +95,85 @@ class Transfers:
         touched: set[int] = set()
         if commit:
             D = book.num_devices
-            for _, _, q in pending:
+            for _, m, q in pending:
                 for r in book.route[q * D + d]:
                     touched.update(book.senders_over[r])
+                    if not self.gaps:
+                        self._free[r] = book.free[r]
+                if not self.gaps:
+                    self._arrived[m, d] = self.arrived[(m, d)]
         return ready, touched
 
-    def ready_row(self, j: int, devices: list[int]) -> list[float]:
-        """``[ready_time(j, d)[0] for d in devices]``, the same floats, in one pass over j's inputs.
+    def ready_row(self, j: int, devices: np.ndarray) -> list[float]:
+        """``[ready_time(j, d)[0] for d in devices]``, the same floats, in one compiled pass over j's inputs.
 
         Without `commit` nothing is booked, so each device's plan starts from
-        the same book: the sends are `LinkBook.send`'s arithmetic, inlined,
+        the same book: the sends are `LinkBook.send`'s arithmetic (`_ready_row`),
         and the inputs are sorted once (a stable sort of all of them orders
         every device's subset as sorting that subset would). With `gaps`,
         device by device.
         """
         if self.gaps:
-            return [self.ready_time(j, d)[0] for d in devices]
-        book = self.book
-        D, free, route = book.num_devices, book.free, book.route
-        res_lat, res_bw, route_lat, route_bw = book.res_lat, book.res_bw, book.route_lat, book.route_bw
-        arrived, out_bytes, xfer = self.arrived, self.out_bytes, self.xfer
-        inputs = [(float(self.finish[m]), m, int(self.assignment[m]))
-                  for m in self.p_idx[self.p_off[j]:self.p_off[j + 1]].tolist()]
-        inputs.sort(key=lambda p: p[0])
-        row = []
-        for d in devices:
-            ready = 0.0
-            plan: dict[int, float] = {}
-            for f, m, q in inputs:
-                if q == d:
-                    t = f
-                else:
-                    t = arrived.get((m, d), -1.0)
-                    if t < 0:  # not sent yet: plan it after the route's directions are free
-                        k = q * D + d
-                        s = f
-                        for r in route[k]:
-                            busy = plan.get(r, free[r])
-                            if busy > s:
-                                s = busy
-                        profiled = xfer[m]
-                        if profiled >= 0.0:
-                            for r in route[k]:
-                                plan[r] = s + profiled
-                            t = s + profiled
-                        else:
-                            nbytes = out_bytes[m]
-                            for r in route[k]:
-                                plan[r] = s + (res_lat[r] + nbytes / res_bw[r])  # link_time
-                            t = s + (route_lat[k] + nbytes / route_bw[k])
-                if t > ready:
-                    ready = t
-            row.append(ready)
-        return row
+            return [self.ready_time(j, d)[0] for d in devices.tolist()]
+        r_off, r_res, res_lat, res_bw, route_lat, route_bw = self._route_arrays
+        return _ready_row(j, devices, self.p_off, self.p_idx, self.finish, self.assignment,
+                          self._arrived, self._free, r_off, r_res, res_lat, res_bw, route_lat, route_bw,
+                          self.problem.out_bytes, self.problem.xfer, self._plan, self._planned).tolist()
+
+
+@njit(cache=True)
+def _ready_row(j, devices, p_off, p_idx, finish, assignment, arrived, free, r_off, r_res, res_lat, res_bw,
+               route_lat, route_bw, out_bytes, xfer, plan, planned):
+    """`Transfers.ready_row` compiled: per device, when op j's inputs can all be there if the sends not
+    made yet were planned now, in the order their data is ready (ties: input order), each after its route's
+    directions are free (`LinkBook.send`'s arithmetic, into `plan` instead of the book)."""
+    D = arrived.shape[1]
+    n_in = p_off[j + 1] - p_off[j]
+    inputs = p_idx[p_off[j]:p_off[j + 1]].copy()
+    for a in range(1, n_in):  # insertion sort by finish: stable, as Python's sort
+        x = inputs[a]
+        b = a - 1
+        while b >= 0 and finish[inputs[b]] > finish[x]:
+            inputs[b + 1] = inputs[b]
+            b -= 1
+        inputs[b + 1] = x
+    row = np.empty(len(devices))
+    for c in range(len(devices)):
+        d = devices[c]
+        ready = 0.0
+        for a in range(n_in):
+            m = inputs[a]
+            q = assignment[m]
+            if q == d:
+                t = finish[m]
+            else:
+                t = arrived[m, d]
+                if t < 0:  # not sent yet: plan it after the route's directions are free
+                    k = q * D + d
+                    s = finish[m]
+                    for e in range(r_off[k], r_off[k + 1]):
+                        r = r_res[e]
+                        busy = plan[r] if planned[r] else free[r]
+                        if busy > s:
+                            s = busy
+                    profiled = xfer[m]
+                    if profiled >= 0.0:
+                        for e in range(r_off[k], r_off[k + 1]):
+                            plan[r_res[e]] = s + profiled
+                            planned[r_res[e]] = True
+                        t = s + profiled
+                    else:
+                        nbytes = out_bytes[m]
+                        for e in range(r_off[k], r_off[k + 1]):
+                            r = r_res[e]
+                            plan[r] = s + (res_lat[r] + nbytes / res_bw[r])  # link_time
+                            planned[r] = True
+                        t = s + (route_lat[k] + nbytes / route_bw[k])
+            if t > ready:
+                ready = t
+        row[c] = ready
+        planned[:] = False
+    return row
 
 
 def earliest_slot(starts: list[float], ends: list[float], ready: float, duration: float) -> tuple[float, int]:

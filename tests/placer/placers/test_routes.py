@@ -1,6 +1,7 @@
 """`placer.placers.routes`: transfers as list schedulers book them, and parts given to devices by shared links."""
 
 import numpy as np
+import pytest
 
 from placer.cluster import Cluster, Link
 from placer.graph import Op, OpGraph
@@ -51,10 +52,32 @@ class TestTransfers:
         before and after a booking, with sends that wait for each other on a shared uplink."""
         for cluster in (host_with_switch(), two_switches()):
             transfers = self.two_senders(cluster)
-            every = list(range(len(cluster)))
-            assert transfers.ready_row(2, every) == [transfers.ready_time(2, d)[0] for d in every]
+            every = np.arange(len(cluster))
+            assert transfers.ready_row(2, every) == [transfers.ready_time(2, d)[0] for d in every.tolist()]
             transfers.ready_time(2, 0, commit=True)
-            assert transfers.ready_row(2, every) == [transfers.ready_time(2, d)[0] for d in every]
+            assert transfers.ready_row(2, every) == [transfers.ready_time(2, d)[0] for d in every.tolist()]
+
+    @pytest.mark.parametrize("preset", ["4gpu", "2x-dgx-a100", "4gpu-flat"])
+    def test_a_row_stays_each_devices_ready_time_as_a_schedule_books_its_sends(self, preset):
+        """The compiled row reads mirrors of the booked sends and link times: equal to `ready_time` for
+        every op about to be placed, while a random schedule commits op after op (profiled transfer times
+        on some ops, several inputs per op, some on the device itself)."""
+        from placer import presets
+        from placer.synthetic import layered_graph
+
+        cluster = presets.get(preset)
+        graph = layered_graph(120, seed=5)
+        problem = Problem.build(graph, cluster)
+        problem.xfer[::7] = 1e-4  # a few profiled transfer times
+        n, rng = len(graph), np.random.default_rng(1)
+        assignment, finish = np.full(n, -1, dtype=np.int64), np.full(n, np.nan)
+        transfers = Transfers(problem, assignment, finish)
+        every = np.arange(len(cluster))
+        for j in graph.topo_order.tolist():
+            assert transfers.ready_row(j, every) == [transfers.ready_time(j, d)[0] for d in every.tolist()]
+            d = int(rng.integers(len(cluster)))
+            arrival, _ = transfers.ready_time(j, d, commit=True)
+            assignment[j], finish[j] = d, arrival + problem.times[j, d]
 
 class TestRouteMapping:
     """Partitioners' parts swap alike devices so that the parts that talk do not share a switch uplink."""
