@@ -223,10 +223,10 @@ class _Session:
                 raise PlacerError(f"the run in {str(self.out)!r} races heuristic warm starts in the simulator; it "
                                   "does not go with --ray or --reward measured")
             return restore_race(graph, cluster, self.out, self.raced), True
+        limit = heuristic_limit_of(self.budget)
         starts = getattr(args, "starts", None)
         if saved is None and starts is not None and starts > 1:
             return self._new_race(graph, cluster, TrainConfig(**given), starts, limit), False
-        limit = heuristic_limit_of(self.budget)
         if saved is None:  # nothing saved yet (new run, or stopped before its first checkpoint): start fresh
             if self.policy is not None:
                 from placer.rl.finetune import fine_tuner
