@@ -117,7 +117,8 @@ def ranked_heuristics(graph: OpGraph, cluster: Cluster, names: Sequence[str] | N
         options = {}
         if seconds is not None and name in capped:
             left = max(0.0, seconds - (time.perf_counter() - t0))
-            options["time_limit"] = min(TIME_LIMIT_SECONDS, left / (len(capped) - capped.index(name)))
+            still_to_run = len(capped) - capped.index(name)  # this one included
+            options[TIME_LIMIT_OPTION] = min(TIME_LIMIT_SECONDS, left / still_to_run)
         try:
             p = registry.place(name, graph, cluster, objective=objective, **options)
         except PlacerError as e:

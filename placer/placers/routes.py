@@ -98,10 +98,10 @@ class Transfers:
             for _, m, q in pending:
                 for r in book.route[q * D + d]:
                     touched.update(book.senders_over[r])
-                    if not self.gaps:
-                        self._free[r] = book.free[r]
-                if not self.gaps:
+                if not self.gaps:  # keep `ready_row`'s arrays equal to the book
                     self._arrived[m, d] = self.arrived[(m, d)]
+                    for r in book.route[q * D + d]:
+                        self._free[r] = book.free[r]
         return ready, touched
 
     def ready_row(self, j: int, devices: np.ndarray) -> list[float]:
