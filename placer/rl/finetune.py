@@ -164,18 +164,18 @@ def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: Tr
 def pool_member(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, samples: int, seed: int,
                 groups: int | None = None) -> tuple[SavedPolicy, int, int, Placement | None]:
     """``(policy, samples, seed, answer)`` to fine-tune from: with pooled policies, the member whose zero-shot
-    placement is the pool's answer, with its share of the samples and its seed (so the fine-tune starts
-    from that answer), and the answer; otherwise the policy itself and no answer. With `groups`, every
+    placement is the pool's answer, with the K and seed of the candidates that answer is one of (so the
+    fine-tune starts from that answer), and the answer; otherwise the policy itself and no answer. With `groups`, every
     member places at that G (as `placer.rl.zero_shot.place_zero_shot` does) and the one returned is set to it."""
     # `placer train --init P --groups G` (and a service job with init and groups) kept the policy's G
     # silently, and its resume with the same flags was then refused for another G
     if not policy.pooled:
         return (policy.at_groups(groups) if groups else policy), samples, seed, None
-    from placer.rl.zero_shot import place_zero_shot, pool_shares
+    from placer.rl.zero_shot import place_zero_shot
 
     answer = place_zero_shot(graph, cluster, policy, samples=samples, seed=seed, groups=groups)
-    member, k, s = pool_shares(policy, samples, seed)[answer.meta["pool_member"]]
-    return (member.at_groups(groups) if groups else member), k, s, answer
+    member, meta = policy.members[answer.meta["pool_member"]], answer.meta
+    return (member.at_groups(groups) if groups else member), meta["member_samples"], meta["member_seed"], answer
 
 
 def exploring_temperature(trainer: Trainer, policy: SavedPolicy, target: float = IMITATION_TARGET,

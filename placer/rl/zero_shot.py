@@ -17,8 +17,12 @@ A policy with pooled policies (`placer.rl.saved_policy.SavedPolicy.pooled`;
 the shipped one pools a policy trained on critical-path groups, and both
 again at 64 groups, its card's ``pool_groups``) answers with
 the fastest of its members' placements, each member grouping the graph as it
-was trained to and drawing its share of the K samples; greedy decoding is
-then the fastest of the members' greedy placements, still repeatable.
+was trained to. The K samples are drawn in two rounds: `EXPLORE_SHARE` of
+them split evenly among the members, the rest by the member whose placement
+was fastest after the first round (which member suits a graph is what the
+first round tells; a lone member's samples are then not diluted by the
+others'). Greedy decoding is the fastest of the members' greedy placements,
+still repeatable.
 """
 
 from __future__ import annotations
@@ -50,6 +54,9 @@ SAMPLED_OPS = DEFAULT_SAMPLES * 24_576
 on two cores; there each sample costs tens of milliseconds, and the greedy placement alone about 2 s
 (docs/experiments/rl-defaults.md)."""
 MIN_DEFAULT_SAMPLES = 16
+EXPLORE_SHARE = 0.25
+"""The share of a pool's K samples split evenly among its members; the rest go to the member answering fastest
+after them. Chosen on the validation pairs (docs/experiments/pretrained-policy.md, "Samples in two rounds")."""
 
 
 def default_samples(num_ops: int) -> int:
@@ -67,7 +74,8 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
     graph, cluster : what to place, and where.
     policy : a saved policy (`placer.rl.saved_policy.load_policy`); with pooled policies
         (`SavedPolicy.pooled`) each member places the graph on its own groups, with its share of the
-        samples (`pool_shares`), and the fastest of all their placements is the answer.
+        first round's samples (`pool_shares` of `exploring_samples`); the fastest member then draws the
+        rest, and the fastest of all their placements is the answer.
     samples : 0 for greedy decoding; K > 0 for the best of greedy plus K samples.
     seed : seeds the samples.
     groups : G, the most groups, for every member (default: each member's own G).
@@ -77,8 +85,9 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
     -------
     Placement
         Scored by the simulator; ``meta`` holds the policy that placed it (name, version,
-        fine-tuned or not; ``pool`` and ``pool_member`` with pooled policies), the decoding, the group
-        count and the seconds spent.
+        fine-tuned or not; ``pool`` and ``pool_member`` with pooled policies), the decoding, the K and
+        seed of the candidates the answer is one of (``member_samples``, ``member_seed``:
+        `candidate_placements` of the member gives them again), the group count and the seconds spent.
 
     Raises
     ------
@@ -94,7 +103,7 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
                               f"{max_devices}")
     t0 = time.perf_counter()
     sim = Simulator(graph, cluster)
-    shares = pool_shares(policy, samples, seed)
+    shares = pool_shares(policy, exploring_samples(policy, samples), seed)
     keys = [(groups or m.groups, m.kind_groups, m.balanced_groups, m.critical_groups, m.load_aware)
             for m, _, _ in shares]  # members that group alike (the critical-path members) share one grouping
     made: dict[tuple, tuple] = {}
@@ -123,8 +132,16 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
     best = [fastest(step_time, oom) for _, _, step_time, oom in answers]  # each member's answer
     j = fastest(np.array([step_time[k] for (_, _, step_time, _), k in zip(answers, best)]),
                 np.array([oom[k] for (_, _, _, oom), k in zip(answers, best)]))  # the fastest of them
-    grouping, candidates, _, _ = answers[j]
+    grouping, candidates, step_time, oom = answers[j]
     k, (member, member_samples, member_seed) = best[j], shares[j]
+    rest = samples - sum(n for _, n, _ in shares)
+    if rest > 0:  # the second round: the rest of the samples, drawn by the member answering fastest
+        _, feats, devs, context = made[keys[j]]
+        more = candidate_placements(member, feats, devs, rest, seed + len(shares), context)
+        more_time, more_oom = screen.scores(grouping, [more])[0]
+        m = fastest(more_time, more_oom)
+        if (more_oom[m], more_time[m]) < (oom[k], step_time[k]):
+            candidates, k, member_samples, member_seed = more, m, rest, seed + len(shares)
     chosen = "greedy" if k == 0 else f"sample {k - 1} of {member_samples}"
     t2 = time.perf_counter()
     placement = Placement.from_assignment(graph, cluster, grouping.expand(candidates[k]), method)
@@ -134,9 +151,11 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
                 f"(seed {member_seed})")
     if len(shares) > 1:
         decoding += (f" (the fastest of {len(shares)} pooled policies' greedy placements)" if samples == 0 else
-                     f", the fastest of {len(shares)} pooled policies' answers ({samples} samples in all)")
+                     f", the fastest of {len(shares)} pooled policies' answers ({samples} samples in all"
+                     + (f", the last {rest} by the fastest after the first {samples - rest})" if rest > 0 else ")"))
     placement.meta.update({
         "policy": member.describe(), "decoding": decoding, "chosen": chosen, "groups": grouping.num_groups,
+        "member_samples": int(member_samples), "member_seed": int(member_seed),
         "training_steps": 0,
         "seconds": {"grouping_and_features": grouping_seconds, "decoding": t2 - t0 - grouping_seconds,
                     "total": time.perf_counter() - t0},
@@ -145,6 +164,14 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
         placement.meta.update({"pool": [f"{m.name} v{m.version} ({m.groups} groups)" for m in policy.members],
                                "pool_member": j})
     return placement
+
+
+def exploring_samples(policy: SavedPolicy, samples: int) -> int:
+    """How many of K samples a policy's members share in the first round: all of K without a pool,
+    `EXPLORE_SHARE` of it with one (at least one per member)."""
+    if not policy.pooled or samples == 0:
+        return samples
+    return min(samples, max(len(policy.members), round(samples * EXPLORE_SHARE)))
 
 
 def pool_shares(policy: SavedPolicy, samples: int, seed: int) -> list[tuple[SavedPolicy, int, int]]:

@@ -13,8 +13,8 @@ from placer.errors import PlacerError
 from placer.graph_io import load_graph, save_graph
 from placer.placers import registry
 from placer.rl.saved_policy import SHIPPED_POLICY_DIR, load_policy, save_policy, weights_of
-from placer.rl.zero_shot import (DEFAULT_SAMPLES, MIN_DEFAULT_SAMPLES, SAMPLED_OPS, default_samples, place_zero_shot,
-                                  pool_shares)
+from placer.rl.zero_shot import (DEFAULT_SAMPLES, EXPLORE_SHARE, MIN_DEFAULT_SAMPLES, SAMPLED_OPS,
+                                  default_samples, exploring_samples, place_zero_shot, pool_shares)
 from placer.simulator import Simulator
 from placer.synthetic import layered_graph
 
@@ -29,8 +29,8 @@ def shipped():
 
 def test_the_shipped_policy_is_small_and_says_what_it_is(shipped):
     assert shipped.path == SHIPPED_POLICY_DIR == load_policy("shipped").path  # as the CLI and service name it
-    # three policies of about 0.7 MB (compressed float32 weights) and their cards
-    assert sum(f.stat().st_size for f in SHIPPED_POLICY_DIR.rglob("*") if f.is_file()) < 3 * 2**20
+    # four policies of about 0.7 MB (compressed float32 weights) and their cards
+    assert sum(f.stat().st_size for f in SHIPPED_POLICY_DIR.rglob("*") if f.is_file()) < 3.5 * 2**20
     d = shipped.describe()
     assert d["name"] and d["version"] and d["fine_tuned"] is False and d["trained_on"]["graphs"]
 
@@ -48,29 +48,42 @@ def test_shipped_policy_places_every_benchmark_graph(shipped, path):
     assert p.meta["groups"] <= member.groups
 
 
-def test_the_shipped_policy_pools_two_trained_on_critical_path_groups_and_all_at_half_the_groups(shipped):
-    """v5, the critical-path member and the convolutional specialist (trained on suite-scale CNNs alone)."""
+def test_the_shipped_policy_pools_three_trained_on_critical_path_groups_and_all_at_half_the_groups(shipped):
+    """v7, the critical-path member, the convolutional specialist (suite-scale CNNs alone) and the sequence
+    specialist (LSTM language models, NMT and transformers on the NVLink machines)."""
     assert [(m.critical_groups, m.groups) for m in shipped.members] == [(False, 128), (True, 128), (True, 128),
-                                                                         (False, 64), (True, 64), (True, 64)]
-    assert [p.path for p in shipped.pooled[:2]] == [SHIPPED_POLICY_DIR / "critical", SHIPPED_POLICY_DIR / "cnn"]
+                                                                         (True, 128), (False, 64), (True, 64),
+                                                                         (True, 64), (True, 64)]
+    assert [p.path for p in shipped.pooled[:3]] == [SHIPPED_POLICY_DIR / name for name in ("critical", "cnn", "seq")]
     assert shipped.pooled[1].card["trained_on"]["graphs"] == sorted(
         ["resnet50_192_b32", "resnet101_160_b16", "inception_v3_224_b32", "resnet50v2_224_b16",
          "inception_v3_256_b16", "mobilenetv2_224_b64"])
-    for coarse, fine in zip(shipped.members[3:], shipped.members[:3]):
+    assert {g.split("_")[0] for g in shipped.pooled[2].card["trained_on"]["graphs"]} == {"lstm", "nmt", "transformer"}
+    for coarse, fine in zip(shipped.members[4:], shipped.members[:4]):
         assert coarse.weights is fine.weights and coarse.describe()["trained_groups"] == 128
         assert not coarse.pooled and "pool" not in coarse.card and "pool_groups" not in coarse.card
 
 
 def test_a_pool_answers_the_fastest_of_its_members_answers(shipped):
-    """Each member places with its share of the samples and its own seed, alone as in the pool."""
+    """Each member places with its share of the first round's samples and its own seed, alone as in the
+    pool; the fastest of them then draws the rest, with the next seed."""
     graph, cluster = load_graph(ROOT / "graphs" / "rnnlm.json.gz"), presets.get("4gpu")
     pooled = place_zero_shot(graph, cluster, shipped, samples=15, seed=3)
-    shares = pool_shares(shipped, 15, 3)
-    assert [(k, s) for _, k, s in shares] == [(3, 3), (3, 4), (3, 5), (2, 6), (2, 7), (2, 8)]
+    assert len(shipped.members) == 8 and EXPLORE_SHARE == 0.25
+    assert [exploring_samples(shipped, k) for k in (40, 15, 4)] == [10, 8, 4]  # at least one each, at most K
+    assert exploring_samples(replace(shipped, pooled=()), 15) == 15 and exploring_samples(shipped, 0) == 0
+    assert [(k, s) for _, k, s in pool_shares(shipped, 10, 3)] == [(2, 3), (2, 4)] + [(1, s) for s in range(5, 11)]
+    shares = pool_shares(shipped, 8, 3)
     alone = [place_zero_shot(graph, cluster, replace(m, pooled=()), samples=k, seed=s) for m, k, s in shares]
-    assert pooled.step_time == min(a.step_time for a in alone)
+    first = min(range(len(alone)), key=lambda j: alone[j].step_time)
+    second = place_zero_shot(graph, cluster, replace(shipped.members[first], pooled=()), samples=7, seed=11)
+    assert pooled.step_time == min(alone[first].step_time, second.step_time)
     j = pooled.meta["pool_member"]
-    assert pooled.devices == alone[j].devices and pooled.meta["policy"] == alone[j].meta["policy"]
+    assert j == first and pooled.meta["policy"] == alone[j].meta["policy"]
+    answer = alone[j] if alone[j].step_time <= second.step_time else second
+    assert pooled.devices == answer.devices
+    assert (pooled.meta["member_samples"], pooled.meta["member_seed"]) == (answer.meta["member_samples"],
+                                                                           answer.meta["member_seed"])
     assert pooled.meta["pool"] == [f"{m.name} v{m.version} ({m.groups} groups)" for m in shipped.members]
     assert alone[j].meta["groups"] <= shipped.members[j].groups
 
