@@ -56,7 +56,8 @@ on two cores; there each sample costs tens of milliseconds, and the greedy place
 MIN_DEFAULT_SAMPLES = 16
 EXPLORE_SHARE = 0.25
 """The share of a pool's K samples split evenly among its members; the rest go to the member answering fastest
-after them. Chosen on the validation pairs (docs/experiments/pretrained-policy.md, "Samples in two rounds")."""
+after them. Chosen on the pairs that are not the test set: the validation graphs on the presets and on two
+clusters no member trained on (docs/experiments/pretrained-policy.md, "Samples in two rounds")."""
 
 
 def default_samples(num_ops: int) -> int:
