@@ -56,7 +56,8 @@ def add_parser(sub) -> None:
     p.add_argument("--budget-seconds", type=float, default=None, metavar="S",
                    help="wall-clock budget of the training, resumes included: the heuristics (at most half of "
                         "it, their time caps shortened to fit), compiling and the steps count against it (at "
-                        "least one step is taken, and a step under way finishes); start-up (importing TensorFlow, loading the graph: a few seconds) and "
+                        "least one step is taken, and a step under way finishes); start-up (importing TensorFlow, "
+                        "loading the graph: a few seconds) and "
                         f"--refine-seconds come on top (default {DEFAULT_BUDGET_SECONDS:g} unless --steps is given)")
     p.add_argument("--steps", type=int, default=None, metavar="N", help="stop after N REINFORCE steps in all")
     p.add_argument("--seed", type=int, default=None, help="seed of weights and samples (default {seed})")

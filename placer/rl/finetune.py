@@ -165,8 +165,9 @@ def pool_member(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, samples: 
                 groups: int | None = None) -> tuple[SavedPolicy, int, int, Placement | None]:
     """``(policy, samples, seed, answer)`` to fine-tune from: with pooled policies, the member whose zero-shot
     placement is the pool's answer, with the K and seed of the candidates that answer is one of (so the
-    fine-tune starts from that answer), and the answer; otherwise the policy itself and no answer. With `groups`, every
-    member places at that G (as `placer.rl.zero_shot.place_zero_shot` does) and the one returned is set to it."""
+    fine-tune starts from that answer), and the answer; otherwise the policy itself and no answer. With
+    `groups`, every member places at that G (as `placer.rl.zero_shot.place_zero_shot` does) and the one
+    returned is set to it."""
     # `placer train --init P --groups G` (and a service job with init and groups) kept the policy's G
     # silently, and its resume with the same flags was then refused for another G
     if not policy.pooled:

@@ -104,7 +104,8 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
                               f"{max_devices}")
     t0 = time.perf_counter()
     sim = Simulator(graph, cluster)
-    shares = pool_shares(policy, exploring_samples(policy, samples), seed)
+    first_round = exploring_samples(policy, samples)
+    shares = pool_shares(policy, first_round, seed)
     keys = [(groups or m.groups, m.kind_groups, m.balanced_groups, m.critical_groups, m.load_aware)
             for m, _, _ in shares]  # members that group alike (the critical-path members) share one grouping
     made: dict[tuple, tuple] = {}
@@ -135,14 +136,15 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
                 np.array([oom[k] for (_, _, _, oom), k in zip(answers, best)]))  # the fastest of them
     grouping, candidates, step_time, oom = answers[j]
     k, (member, member_samples, member_seed) = best[j], shares[j]
-    rest = samples - sum(n for _, n, _ in shares)
+    rest = samples - first_round
     if rest > 0:  # the second round: the rest of the samples, drawn by the member answering fastest
         _, feats, devs, context = made[keys[j]]
-        more = candidate_placements(member, feats, devs, rest, seed + len(shares), context)
+        second_seed = seed + len(shares)  # after the first round's seeds
+        more = candidate_placements(member, feats, devs, rest, second_seed, context)
         more_time, more_oom = screen.scores(grouping, [more])[0]
         m = fastest(more_time, more_oom)
         if (more_oom[m], more_time[m]) < (oom[k], step_time[k]):
-            candidates, k, member_samples, member_seed = more, m, rest, seed + len(shares)
+            candidates, k, member_samples, member_seed = more, m, rest, second_seed
     chosen = "greedy" if k == 0 else f"sample {k - 1} of {member_samples}"
     t2 = time.perf_counter()
     placement = Placement.from_assignment(graph, cluster, grouping.expand(candidates[k]), method)
@@ -153,7 +155,7 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
     if len(shares) > 1:
         decoding += (f" (the fastest of {len(shares)} pooled policies' greedy placements)" if samples == 0 else
                      f", the fastest of {len(shares)} pooled policies' answers ({samples} samples in all"
-                     + (f", the last {rest} by the fastest after the first {samples - rest})" if rest > 0 else ")"))
+                     + (f", the last {rest} by the fastest after the first {first_round})" if rest > 0 else ")"))
     placement.meta.update({
         "policy": member.describe(), "decoding": decoding, "chosen": chosen, "groups": grouping.num_groups,
         "member_samples": int(member_samples), "member_seed": int(member_seed),

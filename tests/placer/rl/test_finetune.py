@@ -147,15 +147,20 @@ def test_the_temperature_brings_the_greedy_placements_probability_down_to_the_ta
     assert (trainer.greedy() == greedy[0]).all()  # the choices keep their order
 
 
-def test_the_fine_tune_starts_from_the_zero_shot_answer():
-    """With the default K, the run's first best is the service's instant (best-of-K) placement."""
+@pytest.mark.parametrize("seed, second_round, coarse", [(0, False, False), (3, True, False), (2, True, True)])
+def test_the_fine_tune_starts_from_the_zero_shot_answer(seed, second_round, coarse):
+    """With the default K, the run's first best is the service's instant (best-of-K) placement, whichever
+    round of samples it came from, and whether its member fine-tunes on its own groups or on coarser ones."""
     from placer import presets
     from placer.rl.saved_policy import load_policy
     from placer.rl.zero_shot import DEFAULT_SAMPLES, place_zero_shot
     from placer.synthetic import layered_graph
 
-    graph, cluster, shipped = layered_graph(50, seed=2), presets.get("2gpu"), load_policy()
+    graph, cluster, shipped = layered_graph(50, seed=seed), presets.get("2gpu"), load_policy()
     zero = place_zero_shot(graph, cluster, shipped, samples=DEFAULT_SAMPLES)
+    assert (zero.meta["member_seed"] == len(shipped.members)) == second_round  # the second round's seed: 0 + 8
+    member = shipped.members[zero.meta["pool_member"]]
+    assert (member.groups < member.trained_groups) == coarse
     trainer = fine_tuner(graph, cluster, shipped, TrainConfig(samples=4, seed=0))
     assert trainer.state.best.step_time == pytest.approx(zero.step_time)
 
