@@ -20,6 +20,10 @@ class ClusterError(PlacerError):
     """A cluster spec is malformed or names an unknown preset."""
 
 
+class GroupingError(PlacerError):
+    """A graph cannot be coarsened into as few groups as asked within the memory cap of a group."""
+
+
 class PlacementError(PlacerError):
     """A placement does not fit its graph or cluster (unknown op or device...)."""
 

@@ -22,7 +22,7 @@ from numba import njit
 from placer.cluster import Cluster
 from placer.cost_model import op_time_matrix
 from placer.dag import levels
-from placer.errors import PlacerError
+from placer.errors import GroupingError, PlacerError
 from placer.graph import OpGraph
 
 DEFAULT_MAX_GROUPS = 256
@@ -104,8 +104,9 @@ def group_graph(graph: OpGraph, cluster: Cluster, max_groups: int = DEFAULT_MAX_
     Raises
     ------
     PlacerError
-        If `max_groups` is below 1, or the memory cap forbids every merge
-        that would reach it.
+        If `max_groups` is below 1; `GroupingError` if the memory cap
+        forbids every merge that would reach it (`group_graph_fitting`
+        asks for more groups instead).
 
     Examples
     --------
@@ -173,7 +174,7 @@ def group_graph(graph: OpGraph, cluster: Cluster, max_groups: int = DEFAULT_MAX_
         if merged is None:
             merged = _merge_topological_neighbours(gid, graph.topo_rank, g_mem, mem_cap, num - max_groups)
         if merged is None:
-            raise PlacerError(
+            raise GroupingError(
                 f"cannot group graph {graph.name!r} into {max_groups} groups: every further merge "
                 f"would put a group over {memory_fraction:g} of the smallest device's memory; "
                 "ask for more groups"
@@ -184,6 +185,24 @@ def group_graph(graph: OpGraph, cluster: Cluster, max_groups: int = DEFAULT_MAX_
         g_mem = np.bincount(merged, weights=g_mem, minlength=num)
         edge_a, edge_b, edge_w = _pair_edges(merged[edge_a], merged[edge_b], edge_w, num)
     return Grouping(_number_topologically(gid, graph.topo_rank), num)
+
+
+def group_graph_fitting(graph: OpGraph, cluster: Cluster, max_groups: int = DEFAULT_MAX_GROUPS,
+                        times: np.ndarray | None = None, **options) -> Grouping:
+    """`group_graph` at `max_groups`, or at the fewest doublings of it that the memory cap allows.
+
+    For callers whose G is a default rather than the user's word (a policy places a graph on the groups it
+    was trained on): a graph whose tensors are too big for so few groups is then placed on more, not
+    refused. The grouping's ``num_groups`` says how many it got.
+    """
+    asked = max_groups
+    while True:
+        try:
+            return group_graph(graph, cluster, asked, times, **options)
+        except GroupingError:
+            if asked >= len(graph):
+                raise
+            asked = min(2 * asked, len(graph))
 
 
 CRITICAL_SLACK = 0.01

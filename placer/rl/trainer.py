@@ -43,7 +43,7 @@ from placer.cluster import Cluster
 from placer.cost_model import op_time_matrix
 from placer.errors import PlacerError, uninterruptible
 from placer.graph import OpGraph
-from placer.grouping import Grouping, group_graph
+from placer.grouping import Grouping, group_graph_fitting
 from placer.objectives import ThroughputModel
 from placer.placement import Placement
 from placer.rl import reinforce
@@ -122,11 +122,12 @@ class Trainer:
                 reference = searched_reference(graph, cluster, reference, self.config.warm_start_search)
         self.reference: tuple[str, np.ndarray, float] = reference
         self.heuristic_seconds = time.perf_counter() - t0
-        self.grouping: Grouping = group_graph(graph, cluster, self.config.groups, self.times,
-                                              respect=self.reference[1] if imitating else None,
-                                              split_kinds=self.config.kind_groups,
-                                              balanced=self.config.balanced_groups,
-                                              split_critical=self.config.critical_groups)
+        # more groups than G where the graph's tensors are too big for so few (the run reports how many)
+        self.grouping: Grouping = group_graph_fitting(graph, cluster, self.config.groups, self.times,
+                                                      respect=self.reference[1] if imitating else None,
+                                                      split_kinds=self.config.kind_groups,
+                                                      balanced=self.config.balanced_groups,
+                                                      split_critical=self.config.critical_groups)
         self.group_feats = tf.constant(group_features(graph, cluster, self.grouping, self.times))
         self.device_feats = tf.constant(device_features(cluster))
         self.context = (decode_context(graph, cluster, self.grouping, self.times) if self.config.load_aware

@@ -37,7 +37,7 @@ from placer.errors import PlacerError
 from placer.graph import OpGraph
 from placer.placement import Placement
 from placer.rl.features import DecodeContext, decode_context, device_features, group_features
-from placer.grouping import Grouping, group_graph
+from placer.grouping import Grouping, group_graph_fitting
 from placer.rl.numpy_policy import decode
 from placer.rl.saved_policy import SavedPolicy
 from placer.simulator import Simulator
@@ -187,9 +187,11 @@ def pool_shares(policy: SavedPolicy, samples: int, seed: int) -> list[tuple[Save
 def grouped(graph: OpGraph, cluster: Cluster, sim: Simulator, policy: SavedPolicy, groups: int | None = None
             ) -> tuple[Grouping, np.ndarray, np.ndarray, DecodeContext | None]:
     """The groups `policy` places `graph` in (as it was trained to group), and what it reads of them:
-    ``(grouping, group features, device features, decode context or None)``."""
-    grouping = group_graph(graph, cluster, groups or policy.groups, sim.times, split_kinds=policy.kind_groups,
-                           balanced=policy.balanced_groups, split_critical=policy.critical_groups)
+    ``(grouping, group features, device features, decode context or None)``; on more groups than asked
+    where the graph's tensors are too big for so few (`group_graph_fitting`)."""
+    grouping = group_graph_fitting(graph, cluster, groups or policy.groups, sim.times,
+                                   split_kinds=policy.kind_groups, balanced=policy.balanced_groups,
+                                   split_critical=policy.critical_groups)
     context = decode_context(graph, cluster, grouping, sim.times) if policy.load_aware else None
     return grouping, group_features(graph, cluster, grouping, sim.times), device_features(cluster), context
 

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from placer import presets
-from placer.errors import PlacerError
+from placer.errors import GroupingError, PlacerError
 from placer.graph import OpGraph
 from placer.cost_model import op_time_matrix
 from placer.graph_io import load_graph
-from placer.grouping import critical_ops, fastest_kind, group_graph
+from placer.grouping import critical_ops, fastest_kind, group_graph, group_graph_fitting
 from placer.synthetic import layered_graph
 from tests.placer.helpers import graph, op, two_device_cluster
 
@@ -65,6 +65,21 @@ def test_memory_cap_is_never_exceeded():
     assert grouping.group_of_op[0] != grouping.group_of_op[1]
     with pytest.raises(PlacerError, match="memory"):
         group_graph(g, cluster, 1)
+
+
+def test_fitting_asks_for_more_groups_where_the_memory_cap_forbids_so_few():
+    """Three ops each holding 40% of a device fit in neither 1 nor 2 groups (no two may share one): asked for
+    1, the grouping doubles G until it can, and ends with one op per group."""
+    cluster = two_device_cluster(memory=100.0)
+    g = OpGraph("big", [op("a", params=40.0), op("b", ["a"], params=40.0), op("c", ["b"], params=40.0)])
+    with pytest.raises(GroupingError, match="ask for more groups"):
+        group_graph(g, cluster, 1)
+    grouping = group_graph_fitting(g, cluster, 1)
+    assert grouping.num_groups == 3 and len(set(grouping.group_of_op)) == 3
+    assert group_graph_fitting(g, cluster, 1, split_kinds=True).num_groups == 3  # options reach group_graph
+    small = layered_graph(40)
+    assert np.array_equal(group_graph_fitting(small, presets.get("2gpu"), 8).group_of_op,
+                          group_graph(small, presets.get("2gpu"), 8).group_of_op)
 
 
 def test_bad_group_count_is_refused():

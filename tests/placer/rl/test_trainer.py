@@ -151,3 +151,15 @@ def test_a_scorer_scores_the_samples_and_the_simulator_the_rest(chains, pair):
     assert scored == [4, 4]
     trainer.score(np.zeros((3, trainer.grouping.num_groups), dtype=np.int64), simulated=True)
     assert scored == [4, 4]
+
+
+def test_a_graph_too_big_for_g_groups_trains_on_more():
+    """Three ops each holding 40% of a device cannot share groups: asked for 1 group, the run gets 3."""
+    from placer.graph import OpGraph
+    from tests.placer.helpers import op, two_device_cluster
+
+    g = OpGraph("big", [op("a", params=40.0), op("b", ["a"], params=40.0), op("c", ["b"], params=40.0)])
+    trainer = Trainer(g, two_device_cluster(memory=100.0), _config(groups=1))
+    assert trainer.grouping.num_groups == 3
+    train(trainer, max_steps=2)
+    assert trainer.best_placement().meta["groups"] == 3

@@ -11,6 +11,7 @@ import pytest
 from placer import presets
 from placer.errors import PlacerError
 from placer.graph_io import load_graph, save_graph
+from placer.grouping import group_graph
 from placer.placers import registry
 from placer.rl.saved_policy import SHIPPED_POLICY_DIR, load_policy, save_policy, weights_of
 from placer.rl.zero_shot import (DEFAULT_SAMPLES, EXPLORE_SHARE, MIN_DEFAULT_SAMPLES, SAMPLED_OPS,
@@ -108,6 +109,19 @@ def test_big_graphs_get_fewer_samples_by_default():
     assert default_samples(SAMPLED_OPS // DEFAULT_SAMPLES + 1) == DEFAULT_SAMPLES - 1
     assert default_samples(93_092) == SAMPLED_OPS // 93_092 < DEFAULT_SAMPLES
     assert default_samples(10**9) == MIN_DEFAULT_SAMPLES and default_samples(0) == DEFAULT_SAMPLES
+
+
+def test_a_graph_too_big_for_the_policys_groups_is_placed_on_more(shipped):
+    """Tensors too big for the members' 64 and 128 groups within the memory cap: the answer comes on 256."""
+    graph = layered_graph(800, seed=3)
+    needed = float((graph.param_bytes + graph.output_bytes).sum())
+    cluster = presets.get("2gpu")
+    cluster = replace(cluster, devices=[replace(d, memory_bytes=2 * needed / 150) for d in cluster.devices])
+    with pytest.raises(PlacerError, match="ask for more groups"):
+        group_graph(graph, cluster, max(m.groups for m in shipped.members), split_kinds=True)
+    placement = place_zero_shot(graph, cluster, shipped, samples=8)
+    assert placement.meta["groups"] == 256 and set(placement.devices) == {o.name for o in graph.ops}
+    assert placement.step_time == Simulator(graph, cluster).evaluate(placement).step_time
 
 
 def shipped_copy_with(tmp_path, **changes):
