@@ -37,7 +37,8 @@ def add_parser(sub) -> None:
                         "from scratch. Default: fine-tune the shipped policy for --budget-seconds")
     p.add_argument("--best-of", type=int, default=None, metavar="K",
                    help="method rl with --policy: the best of the greedy placement and K seeded samples "
-                        "(default as the service answers: 256, fewer on graphs of over 24,576 ops; 0: greedy alone)")
+                        "(default as the service answers: `placer.rl.zero_shot.default_samples`, fewer on the "
+                        "biggest graphs (docs/learned-placer.md); 0: greedy alone)")
     p.add_argument("--starts", type=int, default=None, metavar="K",
                    help="method rl: race REINFORCE from the K fastest distinct heuristic placements (2-8) by "
                         "successive halving (as `placer train --starts`); not with --policy")
