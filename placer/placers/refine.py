@@ -150,7 +150,7 @@ def refine(graph: OpGraph, cluster: Cluster, placement: Placement, *, seconds: f
     >>> better.step_time <= start.step_time
     True
     """
-    from placer.grouping import group_graph
+    from placer.grouping import group_graph_fitting
 
     if not seconds > 0:
         raise PlacerError(f"refine: seconds must be positive, got {seconds!r}")
@@ -162,8 +162,10 @@ def refine(graph: OpGraph, cluster: Cluster, placement: Placement, *, seconds: f
     levels: list[Refinement] = []
     level_groups: list[int] = []
     asked = groups
+    units = int(graph.colocation_ids.max()) + 1 if len(graph) else 0  # the most groups there can be
     while True:
-        grouping = group_graph(graph, cluster, asked, sim.times)
+        grouping = group_graph_fitting(graph, cluster, asked, sim.times)  # more where tensors forbid so few
+        asked = max(asked, grouping.num_groups)
         left = seconds - (time.perf_counter() - t0)
         found = descend(sim, grouping.group_of_op, assignment, seconds=max(left, 1e-9),
                         max_sweeps=None if max_sweeps is None else max_sweeps - sum(f.sweeps for f in levels))
@@ -171,7 +173,8 @@ def refine(graph: OpGraph, cluster: Cluster, placement: Placement, *, seconds: f
         level_groups.append(grouping.num_groups)
         assignment = found.assignment
         left = seconds - (time.perf_counter() - t0)
-        if (not found.local_optimum or grouping.num_groups < asked or left < 2 * found.last_sweep_seconds
+        if (not found.local_optimum or grouping.num_groups < asked or grouping.num_groups == units
+                or left < 2 * found.last_sweep_seconds
                 or (max_sweeps is not None and sum(f.sweeps for f in levels) >= max_sweeps)):
             break
         asked *= 2

@@ -85,6 +85,15 @@ def test_a_placement_out_of_memory_is_moved_until_it_fits():
     assert found.overflow_bytes == 0 and not sim.run(found.assignment).oom
 
 
+def test_tensors_too_big_for_the_groups_asked_are_refined_on_more():
+    """Three 4-unit weights on 10-unit devices cannot share groups: refined from one group asked, on three."""
+    g = graph(op("a", params=4.0), op("b", ["a"], params=4.0), op("c", ["b"], params=4.0))
+    c = two_device_cluster(memory=10.0)
+    start = Simulator(g, c).evaluate(Placement.from_assignment(g, c, np.zeros(3, dtype=np.int64), "single"))
+    refined = refine(g, c, start, seconds=5.0, groups=1)
+    assert refined.meta["refined"]["groups"] == [3] and not refined.oom
+
+
 def test_meta_of_the_start_is_kept():
     g, c = layered_graph(80, seed=6), presets.get("2gpu")
     start = registry.place("heft", g, c)
