@@ -14,6 +14,7 @@ import gzip
 import json
 import math
 import os
+import re
 import zlib
 from pathlib import Path
 from typing import Any
@@ -76,19 +77,24 @@ def gunzip(raw: bytes, where: str = "input") -> bytes:
 
 
 def parse_json_bytes(raw: bytes, where: str = "input") -> Any:
-    """Parse JSON bytes, gunzipping first when they are gzip-compressed."""
+    """Parse JSON bytes, gunzipping first when they are gzip-compressed; a string that is not valid
+    Unicode is refused here (`check_unicode`), before anything holds it."""
     raw = gunzip(raw, where)
     try:
-        return json.loads(raw, parse_int=_parse_int)
+        value = json.loads(raw, parse_int=parse_json_int)
     except UnicodeDecodeError:
         raise PlacerError(f"{where}: not JSON (binary data)") from None
     except json.JSONDecodeError as e:
         raise PlacerError(f"{where}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
     except RecursionError:  # arrays or objects nested thousands deep: Python's parser recurses
         raise PlacerError(f"{where}: JSON nested too deeply") from None
+    problem = check_unicode(value, raw)
+    if problem:
+        raise PlacerError(f"{where}: {problem}")
+    return value
 
 
-def _parse_int(text: str) -> int | float:
+def parse_json_int(text: str) -> int | float:
     """A JSON integer; one of over 308 digits, beyond any float, is read as infinity (as JavaScript does).
 
     Every number field is then refused as "must be finite" by its validator,
@@ -98,6 +104,56 @@ def _parse_int(text: str) -> int | float:
     if len(text.lstrip("-")) > 308:
         return -math.inf if text.startswith("-") else math.inf
     return int(text)
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+"""How a surrogate code point reaches a JSON text: as an escape (raw surrogate bytes are not UTF-8)."""
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def check_unicode(value: Any, raw: bytes) -> str | None:
+    """What in `value`, decoded from the JSON text `raw`, is not valid Unicode (a lone surrogate, which JSON's
+    ``\\ud800`` escape can carry but UTF-8 cannot), naming the op where it is inside a graph's ``nodes``;
+    None if all is valid.
+
+    Such a string was stored and then failed every answer that held it (a 500 on each GET). Only a text with
+    a surrogate escape is walked: raw surrogate bytes are not UTF-8, so that is the only way in.
+    """
+    if not _SURROGATE_ESCAPE.search(raw):
+        return None
+    stack: list[tuple[Any, tuple]] = [(value, ())]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            found = _SURROGATE.search(item)
+            if found:
+                return f"{_where(value, path)}: {item!r} is not valid Unicode (lone surrogate " \
+                       f"U+{ord(found.group()):04X}); names and strings must be Unicode scalar values"
+        elif isinstance(item, dict):
+            for k, v in item.items():
+                stack.append((k, path + ("(key)",)))
+                stack.append((v, path + (k,)))
+        elif isinstance(item, list):
+            stack.extend((v, path + (i,)) for i, v in enumerate(item))
+    return None
+
+
+def _where(root: Any, path: tuple) -> str:
+    """``op 'a' (nodes[3]).inputs[0]`` for a path inside a graph's nodes; the plain path otherwise."""
+    shown = ".".join(str(p) for p in path) or "the body"
+    for i in range(len(path) - 1):
+        if path[i] == "nodes" and isinstance(path[i + 1], int):
+            node = _at(root, path[: i + 2])
+            name = node.get("name") if isinstance(node, dict) else None
+            rest = ".".join(str(p) for p in path[i + 2:])
+            return f"op {name!r} (nodes[{path[i + 1]}])" + (f" {rest}" if rest else "")
+    return shown
+
+
+def _at(root: Any, path: tuple) -> Any:
+    for p in path:
+        root = root[p]
+    return root
 
 
 def write_atomic(path: Path, data: bytes) -> None:

@@ -280,6 +280,9 @@ class OpGraph:
             raise GraphError("graph: 'meta' must be an object")
         if _depth(meta) > MAX_META_DEPTH:  # stored as given, it must come back out: deep JSON breaks encoders
             raise GraphError(f"graph: 'meta' is nested more than {MAX_META_DEPTH} levels deep")
+        where = _non_finite(meta)
+        if where is not None:  # stored as given, it must come back as given: JSON writes NaN and infinity as null
+            raise GraphError(f"graph: 'meta.{where}' is not a finite number (JSON has no NaN or infinity)")
         ops = [_op_from_dict(node, k) for k, node in enumerate(nodes)]
         return cls(name, ops, meta)
 
@@ -363,6 +366,20 @@ def _depth(value: Any) -> int:
             if d + 1 <= MAX_META_DEPTH:  # no need to walk further down than the limit
                 stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
     return deepest
+
+
+def _non_finite(value: Any) -> str | None:
+    """The path (``a.b.0``) of the first float in `value` that is NaN or infinite, or None."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        v, path = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            return path
+        if isinstance(v, dict):
+            stack.extend((x, f"{path}.{k}" if path else str(k)) for k, x in v.items())
+        elif isinstance(v, list):
+            stack.extend((x, f"{path}.{i}" if path else str(i)) for i, x in enumerate(v))
+    return None
 
 
 def _op_from_dict(node: Any, k: int) -> Op:

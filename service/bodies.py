@@ -34,8 +34,9 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
 from placer.errors import PlacerError
+from placer.fileio import check_unicode, parse_json_int
 from placer.graph import OpGraph
-from service.uploads import PayloadTooLarge, check_op_count, check_unicode
+from service.uploads import PayloadTooLarge, check_op_count
 
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -77,7 +78,7 @@ def decode_json(raw: bytes, where: str = "body") -> Any:
         raise _body_error(f"the {where} is not UTF-8: byte {e.start} is {raw[e.start:e.start + 1]!r}",
                           "json_invalid") from None
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_int=parse_json_int)  # an integer past any float reads as infinity
     except RecursionError:
         raise _body_error(f"the {where} is JSON nested too deeply to parse", "json_invalid") from None
     except json.JSONDecodeError as e:

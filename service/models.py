@@ -179,7 +179,7 @@ class GraphsPublic(BaseModel):
 
 # Ask for a placement of a stored or inline graph on a preset or inline cluster.
 class PlacementCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # numbers are numbers: no booleans, no strings
 
     graph_id: str | None = Field(None, description="A graph uploaded with POST /v1/graphs.")
     graph: GraphSpec | None = Field(None, description="An inline graph instead of graph_id.")
@@ -250,7 +250,7 @@ class PlacementsPublic(BaseModel):
 # Options of the trainer (``placer train`` flags); unset ones keep its defaults. Defaults and lower bounds are
 # `TrainConfig`'s; the upper bounds are this service's.
 class TrainOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # numbers are numbers: no booleans, no strings
 
     steps: int | None = Field(None, ge=1, le=10_000_000, description="Stop after this many REINFORCE steps "
                                                                      "(default: no limit; budget_seconds ends it).")
@@ -311,7 +311,7 @@ class TrainOptions(BaseModel):
 
 # Start a training job.
 class JobCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # numbers are numbers: no booleans, no strings
 
     graph_id: str | None = None
     graph: GraphSpec | None = None

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -42,11 +41,6 @@ _PARSE_SLOTS = threading.BoundedSemaphore(2)
 all, and with one interpreter lock more at once would not parse faster."""
 _REFUSED = 3
 """Exit code of the import process when the GraphDef is bad input (its message on stdout)."""
-
-
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
-"""How a surrogate code point reaches a JSON text: as an escape (raw surrogate bytes are not UTF-8)."""
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class PayloadTooLarge(Exception):
@@ -79,51 +73,6 @@ def inflate(data: bytes, limit: int, where: str = "upload") -> bytes:
         # inside gzip inflated to gigabytes past max_inflated_bytes. No graph format starts with these bytes.
         raise PlacerError(f"{where}: gzip inside gzip; compress the graph once")
     return out
-
-
-def check_unicode(value: Any, raw: bytes) -> str | None:
-    """What in `value`, decoded from the JSON text `raw`, is not valid Unicode (a lone surrogate, which JSON's
-    ``\\ud800`` escape can carry but UTF-8 cannot), naming the op where it is inside a graph's ``nodes``;
-    None if all is valid.
-
-    Such a string was stored and then failed every answer that held it (a 500 on each GET). Only a text with
-    a surrogate escape is walked: raw surrogate bytes are not UTF-8, so that is the only way in.
-    """
-    if not _SURROGATE_ESCAPE.search(raw):
-        return None
-    stack: list[tuple[Any, tuple]] = [(value, ())]
-    while stack:
-        item, path = stack.pop()
-        if isinstance(item, str):
-            found = _SURROGATE.search(item)
-            if found:
-                return f"{_where(value, path)}: {item!r} is not valid Unicode (lone surrogate " \
-                       f"U+{ord(found.group()):04X}); names and strings must be Unicode scalar values"
-        elif isinstance(item, dict):
-            for k, v in item.items():
-                stack.append((k, path + ("(key)",)))
-                stack.append((v, path + (k,)))
-        elif isinstance(item, list):
-            stack.extend((v, path + (i,)) for i, v in enumerate(item))
-    return None
-
-
-def _where(root: Any, path: tuple) -> str:
-    """``op 'a' (nodes[3]).inputs[0]`` for a path inside a graph's nodes; the plain path otherwise."""
-    shown = ".".join(str(p) for p in path) or "the body"
-    for i in range(len(path) - 1):
-        if path[i] == "nodes" and isinstance(path[i + 1], int):
-            node = _at(root, path[: i + 2])
-            name = node.get("name") if isinstance(node, dict) else None
-            rest = ".".join(str(p) for p in path[i + 2:])
-            return f"op {name!r} (nodes[{path[i + 1]}])" + (f" {rest}" if rest else "")
-    return shown
-
-
-def _at(root: Any, path: tuple) -> Any:
-    for p in path:
-        root = root[p]
-    return root
 
 
 def check_op_count(data: Any, max_ops: int, where: str = "graph") -> None:
@@ -226,10 +175,7 @@ def _says_gzip(content_type: str) -> bool:
 def _graph_from_json(raw: bytes, name: str | None, max_ops: int) -> OpGraph:
     from placer.fileio import parse_json_bytes
 
-    data = parse_json_bytes(raw, "upload")
-    problem = check_unicode(data, raw)
-    if problem:
-        raise PlacerError(f"upload: {problem}")
+    data = parse_json_bytes(raw, "upload")  # lone surrogates refused there
     check_op_count(data, max_ops)
     if name and isinstance(data, dict):
         data = {**data, "name": name}

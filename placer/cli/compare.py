@@ -126,8 +126,12 @@ def run(args) -> int:
         raise PlacerError("--rl-budget-seconds/--rl-policy need rl among --methods (e.g. --methods all,rl)")
     check_refine(args.refine_seconds, args.refine_sweeps, args.objective)
     if args.worlds is not None:
-        if args.worlds < 1:
-            raise PlacerError(f"--worlds must be a positive integer, got {args.worlds}")
+        from placer.placers.robustness import MAX_COST_WORLDS
+
+        if not 1 <= args.worlds <= MAX_COST_WORLDS:
+            raise PlacerError(f"--worlds must be an integer from 1 to {MAX_COST_WORLDS}, got {args.worlds}")
+        if args.worlds_seed is not None and args.worlds_seed < 0:
+            raise PlacerError(f"--worlds-seed must be a non-negative integer, got {args.worlds_seed}")
         if args.resume:
             raise PlacerError("--worlds rescores the placements this run makes; it cannot take rows from --resume")
     clusters = [load_cluster(c) for c in args.cluster]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from placer.cluster import Cluster
+from placer.errors import PlacerError
 from placer.graph import OpGraph
 from placer.placement import Placement
 from placer.placers.common import Problem, expand_units, fit_to_memory
@@ -65,8 +66,14 @@ def _int_weights(x: np.ndarray) -> np.ndarray:
     return np.maximum(1, np.round(x / total * _WEIGHT_SCALE)).astype(np.int64)
 
 
+MIN_SHARE = 1e-6
+"""The least target share of a part: METIS reads shares as float32 and refuses one that is zero there, so a
+device millions of times slower than the others is offered almost nothing rather than nothing."""
+
+
 def target_shares(problem: Problem, devices: np.ndarray) -> np.ndarray | None:
-    """Each device's share of the compute, proportional to its speed (1 / the graph's total time on it).
+    """Each device's share of the compute, proportional to its speed (1 / the graph's total time on it), at
+    least `MIN_SHARE` of the whole.
 
     None when the devices are equally fast (METIS's default, equal parts).
     """
@@ -74,7 +81,8 @@ def target_shares(problem: Problem, devices: np.ndarray) -> np.ndarray | None:
     if total.size == 0 or np.allclose(total, total[0], rtol=1e-9) or not (total > 0).all():
         return None
     speed = 1.0 / total
-    return speed / speed.sum()
+    shares = np.maximum(speed / speed.sum(), MIN_SHARE)
+    return shares / shares.sum()
 
 
 @register("metis", description="k-way METIS partition over the GPUs: balance compute, cut fewest bytes")
@@ -83,7 +91,7 @@ def place_metis(graph: OpGraph, cluster: Cluster) -> Placement:
     import pymetis
 
     problem = Problem.build(graph, cluster)
-    devices = problem.candidates
+    devices = problem.candidates[:problem.num_units]  # no more parts than units: METIS cannot make empty ones
     k = len(devices)
     unit_cost = np.bincount(problem.unit, weights=problem.times[:, devices].min(axis=1),
                             minlength=problem.num_units)
@@ -94,10 +102,13 @@ def place_metis(graph: OpGraph, cluster: Cluster) -> Placement:
         xadj, adjncy, weight = unit_graph(problem, problem.mean_comm_time(devices) if problem.routed else None)
         eweights = _int_weights(weight) if len(weight) else None
         shares = target_shares(problem, devices)
-        cut, part_list = pymetis.part_graph(
-            k, pymetis.CSRAdjacency(xadj, adjncy), vweights=_int_weights(unit_cost), eweights=eweights,
-            tpwgts=None if shares is None else shares.tolist(),
-        )
+        try:
+            cut, part_list = pymetis.part_graph(
+                k, pymetis.CSRAdjacency(xadj, adjncy), vweights=_int_weights(unit_cost), eweights=eweights,
+                tpwgts=None if shares is None else shares.tolist(),
+            )
+        except RuntimeError as e:  # METIS's own input checks; the shares and part count above pass them
+            raise PlacerError(f"metis: METIS could not partition graph {graph.name!r} into {k} parts ({e})") from e
         parts = np.asarray(part_list, dtype=np.int64)
     unit_device = devices[parts]
     unit_device, ledger = fit_to_memory(problem, route_mapping(problem, unit_device, devices)[unit_device], devices)

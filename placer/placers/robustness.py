@@ -48,6 +48,9 @@ from placer.simulator import Simulator
 
 COST_SIGMAS = (0.2, 0.5)
 """Sigmas of the lognormal op-cost factors; `n` worlds of each."""
+MAX_COST_WORLDS = 100
+"""The most op-cost worlds of each sigma (`n`): every world rescores every placement, so 2 n + 5 in all
+bounds the time a request can ask for (a few worlds already say whether a lead holds)."""
 BANDWIDTH_FACTORS = (0.5, 2.0)
 LATENCY_FACTOR = 5.0
 GPU_SPEEDUP = 2.0
@@ -91,8 +94,8 @@ def _scale_transfer_times(graph: OpGraph, factor: float) -> OpGraph:
 
 def perturbed_worlds(graph: OpGraph, cluster: Cluster, n: int, seed: int = 0) -> Iterator[World]:
     """The nominal world, then the perturbed ones (see the module docstring); 2 n + 5 in all."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"number of op-cost worlds must be a non-negative integer, got {n!r}")
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_COST_WORLDS:
+        raise ValueError(f"number of op-cost worlds must be an integer from 0 to {MAX_COST_WORLDS}, got {n!r}")
     times = op_time_matrix(graph, cluster)
     yield World("nominal", graph, cluster, times)
     index = 0

@@ -107,6 +107,9 @@ class TestValidation:
         ({"name": "g", "nodes": [], "metadata": {}}, r"unknown top-level field\(s\) \['metadata'\]"),
         ({"name": "g", "nodes": [{"name": "a", "op": "T"}], "meta": {"x": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}},
          "'meta' is nested more than 32 levels deep"),
+        ({"name": "g", "nodes": [{"name": "a", "op": "T"}], "meta": {"batch": 8, "timing": {"s": [1.0, float("nan")]}}},
+         r"'meta.timing.s.1' is not a finite number"),
+        ({"name": "g", "nodes": [{"name": "a", "op": "T"}], "meta": {"x": float("inf")}}, r"'meta.x' is not a finite"),
     ])
     def test_top_level(self, data, message):
         with pytest.raises(GraphError, match=message):

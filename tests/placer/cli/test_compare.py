@@ -286,10 +286,13 @@ def test_worlds_report_robustness_in_json_and_table(graph_files, capsys):
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--worlds", "0"], "--worlds must be a positive integer"),
+    (["--worlds", "0"], "--worlds must be an integer from 1 to 100, got 0"),
+    (["--worlds", "1000000"], "--worlds must be an integer from 1 to 100, got 1000000"),
+    (["--worlds", "1", "--worlds-seed", "-1"], "--worlds-seed must be a non-negative integer, got -1"),
     (["--worlds", "1", "--save", "SAVE", "--resume"], "cannot take rows from --resume"),
 ])
 def test_bad_worlds(graph_files, tmp_path, capsys, extra, message):
+    """Refused before any placing, in one line."""
     extra = [str(tmp_path / "s.json") if a == "SAVE" else a for a in extra]
     (tmp_path / "s.json").write_text("[]")
     assert main(["compare", graph_files[0], "--cluster", "2gpu", "--methods", "single", *extra]) == 1

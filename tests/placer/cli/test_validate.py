@@ -27,3 +27,15 @@ def test_invalid_graph_is_one_line(cli, tmp_path):
 def test_missing_file(cli, tmp_path):
     r = cli("validate", tmp_path / "none.json")
     assert r.code == 1 and "no such file" in r.err
+
+
+def test_a_lone_surrogate_is_named_not_an_internal_error(cli, tmp_path):
+    """JSON's \\ud800 escape can carry what UTF-8 cannot; gzip or not, the file is refused saying where."""
+    import gzip
+
+    text = '{"name": "g", "nodes": [{"name": "a\\ud800", "op": "T"}]}'
+    for path, data in ((tmp_path / "s.json", text.encode()), (tmp_path / "s.json.gz", gzip.compress(text.encode()))):
+        path.write_bytes(data)
+        r = cli("validate", path)
+        assert r.code == 1 and r.err.count("\n") == 1, r.err
+        assert "op 'a\\ud800' (nodes[0]) name" in r.err and "U+D800" in r.err and "internal error" not in r.err

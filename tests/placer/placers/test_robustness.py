@@ -153,9 +153,10 @@ def test_without_a_heuristic_the_ratios_are_none():
     assert rows[0]["geomean_ratio"] is None and rows[0]["worst_world"] is None and rows[0]["worlds"] == 7
 
 
-def test_n_is_checked():
-    with pytest.raises(ValueError, match="non-negative integer"):
-        next(perturbed_worlds(layered_graph(10), presets.get("2gpu"), -1))
+@pytest.mark.parametrize("n", [-1, 101, 1.5, True])
+def test_n_is_checked(n):
+    with pytest.raises(ValueError, match="an integer from 0 to 100"):
+        next(perturbed_worlds(layered_graph(10), presets.get("2gpu"), n))
 
 
 def test_a_random_world_scales_costs_links_and_gpus_around_the_nominal_one():

@@ -50,3 +50,21 @@ def test_metis_gives_a_faster_gpu_a_larger_share():
     p = registry.place("metis", g, c)
     values = list(p.devices.values())
     assert (values.count("fast"), values.count("slow")) == (9, 3)
+
+
+def test_metis_offers_a_device_millions_of_times_slower_almost_nothing():
+    """A share of 1e-53 is zero in METIS's float32 and it refuses it; the share is floored instead."""
+    devices = [Device("fast", "gpu", 1e13, 1e15, 1e12), Device("crawl", "gpu", 1e-40, 1e15, 1e12)]
+    c = Cluster("c", devices, default_link=Link(1e10, 0.0))
+    g = OpGraph("bag", [Op(f"o{k}", "X", flops=1e9) for k in range(12)])
+    p = registry.place("metis", g, c)
+    assert set(p.devices.values()) == {"fast"}
+
+
+def test_metis_with_more_gpus_than_units_places_every_unit_and_prints_nothing(capfd):
+    """METIS cannot make empty parts (it prints its complaint on the C stdout, which would spoil --json)."""
+    g = OpGraph("chain", [Op("a", "X", flops=1e9), Op("b", "X", ["a"], flops=1e9), Op("c", "X", ["b"], flops=1e9)])
+    p = registry.place("metis", g, presets.get("8gpu"))
+    assert len(p.devices) == 3 and not p.oom
+    out, _ = capfd.readouterr()
+    assert out == ""

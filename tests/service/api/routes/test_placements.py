@@ -514,6 +514,15 @@ class TestMalformedBodies:
         r = self._post(client, b"[" * 100_000 + b"]" * 100_000)
         assert r.status_code == 422 and "nested too deeply" in r.json()["detail"][0]["msg"]
 
+    def test_an_integer_of_thousands_of_digits_is_refused_by_its_field(self, client, graph_id):
+        """Python refuses to read integers of over 4,300 digits; the body's reader makes them infinite, which
+        the field's own rule refuses (not finite, or over its limit)."""
+        for field in ("seed", "refine_seconds"):
+            r = self._post(client, b'{"graph_id": "%s", "method": "single", "%s": %s}'
+                           % (graph_id.encode(), field.encode(), b"9" * 5000))
+            assert r.status_code == 422, r.text
+            assert r.json()["detail"][0]["loc"] == ["body", field]
+
     def test_not_json_says_where(self, client):
         r = self._post(client, b'{"graph_id": }')
         assert r.status_code == 422 and "line 1 column 14" in r.json()["detail"][0]["msg"]
