@@ -79,12 +79,15 @@ _FIXED = {
     "4gpu-nvlink-flat": lambda: machines.flat_v100(4, nvlink=True),
     "8gpu-nvlink-flat": lambda: machines.flat_v100(8, nvlink=True),
 }
+MAX_LOCAL_DEVICES = 64
+"""The most logical CPU devices of a ``local:N`` cluster (and of `placer measure --devices`, `detect-cluster
+--cpus`): past a few per core they only slow each other, and TensorFlow makes a thread pool for each."""
 _LOCAL_N = re.compile(r"local:([0-9]+)")
 """Matched whole (`re.fullmatch`): ``$`` let ``local:2\\n`` through, and ``\\d`` any script's digits (``local:٣``)."""
 
 
 def names() -> list[str]:
-    """Preset names (``local:N`` stands for any N from 1 to 64)."""
+    """Preset names (``local:N`` stands for any N from 1 to `MAX_LOCAL_DEVICES`)."""
     return list(_FIXED) + ["local:N"]
 
 
@@ -105,8 +108,8 @@ def get(name: str) -> Cluster:
     m = _LOCAL_N.fullmatch(name)
     if m:
         n = int(m.group(1))
-        if not 1 <= n <= 64:
-            raise ClusterError(f"preset {name!r}: the number of devices must be 1 to 64")
+        if not 1 <= n <= MAX_LOCAL_DEVICES:
+            raise ClusterError(f"preset {name!r}: the number of devices must be 1 to {MAX_LOCAL_DEVICES}")
         return _local(n)
     raise ClusterError(f"unknown cluster preset {name!r}; presets: {', '.join(names())}")
 

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from placer.cli.common import CLUSTER_HELP, add_json_flag, output_file, quiet_tensorflow
 
+MAX_COPIES = 10_000
+MAX_ROUNDS = 1_000
+"""The most copies per timed step and rounds per measurement: every ordered pair of devices is timed
+copies x rounds times, so more than these would run for hours (the defaults take seconds)."""
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
@@ -36,7 +41,8 @@ def run(args) -> int:
     from placer.measure.calibrate import TFProber, calibrate
     from placer.presets import load_cluster
 
-    check_at_least(args, "copies", "rounds")
+    check_at_least(args, "copies", most=MAX_COPIES)
+    check_at_least(args, "rounds", most=MAX_ROUNDS)
     check_at_least(args, "max_concurrent", least=0)
     out_path = output_file(args.output, "-o")
     cluster = load_cluster(args.cluster)

@@ -21,6 +21,10 @@ CLUSTER_HELP = "preset name (see `placer clusters`) or cluster JSON file"
 # imports no numba (importing placer.rl registers method rl); tests/placer/cli/test_common.py checks they agree.
 OBJECTIVES = ("step_time", "throughput")
 WARM_STARTS = ("heuristic", "none")
+MAX_DIM = 2**31 - 1
+"""Largest batch, tensor dimension or estimate a command takes: TensorFlow and Keras compute shapes in int32
+(Dropout's mask at --batch 10**11 failed inside TensorFlow with a page-long error), and past int64 Python's
+ints do not even reach TensorFlow."""
 
 
 class _Said:
@@ -120,16 +124,20 @@ def add_json_flag(p: argparse.ArgumentParser, what: str) -> None:
 
 # -- checking and loading what the options name ---------------------------------
 def quiet_tensorflow() -> None:
-    """Keep TensorFlow's start-up notices off the terminal (call before importing it).
+    """Keep TensorFlow's start-up notices and Keras's warnings off the terminal (call before importing them).
 
     TF 2.21 prints a oneDNN notice (through absl, which TF_CPP_MIN_LOG_LEVEL
     does not silence) unless oneDNN's graph rewrites are off. Importing runs
     no kernels that matter, so turning them off costs nothing here.
     """
     import os
+    import warnings
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+    # Keras warns about what a placement does not use: the optimizer state a .keras file saved before its
+    # first step lacks, an image model's unusual channel count; the graph is imported all the same
+    warnings.filterwarnings("ignore", category=UserWarning, module=r"keras(\.|$)")
 
 
 def load_graph_and_cluster(args: argparse.Namespace):
@@ -222,17 +230,19 @@ def check_budget(seconds: float | None) -> None:
         raise PlacerError(f"--budget-seconds must be positive, got {seconds:g}")
 
 
-def check_at_least(args: argparse.Namespace, *options: str, least: int = 1) -> None:
-    """A PlacerError unless each of `options` (dest names, e.g. ``"per_round"``) is `least` or more, or not given.
+def check_at_least(args: argparse.Namespace, *options: str, least: int = 1, most: int | None = None) -> None:
+    """A PlacerError unless each of `options` (dest names, e.g. ``"per_round"``) is `least` or more (and `most`
+    or less), or not given.
 
-    The message names the flag: "--per-round must be at least 1, got 0" ("must be 0 or more" when `least` is 0).
+    The message names the flag: "--per-round must be at least 1, got 0" ("must be 0 or more" when `least` is 0;
+    "must be from 1 to 100" with `most`).
     """
     from placer.errors import PlacerError
 
-    bound = "0 or more" if least == 0 else f"at least {least}"
+    bound = (f"from {least} to {most}" if most is not None else "0 or more" if least == 0 else f"at least {least}")
     for option in options:
         value = getattr(args, option)
-        if value is not None and value < least:
+        if value is not None and (value < least or (most is not None and value > most)):
             raise PlacerError(f"--{option.replace('_', '-')} must be {bound}, got {value}")
 
 

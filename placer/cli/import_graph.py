@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from placer.cli.common import add_json_flag, check_name, output_file, quiet_tensorflow
+from placer.cli.common import MAX_DIM, add_json_flag, check_name, output_file, quiet_tensorflow
 
 # `placer.importers.FORMATS` as registered there, repeated so that --help imports no numpy
 # (tests/placer/cli/test_import_graph.py checks the two agree).
@@ -75,11 +75,15 @@ def parse_input_shapes(items: list[str]) -> dict[str, list[int]]:
         try:
             if not sep or not node:
                 raise ValueError
-            shapes[node] = [int(d) for d in dims.split(",")] if dims.strip() else []
-            if any(d < 0 for d in shapes[node]):
+            shape = [int(d) for d in dims.split(",")] if dims.strip() else []
+            if any(not 0 <= d <= MAX_DIM for d in shape):
                 raise ValueError
         except ValueError:
-            raise PlacerError(f"--input-shape {item!r}: expected NODE=D1,D2,... with non-negative integers") from None
+            raise PlacerError(f"--input-shape {item!r}: expected NODE=D1,D2,... with integers from 0 to "
+                              f"{MAX_DIM}") from None
+        if node in shapes:
+            raise PlacerError(f"--input-shape given twice for {node!r}")
+        shapes[node] = shape
     return shapes
 
 
@@ -156,10 +160,9 @@ def run(args) -> int:
     output_file(args.output, "-o")
     output_file(args.cluster_out, "--cluster-out")
     output_file(args.save_graphdef, "--save-graphdef")
-    if args.batch is not None and args.batch < 1:
-        raise ModelImportError(f"--batch must be a positive integer, got {args.batch}")
-    if args.unknown_dim is not None and args.unknown_dim < 1:
-        raise ModelImportError(f"--unknown-dim must be a positive integer, got {args.unknown_dim}")
+    for flag, value in (("--batch", args.batch), ("--unknown-dim", args.unknown_dim)):
+        if value is not None and not 1 <= value <= MAX_DIM:
+            raise ModelImportError(f"{flag} must be an integer from 1 to {MAX_DIM}, got {value}")
     if args.unknown_dim is not None and args.allow_unknown_shapes:
         raise ModelImportError("--allow-unknown-shapes is --unknown-dim 1; give one of them")
     path = Path(args.model)

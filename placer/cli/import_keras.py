@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from placer.cli.common import add_json_flag, output_file, quiet_tensorflow
-
-MAX_DIM = 2**31 - 1
-"""Largest batch or image dimension: Keras layers compute shapes in int32 (Dropout's mask at --batch 10**11
-failed inside TensorFlow with a page-long error)."""
+from placer.cli.common import MAX_DIM, add_json_flag, output_file, quiet_tensorflow
 
 
 def add_parser(sub) -> None:

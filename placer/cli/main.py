@@ -92,18 +92,33 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:  # the system refused (read-only folder, full disk...): not a bug, so no "internal error"
         print(f"placer {args.command}: error: {os_error_line(e)}", file=sys.stderr)
         return 1
+    except MemoryError:  # the input asks for more than the machine has (a huge batch, a huge layer)
+        print(f"placer {args.command}: error: out of memory: the graph or model, at the sizes given, needs more "
+              "memory than this machine has", file=sys.stderr)
+        return 1
     except Exception as e:  # a bug, but still one line unless asked for more
         if interrupted(e):  # Ctrl-C inside compiled code (numba) comes back wrapped in a SystemError
             print(f"placer {args.command}: interrupted", file=sys.stderr)
             return 130
         if os.environ.get("PLACER_DEBUG"):
             raise
-        lines = [line.strip() for line in str(e).splitlines() if line.strip()]  # TF's errors span pages
-        message = (lines[0] + (" ..." if len(lines) > 1 else "")) if lines else ""
-        print(f"placer {args.command}: internal error: {type(e).__name__}: {message} "
+        if type(e).__name__ == "ResourceExhaustedError":  # TensorFlow out of memory (class named: no TF import)
+            print(f"placer {args.command}: error: out of memory in TensorFlow: the model, at the sizes given, needs "
+                  f"more memory than this machine has ({_first_line(e)})", file=sys.stderr)
+            return 1
+        print(f"placer {args.command}: internal error: {type(e).__name__}: {_first_line(e)} "
               "(set PLACER_DEBUG=1 for the traceback)", file=sys.stderr)
         return 1
     return int(code or 0)
+
+
+def _first_line(error: Exception, most: int = 300) -> str:
+    """The first line of `error`'s message (TensorFlow's span pages), "..." where more was cut."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if not lines:
+        return ""
+    cut = len(lines) > 1 or len(lines[0]) > most
+    return lines[0][:most] + (" ..." if cut else "")
 
 
 if __name__ == "__main__":

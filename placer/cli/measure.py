@@ -103,9 +103,10 @@ def run(args) -> int:
     from placer.measure.runner import PlacedStep
     from placer.measure.source import load_runnable
     from placer.placement import load_placement
+    from placer.presets import MAX_LOCAL_DEVICES
 
-    if args.devices < 1:
-        raise PlacerError(f"--devices must be a positive integer, got {args.devices}")
+    if not 1 <= args.devices <= MAX_LOCAL_DEVICES:
+        raise PlacerError(f"--devices must be an integer from 1 to {MAX_LOCAL_DEVICES}, got {args.devices}")
     if args.warmup < 0 or args.runs < 1:
         raise PlacerError(f"need --warmup >= 0 and --runs >= 1, got {args.warmup} and {args.runs}")
     if not 0 <= args.inter_op_threads <= MAX_INTER_OP_THREADS:

@@ -33,8 +33,9 @@ def add_parser(sub) -> None:
                    help="--keras: the batch size GRAPH was imported with (default: the one GRAPH records)")
     p.add_argument("--device", action="append", default=None, metavar="D",
                    help="a device to profile on (repeat for several kinds); default one of each kind of CLUSTER")
-    p.add_argument("--cluster", help="cluster whose device kinds and peaks the costs and fit are for "
-                                     "(default: this machine, detected)")
+    p.add_argument("--cluster", help="this machine as a cluster: whose device kinds and peaks the costs and fit "
+                                     "are for (default: detected; a file from `placer detect-cluster`, or local[:N]; "
+                                     "not another machine's preset)")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
     p.add_argument("--runs", type=int, default=10, help="traced and untraced steps the medians are over (default 10)")
     p.add_argument("-o", "--output", required=True, help="graph file to write, with the costs and the fit")
@@ -148,9 +149,14 @@ def _runnable(devices, quiet: bool):
 def _cluster(spec: str | None):
     """The cluster named by --cluster, or this machine detected (device kinds and peaks; no nvidia-smi needed)."""
     if spec is not None:
-        from placer.presets import load_cluster
+        from placer import presets
+        from placer.errors import PlacerError
 
-        return load_cluster(spec)
+        if presets.is_preset(spec) and not (spec == "local" or spec.startswith("local:")):
+            raise PlacerError(f"--cluster {spec}: a preset describes another machine, and costs timed here would "
+                              "pass for its devices'; profile for this machine (the default, or a cluster file "
+                              "from `placer detect-cluster`, or local[:N])")
+        return presets.load_cluster(spec)
     from placer.measure.detect import detect_cluster
 
     return detect_cluster()

@@ -296,7 +296,7 @@ def placement_from_split(data: dict[str, Any], split: Any, graph_name: str, clus
             if not isinstance(machine, dict) or not isinstance(machine.get("nodes", []), list):
                 raise ModelImportError(f"{where}: {key}[{k}] must be an object with a 'nodes' list")
             for nid in machine.get("nodes", []):
-                if nid not in names:
+                if isinstance(nid, bool) or nid not in names:  # true == 1 in Python: not an id
                     raise ModelImportError(f"{where}: {key}[{k}] names node id {nid!r}, which the workload lacks")
                 if nid in device_of:
                     raise ModelImportError(f"{where}: node id {nid} is placed twice")
@@ -320,8 +320,11 @@ def placement_from_split(data: dict[str, Any], split: Any, graph_name: str, clus
 
     meta: dict[str, Any] = {"source": SOURCE}
     published = split.get("maxLoad")
-    if isinstance(published, (int, float)) and not isinstance(published, bool) and published >= 0:
-        meta["published_max_load"] = float(published)
+    if published is not None:  # the datasets write -1 where none was published
+        if isinstance(published, bool) or not isinstance(published, (int, float)) or not math.isfinite(published):
+            raise ModelImportError(f"{where}: 'maxLoad' must be a number (-1: none published), got {published!r}")
+        if published >= 0:
+            meta["published_max_load"] = float(published)
     if inferred:
         meta["inferred_from_color_class"] = inferred
     return Placement(graph=graph_name, cluster=cluster_name, method="msr-split",

@@ -87,6 +87,13 @@ def inference_copy(graph_def, batch_size, input_shapes, var_shapes, allow_unknow
     from tensorflow.core.framework import graph_pb2, tensor_shape_pb2
     from tensorflow.python.framework import dtypes
 
+    for node in graph_def.node:  # a shape for anything but an input would be dropped silently
+        if node.name in input_shapes and (
+                node.op not in ("Placeholder", "PlaceholderV2") or node.name in var_shapes
+                or node.attr["dtype"].type == dtypes.resource.as_datatype_enum):
+            what = f"a {node.op} node" if node.op not in ("Placeholder", "PlaceholderV2") else "a variable's handle"
+            raise ModelImportError(f"input shape given for {node.name!r}, {what}: only the model's input "
+                                   "placeholders take one")
     gd = graph_pb2.GraphDef()
     gd.CopyFrom(graph_def)
     inputs_meta = []
@@ -110,6 +117,12 @@ def inference_copy(graph_def, batch_size, input_shapes, var_shapes, allow_unknow
         proto = node.attr["shape"].shape
         if node.name in input_shapes:
             shape = input_shapes[node.name]
+            declared = None if proto.unknown_rank else [int(d.size) for d in proto.dim]
+            if declared is not None and (len(shape) != len(declared)
+                                         or any(0 <= d != g for d, g in zip(declared, shape))):
+                shown = "[" + ", ".join("?" if d < 0 else str(d) for d in declared) + "]"
+                raise ModelImportError(f"input shape {shape} given for placeholder {node.name!r} does not fit its "
+                                       f"declared shape {shown}")
         elif proto.unknown_rank:
             if not allow_unknown:
                 problem = f"placeholder {node.name!r} has unknown rank"

@@ -29,6 +29,7 @@ from typing import Any, Callable
 from placer.cluster import Cluster, Device
 from placer.errors import ClusterError
 from placer.measure.nvtopo import HostRates, parse_topo_matrix, pcie_bandwidth, topology_from_matrix
+from placer.presets import MAX_LOCAL_DEVICES
 
 CPU_KIND = "cpu-local"
 GPU_KIND = "gpu-local"
@@ -163,8 +164,9 @@ def detect_cluster(name: str = "mine", cpus: int | None = None, *, run: Runner =
     """
     from placer import presets
 
-    if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int) or not 1 <= cpus <= 64):
-        raise ClusterError(f"the number of logical CPU devices must be 1 to 64, got {cpus!r}")
+    if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int)
+                             or not 1 <= cpus <= MAX_LOCAL_DEVICES):
+        raise ClusterError(f"the number of logical CPU devices must be 1 to {MAX_LOCAL_DEVICES}, got {cpus!r}")
     rates = cpu_rates or measure_cpu_rates()
     cores = usable_cores()
     gpus = gpu_inventory(run)

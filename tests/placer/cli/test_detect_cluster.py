@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from placer.presets import load_cluster
 
 
@@ -23,6 +25,17 @@ def test_detect_then_calibrate(cli, tmp_path):
 def test_calibrate_refuses_devices_this_machine_lacks(cli, tmp_path):
     r = cli("calibrate", "2x-dgx-a100", "-o", tmp_path / "x.json")
     assert r.code == 1 and "not a local device" in r.err
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--copies", "0"], "--copies must be from 1 to 10000, got 0"),
+    (["--copies", "9" * 20], "--copies must be from 1 to 10000"),
+    (["--rounds", "1001"], "--rounds must be from 1 to 1000, got 1001"),
+])
+def test_calibrate_bounds_its_counts(cli, tmp_path, flags, message):
+    """copies x rounds per pair of devices: 10**20 copies ran on for minutes before."""
+    r = cli("calibrate", "local:2", "-o", tmp_path / "x.json", *flags)
+    assert r.code == 1 and message in r.err and r.err.count("\n") == 1, r.err
 
 
 def test_detect_cluster_bad_cpus(cli, tmp_path):

@@ -129,6 +129,22 @@ def test_bad_input_shape_syntax(cli, tiny_pb, tmp_path):
     assert r.code == 1 and "expected NODE=D1,D2" in r.err
 
 
+@pytest.mark.parametrize("flags, message", [
+    (["--input-shape", "x=5,4"], "input shape [5, 4] given for placeholder 'x' does not fit its declared shape [?, 3]"),
+    (["--input-shape", "x=5,3,1"], "input shape [5, 3, 1] given for placeholder 'x' does not fit"),
+    (["--input-shape", "out=5,2"], "input shape given for 'out', a Relu node: only the model's input placeholders"),
+    (["--input-shape", "x=5,3", "--input-shape", "x=6,3"], "--input-shape given twice for 'x'"),
+    (["--input-shape", "x=5," + "9" * 20], "integers from 0 to 2147483647"),
+    (["--batch", "9" * 23], "--batch must be an integer from 1 to 2147483647"),
+    (["--batch", "2", "--unknown-dim", "9" * 20], "--unknown-dim must be an integer from 1 to 2147483647"),
+])
+def test_input_shapes_that_do_not_fit_are_refused(cli, tiny_pb, tmp_path, flags, message):
+    """A shape the model can never take is not recorded as if it could; a flag is never silently dropped."""
+    r = cli("import", tiny_pb / "tiny.pb", "-o", tmp_path / "x.json", *flags)
+    assert r.code == 1 and message in r.err and r.err.count("\n") == 1, r.err
+    assert not (tmp_path / "x.json").exists()
+
+
 def test_import_keras_application(cli, tmp_path):
     out, pb = tmp_path / "m.json.gz", tmp_path / "m.pb"
     r = cli("import-keras", "mobilenet", "--batch", "2", "--input-shape", "32,32,3", "--classes", "10",

@@ -65,6 +65,25 @@ def test_an_internal_error_is_one_line(cli, monkeypatch):
                      "(set PLACER_DEBUG=1 for the traceback)\n")
 
 
+def test_running_out_of_memory_is_the_inputs_error_not_a_bug(cli, monkeypatch):
+    """A huge batch or layer asks for more than the machine has: Python's MemoryError and TensorFlow's
+    ResourceExhaustedError (matched by name, so the CLI never imports TensorFlow to catch it) say so."""
+    class ResourceExhaustedError(Exception):
+        pass
+
+    monkeypatch.delenv("PLACER_DEBUG", raising=False)
+    for error in (MemoryError("Unable to allocate 29.1 TiB"),
+                  ResourceExhaustedError("OOM when allocating tensor with shape[1280,2000000000]\n" + "x" * 500)):
+        def fail(args, error=error):
+            raise error
+
+        monkeypatch.setattr("placer.cli.validate.run", fail)
+        r = cli("validate", "g.json")
+        assert r.code == 1 and r.err.count("\n") == 1 and "internal error" not in r.err, r.err
+        assert r.err.startswith("placer validate: error: out of memory")
+    assert "shape[1280,2000000000] ..." in r.err
+
+
 SIGTERMED = """
 import os, signal, sys, time
 from placer.cli.main import main

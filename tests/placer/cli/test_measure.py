@@ -103,6 +103,15 @@ def test_inter_op_threads_out_of_range(cli, files, threads):
     assert f"--inter-op-threads must be between 0 and 1024, got {threads}" in r.err
 
 
+@pytest.mark.parametrize("devices", ["0", "65", "9" * 20])
+def test_devices_out_of_range(cli, files, devices):
+    """100,000 logical CPUs ran and timed the step 30x slow; 3 million ran out of memory; past int64 TensorFlow
+    refused the number: each is refused before anything runs."""
+    r = cli("measure", files / "graph.json.gz", "--placement", files / "p.json", "--devices", devices)
+    assert r.code == 1 and len(r.err.strip().splitlines()) == 1
+    assert f"--devices must be an integer from 1 to 64, got {devices}" in r.err
+
+
 def test_placement_on_missing_device(cli, files, tmp_path):
     p = json.loads((files / "p.json").read_text())
     p["devices"] = {k: "/device:GPU:1" for k in p["devices"]}

@@ -71,3 +71,11 @@ def test_unknown_device(cli, tmp_path, tiny_step):
     r = cli("profile", graph, "--graphdef", pb, "--cluster", "local", "--device", "/device:GPU:0",
             "-o", tmp_path / "out.json")
     assert r.code == 1 and "no such device" in r.err
+
+
+def test_another_machines_preset_is_refused(cli, tmp_path, tiny_step):
+    """Costs timed here stored under 2gpu's kind "cpu" would pass for that host's CPU."""
+    graph, pb = tiny_step(tmp_path)
+    r = cli("profile", graph, "--graphdef", pb, "--cluster", "2gpu", "-o", tmp_path / "out.json")
+    assert r.code == 1 and "--cluster 2gpu: a preset describes another machine" in r.err
+    assert not (tmp_path / "out.json").exists()

@@ -117,6 +117,8 @@ class TestSplit:
         ({"fpgas": [{"nodes": [1]}]}, "'f2' .* no node of its colorClass"),
         ({"fpgas": "nope"}, "expected an object"),
         ({"name": "a graph", "nodes": []}, "expected an object with 'fpgas' and 'cpus'"),
+        ({"fpgas": [{"nodes": [True, 2, 3, 4]}]}, "names node id True"),
+        ({"fpgas": [{"nodes": [1, 2, 3, 4]}], "maxLoad": "big"}, "'maxLoad' must be a number"),
     ])
     def test_bad_splits_name_the_problem(self, split, message):
         with pytest.raises(ModelImportError, match=message):
