@@ -43,6 +43,7 @@ class Format:
 
 
 FORMATS: dict[str, Format] = {}
+_HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 
 
 def register_format(name: str, sniff: Sniff, load: Load) -> None:
@@ -77,6 +78,10 @@ def detect_format(raw: bytes, path: str | None = None) -> str:
                 return fmt.name
         except Exception:  # a sniff must never decide the outcome by crashing
             continue
+    if raw[:8] == _HDF5_MAGIC:  # Keras 2's legacy format: Keras 3 reads it only with the model's own code
+        raise ModelImportError(f"{where}: a Keras HDF5 (.h5) file, which `placer import` does not read; load the "
+                               "model where it was made and save it as .keras (model.save('model.keras')) or as a "
+                               "SavedModel (model.export(folder))")
     raise ModelImportError(
         f"{where}: not a recognised model file (known formats: {', '.join(FORMATS)}; `placer import` also "
         "takes a SavedModel folder and a .keras file)"

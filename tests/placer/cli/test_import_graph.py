@@ -104,6 +104,7 @@ def test_json_graph_passes_through(cli, tmp_path):
 @pytest.mark.parametrize("content,message", [
     (b"hello, not a model", "not a recognised model file"),
     (b"\x0a\xff\xff\xff\xff\x0fxx", "corrupt or truncated"),
+    (b"\x89HDF\r\n\x1a\n" + bytes(100), "a Keras HDF5 (.h5) file, which `placer import` does not read"),
 ])
 def test_bad_files(cli, tmp_path, content, message):
     (tmp_path / "m.pb").write_bytes(content)
