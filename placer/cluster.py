@@ -207,14 +207,26 @@ class Cluster:
 
         Saved runs and comparison rows record it, so that a cluster file
         edited under the same name (a faster link, more memory) is not
-        answered with results made for the old one.
+        answered with results made for the old one. Numbers hash by value
+        (16 and 16.0 alike): a preset and the file `placer clusters` writes
+        of it, which reads back as floats, are the same hardware.
         """
+        return self._hash(by_value=True)
+
+    def same_hardware(self, fingerprint: str | None) -> bool:
+        """Whether a `fingerprint` saved with a run is this cluster's (None: the run saved none). Runs saved
+        before numbers hashed by value kept one that told a preset's integers from floats; it still matches."""
+        return fingerprint is None or fingerprint in (self.fingerprint, self._hash(by_value=False))
+
+    def _hash(self, by_value: bool) -> str:
         import hashlib
         import json
 
         spec = {k: v for k, v in self.to_dict().items() if k not in ("name", "meta")}
         if "links" in spec:
             spec["links"] = sorted(spec["links"], key=lambda l: l["between"])
+        if by_value:
+            spec = _floats(spec)
         return hashlib.sha256(json.dumps(spec, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:
@@ -275,6 +287,15 @@ class Cluster:
         topology = None if data.get("topology") is None else Topology.from_dict(data["topology"], f"cluster {name!r}")
         return cls(name, devices, links, default_link, meta if isinstance(meta, dict) else {},
                    shared_threads=data.get("shared_threads"), topology=topology)
+
+
+def _floats(value: Any) -> Any:
+    """`value` (a spec) with every integer (not a boolean) as a float."""
+    if isinstance(value, dict):
+        return {k: _floats(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_floats(v) for v in value]
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
 _positive = positive_number

@@ -42,6 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from placer.cli.common import EXIT_INTERRUPTED
 from placer.cluster import Cluster
 from placer.graph import OpGraph
 from placer.fileio import write_atomic
@@ -384,7 +385,7 @@ class JobRunner:
         elif self._stopping:
             changes = dict(state="interrupted", resume=True,
                            error="the service stopped; the job resumes when it starts again")
-        elif reported == "interrupted":
+        elif reported == "interrupted" and code == EXIT_INTERRUPTED:  # else the progress is an earlier attempt's
             changes = dict(state="interrupted", resume=False, error="stopped by a signal from outside the service")
         elif code < 0 and reported != "failed":
             changes = self._killed(record, -code, prog.get("step"))

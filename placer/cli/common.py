@@ -193,6 +193,52 @@ def output_file(path: str | None, flag: str) -> Path | None:
     return file
 
 
+EXIT_INTERRUPTED = 130
+"""The exit code of a command stopped by Ctrl-C or SIGTERM (128 + SIGINT, as shells report it)."""
+LOCK_FILE = ".lock"
+CLAIM_WAIT_SECONDS = 15.0
+"""How long a run waits for another process to let go of its folder: a trainer the service left behind on a
+restart saves its checkpoint and exits within seconds; a second run started by hand waits this long, then stops."""
+
+
+def claim_run_folder(out: Path, what: str):
+    """Lock the run folder `out` (which must exist) for this process, so that two runs never write one
+    folder's files at once; returns the open lock file, to keep for as long as the run goes (the lock ends
+    with the process, however it ends).
+
+    Raises
+    ------
+    PlacerError
+        When another process still holds it after `CLAIM_WAIT_SECONDS`, naming that process.
+    """
+    import fcntl
+    import os
+    import time
+
+    from placer.errors import PlacerError
+
+    lock = open(out / LOCK_FILE, "a+")
+    deadline = time.monotonic() + CLAIM_WAIT_SECONDS
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                lock.seek(0)
+                holder = lock.read().strip()
+                lock.close()
+                raise PlacerError(f"{str(out)!r} is in use by another {what}"
+                                  + (f" (process {holder})" if holder.isdigit() else "")
+                                  + "; wait for it to end, or choose another --out") from None
+            time.sleep(0.2)
+    lock.seek(0)
+    lock.truncate()
+    lock.write(str(os.getpid()))
+    lock.flush()
+    return lock
+
+
 def check_resume(out: Path, saved: bool, resume: bool, what: str) -> bool:
     """Whether to continue the run in `out` (`saved`: it holds a saved one); a PlacerError when the flags disagree.
 

@@ -71,11 +71,11 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the exit code (0 success, 1 error, 130 interrupted)."""
+    """Run the CLI; returns the exit code (0 success, 1 error, `EXIT_INTERRUPTED` interrupted)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     parser = build_parser()
     args = _parse(parser, argv)
-    from placer.cli.common import os_error_line, sigterm_as_ctrl_c
+    from placer.cli.common import EXIT_INTERRUPTED, os_error_line, sigterm_as_ctrl_c
     from placer.errors import PlacerError, interrupted
 
     try:
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         print(f"placer {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 1
     except OSError as e:  # the system refused (read-only folder, full disk...): not a bug, so no "internal error"
@@ -99,12 +99,15 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # a bug, but still one line unless asked for more
         if interrupted(e):  # Ctrl-C inside compiled code (numba) comes back wrapped in a SystemError
             print(f"placer {args.command}: interrupted", file=sys.stderr)
-            return 130
+            return EXIT_INTERRUPTED
         if os.environ.get("PLACER_DEBUG"):
             raise
-        if type(e).__name__ == "ResourceExhaustedError":  # TensorFlow out of memory (class named: no TF import)
-            print(f"placer {args.command}: error: out of memory in TensorFlow: the model, at the sizes given, needs "
-                  f"more memory than this machine has ({_first_line(e)})", file=sys.stderr)
+        if type(e).__name__ == "ResourceExhaustedError":  # TensorFlow's (class named: no TF import) for two causes
+            if "No space left on device" in str(e):  # a full disk where TensorFlow writes (a checkpoint)
+                print(f"placer {args.command}: error: no space left on device ({_first_line(e)})", file=sys.stderr)
+            else:
+                print(f"placer {args.command}: error: out of memory in TensorFlow: the model, at the sizes given, "
+                      f"needs more memory than this machine has ({_first_line(e)})", file=sys.stderr)
             return 1
         print(f"placer {args.command}: internal error: {type(e).__name__}: {_first_line(e)} "
               "(set PLACER_DEBUG=1 for the traceback)", file=sys.stderr)

@@ -12,8 +12,9 @@ given change them). ``--init POLICY`` continues pre-training from a policy
 
 from __future__ import annotations
 
-from placer.cli.common import (StopOnSignal, add_grouping_flags, add_json_flag, add_run_folder, check_budget,
-                               check_name, check_resume, checked_config, config_help, run_folder)
+from placer.cli.common import (EXIT_INTERRUPTED, StopOnSignal, add_grouping_flags, add_json_flag, add_run_folder,
+                               check_budget, check_name, check_resume, checked_config, claim_run_folder, config_help,
+                               run_folder)
 from placer.cli.output import LogLines
 
 DEFAULT_CLUSTERS = ("2gpu", "4gpu", "8gpu")
@@ -124,6 +125,7 @@ def run(args) -> int:
     if resuming:
         pretrain.check_same_environments(out, [(g, c) for g in graphs for c in clusters])
     out.mkdir(parents=True, exist_ok=True)
+    lock = claim_run_folder(out, "pre-training run")  # noqa: F841 (held until the process ends)
 
     cached = pretrain.load_teachers(out)
     t0 = time.perf_counter()
@@ -226,5 +228,5 @@ def run(args) -> int:
     if reason == "interrupted":
         print(f"placer pretrain: interrupted; checkpoint saved in {str(out)!r} (continue with --resume)",
               file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     return 0

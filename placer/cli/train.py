@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import json
 
-from placer.cli.common import (WARM_STARTS, StopOnSignal, add_graph_and_cluster, add_grouping_flags, add_json_flag,
-                               add_objective, add_refine_sweeps, add_run_folder, check_at_least, check_budget,
-                               check_refine, config_help, run_folder)
+from placer.cli.common import (EXIT_INTERRUPTED, WARM_STARTS, StopOnSignal, add_graph_and_cluster, add_grouping_flags,
+                               add_json_flag, add_objective, add_refine_sweeps, add_run_folder, check_at_least,
+                               check_budget, check_refine, claim_run_folder, config_help, run_folder)
 from placer.cli.output import ProgressLine, heuristics_shown, seconds_per_unit
 from placer.cli.train_start import (DEFAULT_INIT, NO_INIT, check_starts, given_config, kept_line,
                                     policy_to_fine_tune, saved_run, scratch_only)
@@ -260,9 +260,8 @@ class _Session:
     def run(self) -> int:
         import sys
 
-        from placer.errors import PlacerError, interrupted
-
         self.out.mkdir(parents=True, exist_ok=True)
+        self.lock = claim_run_folder(self.out, "training run")
         with self.stop:
             try:
                 with heuristics_shown():
@@ -270,19 +269,34 @@ class _Session:
                 self._write_progress("running")
                 reason = self._loop(resumed)
             except BaseException as e:
-                message = str(e) if isinstance(e, PlacerError) else f"{type(e).__name__}: {e}"
-                if interrupted(e):
-                    self._save()
-                    self._write_progress("interrupted")
-                else:
-                    self._write_progress("failed", error=message)
+                self._stopped_by(e, save=True)
                 raise
-        self._finish(reason)
+        try:
+            self._finish(reason)
+        except BaseException as e:  # outside the signal handler's block: Ctrl-C lands here at once
+            self._stopped_by(e)
+            raise
         if reason == "interrupted":
             print(f"placer train: interrupted at step {self.trainer.state.step}; checkpoint saved in "
                   f"{str(self.out)!r} (continue with --resume)", file=sys.stderr)
-            return 130
+            return EXIT_INTERRUPTED
         return 0
+
+    def _stopped_by(self, error: BaseException, save: bool = False) -> None:
+        """Say in progress.json how the run stopped: "interrupted" by Ctrl-C (after a checkpoint, with `save`),
+        else "failed" with the error. Best effort: a full disk that stopped the run may refuse this too."""
+        import contextlib
+
+        from placer.errors import PlacerError, interrupted
+
+        with contextlib.suppress(OSError):
+            if interrupted(error):
+                if save:
+                    self._save()
+                self._write_progress("interrupted")
+            else:
+                self._write_progress("failed", error=str(error) if isinstance(error, PlacerError)
+                                     else f"{type(error).__name__}: {error}")
 
     def _loop(self, resumed: bool) -> str:
         from placer.rl import race
@@ -344,17 +358,10 @@ class _Session:
 
     def _finish(self, reason: str) -> None:
         from placer.cli.output import plural, print_json, race_line
-        from placer.errors import interrupted
 
         self._save()
         kept = self._write_result(reason)
-        try:
-            refined = self._refine() if reason == "done" else None
-        except BaseException as e:  # outside the signal handler's block: Ctrl-C lands here at once
-            stopped = interrupted(e)
-            self._write_progress("interrupted" if stopped else "failed",
-                                 error=None if stopped else f"{type(e).__name__}: {e}")
-            raise
+        refined = self._refine() if reason == "done" else None
         self._write_progress("done" if reason == "done" else "interrupted")
         self._plot()
         if self.args.json:

@@ -131,7 +131,7 @@ def check_same_problem(saved: dict[str, Any], graph: OpGraph, cluster: Cluster, 
                                                                                            len(cluster)):
         raise PlacerError(f"{where}: it has cluster {saved['cluster']!r} ({saved.get('num_devices', '?')} "
                           f"devices), this one {cluster.name!r} ({len(cluster)} devices)")
-    if saved.get("cluster_fingerprint", cluster.fingerprint) != cluster.fingerprint:
+    if not cluster.same_hardware(saved.get("cluster_fingerprint")):
         raise PlacerError(f"{where}: it has another cluster named {cluster.name!r} (same device count, other "
                           "devices or links)")
 

@@ -46,6 +46,25 @@ def test_optional_device_fields_round_trip_and_are_left_out_at_their_defaults():
     assert plain.devices[1].matrix_rate == plain.devices[1].peak_flops
 
 
+@pytest.mark.parametrize("name", ["4gpu", "dgx-a100", "2x-dgx-a100", "8gpu-flat", "local"])
+def test_a_preset_and_the_file_written_of_it_are_the_same_hardware(name):
+    """The file reads back as floats where the preset has integers (memory_bytes): a run started on one was
+    refused on the other as "another cluster". A fingerprint saved before numbers hashed by value still matches."""
+    import hashlib
+
+    preset = presets.get(name)
+    again = Cluster.from_dict(json.loads(json.dumps(preset.to_dict())))
+    assert again.fingerprint == preset.fingerprint and again.same_hardware(preset.fingerprint)
+    spec = {k: v for k, v in preset.to_dict().items() if k not in ("name", "meta")}
+    if "links" in spec:
+        spec["links"] = sorted(spec["links"], key=lambda l: l["between"])
+    before = hashlib.sha256(json.dumps(spec, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+    assert preset.same_hardware(before) and preset.same_hardware(None)
+    faster = Cluster.from_dict({**preset.to_dict(), "devices": [
+        {**d, "peak_flops": 2 * d["peak_flops"]} for d in preset.to_dict()["devices"]]})
+    assert not faster.same_hardware(preset.fingerprint) and not faster.same_hardware(before)
+
+
 def test_link_matrices():
     bw, lat = Cluster.from_dict(SPEC).link_matrices()
     assert bw[1, 2] == bw[2, 1] == 5e10 and bw[0, 1] == 1e10 and lat[0, 0] == 0

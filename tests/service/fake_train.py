@@ -5,7 +5,8 @@ atomically every step, ``best_placement.json``, checkpoint and clean exit on
 SIGTERM, ``--resume``) without learning anything: its "placement" puts every
 op on the cluster's first device. Standard library only, so it starts fast.
 
-Knobs (environment): ``FAKE_TRAIN_FAIL=1`` exits with an error after one step;
+Knobs (environment): ``FAKE_TRAIN_FAIL=1`` exits with an error after one step; ``FAKE_TRAIN_FAIL_ON_RESUME=1``
+exits with an error on ``--resume`` before writing any progress (as a corrupt checkpoint does);
 ``FAKE_TRAIN_IGNORE_TERM=1`` ignores SIGTERM (to test the kill after a timeout);
 ``FAKE_TRAIN_NO_CHECKPOINT=1`` writes no ``trainer_state.json`` (a run killed before its first checkpoint;
 otherwise one is written every step);
@@ -60,6 +61,9 @@ def main():
         cluster = json.load(f)
     progress_path = os.path.join(a.out, "progress.json")
     step, elapsed0 = 0, 0.0
+    if a.resume and os.environ.get("FAKE_TRAIN_FAIL_ON_RESUME"):  # as a corrupt checkpoint: before any progress
+        print("placer train: error: trainer state 'trainer_state.json': not valid JSON", file=sys.stderr)
+        return 1
     if a.resume:
         with open(progress_path) as f:
             old = json.load(f)
@@ -99,7 +103,7 @@ def main():
             return 2
         if stop["now"]:
             progress("interrupted")
-            return 0
+            return 130  # as `placer train` (placer.cli.common.EXIT_INTERRUPTED)
         spent = elapsed0 + time.monotonic() - t0 >= a.budget_seconds or (a.steps is not None and step >= a.steps)
         if spent and not held():
             if a.refine_seconds:  # as `placer train --refine-seconds`: a second file, here twice as fast

@@ -194,6 +194,21 @@ class TestRunner:
         assert storage.get_job(job_id=rec.id).attempts == 2
         runner.stop()
 
+    def test_a_resume_that_fails_at_once_is_failed_with_its_reason(self, storage, settings, hold, monkeypatch):
+        """The stopped attempt's progress.json still says "interrupted" when the resumed process fails before
+        writing its own (a corrupt checkpoint): the exit code decides, and the log says why."""
+        runner = _runner(storage, settings)
+        rec = _submit(runner, budget=0.3)
+        wait_for(lambda: (JobRunner.progress(rec) or {}).get("step", 0) >= 2)
+        runner.stop()
+        assert storage.get_job(job_id=rec.id).state == "interrupted"
+        monkeypatch.setenv("FAKE_TRAIN_FAIL_ON_RESUME", "1")
+        runner = _runner(storage, settings)
+        wait_for(lambda: _state(storage, rec.id) == "failed")
+        err = storage.get_job(job_id=rec.id).error
+        assert "exited with code 1" in err and "trainer state 'trainer_state.json': not valid JSON" in err, err
+        runner.stop()
+
     def test_crash_recovery(self, storage, settings):
         """After a crash (job left "running", its process still alive) the orphan is stopped and resumed."""
         runner = _runner(storage, settings)
@@ -203,7 +218,7 @@ class TestRunner:
         _crash(runner)
         assert _state(storage, rec.id) == "running"
         runner = _runner(storage, settings)
-        assert orphan.wait(timeout=5) == 0  # stopped by SIGTERM, after checkpointing
+        assert orphan.wait(timeout=5) == 130  # stopped by SIGTERM, after checkpointing (as placer train exits)
         wait_for(lambda: _state(storage, rec.id) == "done")
         assert "resume" in _starts(rec)
         runner.stop()

@@ -129,7 +129,7 @@ def check_same_environments(out: Path, pairs: list[tuple[OpGraph, Cluster]],
         raise PlacerError(f"{where}: it was made on other graphs of the same names ({', '.join(changed[:3])}"
                           f"{' ...' if len(changed) > 3 else ''}: other ops or costs)")
     prints = saved.get("cluster_fingerprints", {})
-    changed = sorted({c.name for _, c in pairs if prints.get(c.name, c.fingerprint) != c.fingerprint})
+    changed = sorted({c.name for _, c in pairs if not c.same_hardware(prints.get(c.name))})
     if changed:
         raise PlacerError(f"{where}: it was made on other clusters of the same names ({', '.join(changed)}: "
                           "other devices or links)")

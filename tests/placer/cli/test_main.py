@@ -82,6 +82,14 @@ def test_running_out_of_memory_is_the_inputs_error_not_a_bug(cli, monkeypatch):
         assert r.code == 1 and r.err.count("\n") == 1 and "internal error" not in r.err, r.err
         assert r.err.startswith("placer validate: error: out of memory")
     assert "shape[1280,2000000000] ..." in r.err
+    full = ResourceExhaustedError("run/checkpoint/step-7_temp/part-0; No space left on device [Op:SaveV2]")
+
+    def write(args):
+        raise full
+
+    monkeypatch.setattr("placer.cli.validate.run", write)
+    r = cli("validate", "g.json")  # TensorFlow reports a full disk with the same class
+    assert r.code == 1 and r.err.startswith("placer validate: error: no space left on device (run/checkpoint/")
 
 
 SIGTERMED = """

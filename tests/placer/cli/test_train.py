@@ -386,3 +386,23 @@ def test_a_new_run_fine_tunes_the_shipped_policy_and_says_which_start_it_kept(cl
 
     r = cli("train", graph_file, "--cluster", "2gpu", "--out", out, "--steps", "2", "--resume", "--init", "none")
     assert r.code == 1 and "fine-tunes a policy" in r.err
+
+
+def test_a_folder_another_run_is_using_is_refused(cli, graph_file, tmp_path, monkeypatch):
+    """Two runs writing one folder damaged it (a history line cut in two, one best placement over the other's):
+    a run locks its folder; another waits CLAIM_WAIT_SECONDS for it, then stops naming the holder."""
+    import os
+
+    from placer.cli import common
+
+    out = tmp_path / "same"
+    out.mkdir()
+    held = common.claim_run_folder(out, "training run")  # as a run in another process would
+    monkeypatch.setattr(common, "CLAIM_WAIT_SECONDS", 0.5)
+    r = cli("train", graph_file, "--cluster", "2gpu", "--budget-seconds", "5", "--out", out)
+    assert r.code == 1 and r.err.count("\n") == 1, r.err
+    assert f"is in use by another training run (process {os.getpid()})" in r.err
+    assert not (out / "progress.json").exists()
+    held.close()  # the other run ends: the folder is free
+    r = cli("train", graph_file, "--cluster", "2gpu", "--steps", "2", "--out", out)
+    assert r.code == 0, r.err
