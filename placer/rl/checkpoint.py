@@ -157,5 +157,7 @@ def restore(trainer: Trainer, directory: str | Path, saved: dict[str, Any] | Non
     except (ValueError, AssertionError) as e:
         raise PlacerError(f"checkpoint in {str(directory)!r} does not match the policy: {e}") from None
     except Exception as e:  # tf.errors.NotFoundError and friends
-        raise PlacerError(f"cannot read the checkpoint in {str(directory)!r}: {type(e).__name__}") from None
+        raise PlacerError(f"cannot read the checkpoint in {str(directory)!r}: its files ({saved['checkpoint']}.*) "
+                          f"are missing or damaged ({type(e).__name__}); the run cannot go on from it: start a new "
+                          "one with another --out") from None
     trainer.state = TrainerState.from_dict(saved["state"])

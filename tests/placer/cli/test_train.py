@@ -406,3 +406,20 @@ def test_a_folder_another_run_is_using_is_refused(cli, graph_file, tmp_path, mon
     held.close()  # the other run ends: the folder is free
     r = cli("train", graph_file, "--cluster", "2gpu", "--steps", "2", "--out", out)
     assert r.code == 0, r.err
+
+
+def test_a_resume_from_damaged_checkpoint_files_says_so(cli, graph_file, tmp_path):
+    """The trainer state names checkpoint files that are gone or cut short: one line saying so and what to do,
+    not only the exception's class (IndexError, NotFoundError)."""
+    import shutil
+
+    out = tmp_path / "run"
+    assert cli("train", graph_file, "--cluster", "2gpu", "--out", out, "--steps", "2", *FAST).code == 0
+    for f in (out / "checkpoint").glob("*.data-*"):
+        f.write_bytes(f.read_bytes()[:10])
+    r = cli("train", graph_file, "--cluster", "2gpu", "--out", out, "--steps", "4", *FAST, "--resume")
+    assert r.code == 1 and r.err.count("\n") == 1, r.err
+    assert "are missing or damaged" in r.err and "start a new one with another --out" in r.err
+    shutil.rmtree(out / "checkpoint")
+    r = cli("train", graph_file, "--cluster", "2gpu", "--out", out, "--steps", "4", *FAST, "--resume")
+    assert r.code == 1 and "are missing or damaged" in r.err, r.err
