@@ -239,7 +239,7 @@ def claim_run_folder(out: Path, what: str):
     return lock
 
 
-def check_resume(out: Path, saved: bool, resume: bool, what: str) -> bool:
+def check_resume(out: Path, saved: bool, resume: bool, what: str, orphans: bool = False) -> bool:
     """Whether to continue the run in `out` (`saved`: it holds a saved one); a PlacerError when the flags disagree.
 
     A saved run is never started over without ``--resume``, and ``--resume``
@@ -255,8 +255,9 @@ def check_resume(out: Path, saved: bool, resume: bool, what: str) -> bool:
     if resume and not saved:
         if not (out / "progress.json").exists():
             raise PlacerError(f"no {what} to resume in {str(out)!r}; drop --resume to start one")
-        print(f"note: the {what} in {str(out)!r} stopped before its first checkpoint; starting it again",
-              file=sys.stderr)
+        when = ("was cut off as it saved a checkpoint (there are checkpoint files but no state saying what they "
+                "are)" if orphans else "stopped before its first checkpoint")
+        print(f"note: the {what} in {str(out)!r} {when}; starting it again", file=sys.stderr)
     return saved and resume
 
 

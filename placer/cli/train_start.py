@@ -74,7 +74,8 @@ def saved_run(args, out, graph, cluster) -> tuple[dict | None, dict | None]:
 
     saved = checkpoint.load_state(out)
     raced = race.load_race_state(out)
-    if not check_resume(out, saved is not None or raced is not None, args.resume, "training run"):
+    orphans = saved is None and raced is None and any((out / checkpoint.CHECKPOINT_DIR).glob("*"))
+    if not check_resume(out, saved is not None or raced is not None, args.resume, "training run", orphans):
         return None, None
     starts = getattr(args, "starts", None)
     if raced is not None:

@@ -423,3 +423,15 @@ def test_a_resume_from_damaged_checkpoint_files_says_so(cli, graph_file, tmp_pat
     shutil.rmtree(out / "checkpoint")
     r = cli("train", graph_file, "--cluster", "2gpu", "--out", out, "--steps", "4", *FAST, "--resume")
     assert r.code == 1 and "are missing or damaged" in r.err, r.err
+
+
+def test_a_resume_without_the_trainer_state_beside_its_checkpoint_says_why_it_starts_again(cli, graph_file,
+                                                                                             tmp_path):
+    """Checkpoint files without the state that names them (a run cut off as it saved): the run starts again,
+    saying so, where the note said it had stopped before its first checkpoint."""
+    out = tmp_path / "run"
+    assert cli("train", graph_file, "--cluster", "2gpu", "--out", out, "--steps", "2", *FAST).code == 0
+    (out / "trainer_state.json").unlink()
+    r = cli("train", graph_file, "--cluster", "2gpu", "--out", out, "--steps", "2", *FAST, "--resume")
+    assert r.code == 0 and "was cut off as it saved a checkpoint" in r.err, r.err
+    assert "before its first checkpoint" not in r.err
