@@ -124,7 +124,7 @@ _GRAPHDEF = b"\x0a\x0a\x0a\x01a\x12\x05Const"
 
 @pytest.mark.parametrize("name, data, what", [
     ("model.pb", _GRAPHDEF, "a TensorFlow GraphDef"),
-    ("model.pb.gz", gzip.compress(_GRAPHDEF), "a TensorFlow GraphDef"),
+    ("model.pb.gz", gzip.compress(_GRAPHDEF, mtime=0), "a TensorFlow GraphDef"),  # mtime: the same id on every worker
     ("model.pbtxt", b'node { name: "a" op: "Const" }\n', "a TensorFlow GraphDef (text)"),
     ("bert.json", json.dumps({"maxSizePerFPGA": 1, "maxFPGAs": 2, "maxCPUs": 1, "nodes": [], "edges": []}).encode(),
      "an MSR dnn-partitioning workload"),
