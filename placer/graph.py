@@ -278,11 +278,7 @@ class OpGraph:
             raise GraphError("graph: 'nodes' must be a list of ops")
         if not isinstance(meta, dict):
             raise GraphError("graph: 'meta' must be an object")
-        if _depth(meta) > MAX_META_DEPTH:  # stored as given, it must come back out: deep JSON breaks encoders
-            raise GraphError(f"graph: 'meta' is nested more than {MAX_META_DEPTH} levels deep")
-        where = _non_finite(meta)
-        if where is not None:  # stored as given, it must come back as given: JSON writes NaN and infinity as null
-            raise GraphError(f"graph: 'meta.{where}' is not a finite number (JSON has no NaN or infinity)")
+        _check_meta(meta)
         ops = [_op_from_dict(node, k) for k, node in enumerate(nodes)]
         return cls(name, ops, meta)
 
@@ -356,30 +352,20 @@ MAX_META_DEPTH = 32
 """How deeply a graph's free-form ``meta`` may nest (importers write 2 levels)."""
 
 
-def _depth(value: Any) -> int:
-    """Nesting depth of lists and dicts in `value` (0 for a scalar), without recursion."""
-    deepest, stack = 0, [(value, 0)]
+def _check_meta(meta: dict) -> None:
+    """A GraphError unless `meta`, stored as given, comes back out as given: nested at most `MAX_META_DEPTH`
+    levels (deep JSON breaks encoders) and holding no NaN or infinity (JSON writes them as null). One walk,
+    without recursion, that goes no deeper than the limit."""
+    stack: list[tuple[Any, int, str]] = [(meta, 0, "")]
     while stack:
-        v, d = stack.pop()
-        if isinstance(v, (dict, list)):
-            deepest = max(deepest, d + 1)
-            if d + 1 <= MAX_META_DEPTH:  # no need to walk further down than the limit
-                stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
-    return deepest
-
-
-def _non_finite(value: Any) -> str | None:
-    """The path (``a.b.0``) of the first float in `value` that is NaN or infinite, or None."""
-    stack: list[tuple[Any, str]] = [(value, "")]
-    while stack:
-        v, path = stack.pop()
+        v, d, path = stack.pop()
         if isinstance(v, float) and not math.isfinite(v):
-            return path
-        if isinstance(v, dict):
-            stack.extend((x, f"{path}.{k}" if path else str(k)) for k, x in v.items())
-        elif isinstance(v, list):
-            stack.extend((x, f"{path}.{i}" if path else str(i)) for i, x in enumerate(v))
-    return None
+            raise GraphError(f"graph: 'meta.{path}' is not a finite number (JSON has no NaN or infinity)")
+        if isinstance(v, (dict, list)):
+            if d + 1 > MAX_META_DEPTH:
+                raise GraphError(f"graph: 'meta' is nested more than {MAX_META_DEPTH} levels deep")
+            items = v.items() if isinstance(v, dict) else enumerate(v)
+            stack.extend((x, d + 1, f"{path}.{k}" if path else str(k)) for k, x in items)
 
 
 def _op_from_dict(node: Any, k: int) -> Op:

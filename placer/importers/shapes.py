@@ -19,6 +19,9 @@ from typing import Any, Iterable, Mapping
 from placer.errors import InputShapeError, ModelImportError
 from placer.importers.fetches import node_of
 
+PLACEHOLDER_OPS = ("Placeholder", "PlaceholderV2")
+"""The ops a model's inputs (and, in a function's graph, its captured variables' handles) come in as."""
+
 
 def with_variable_shapes(graph_def, variable_shapes: Mapping[str, tuple[Iterable[int], Any]] | None = None):
     """A copy of `graph_def` whose variable placeholders are ``VarHandleOp``s of known shape.
@@ -89,9 +92,9 @@ def inference_copy(graph_def, batch_size, input_shapes, var_shapes, allow_unknow
 
     for node in graph_def.node:  # a shape for anything but an input would be dropped silently
         if node.name in input_shapes and (
-                node.op not in ("Placeholder", "PlaceholderV2") or node.name in var_shapes
+                node.op not in PLACEHOLDER_OPS or node.name in var_shapes
                 or node.attr["dtype"].type == dtypes.resource.as_datatype_enum):
-            what = f"a {node.op} node" if node.op not in ("Placeholder", "PlaceholderV2") else "a variable's handle"
+            what = f"a {node.op} node" if node.op not in PLACEHOLDER_OPS else "a variable's handle"
             raise ModelImportError(f"input shape given for {node.name!r}, {what}: only the model's input "
                                    "placeholders take one")
     gd = graph_pb2.GraphDef()
@@ -100,7 +103,7 @@ def inference_copy(graph_def, batch_size, input_shapes, var_shapes, allow_unknow
     for node in gd.node:
         if "_output_shapes" in node.attr:
             del node.attr["_output_shapes"]
-        if node.op not in ("Placeholder", "PlaceholderV2"):
+        if node.op not in PLACEHOLDER_OPS:
             continue
         dt = dtypes.as_dtype(node.attr["dtype"].type)
         if node.name in var_shapes:
