@@ -82,6 +82,10 @@ def add_parser(sub) -> None:
     p.add_argument("--entropy-floor", type=float, default=None, metavar="F",
                    help="per-group entropy, as a fraction of a uniform choice's, under which the entropy bonus "
                         "grows (default {entropy_floor:g}; 0: a fixed bonus)")
+    p.add_argument("--world-sigma", type=float, default=None, metavar="S",
+                   help="robust training: half of each step's reward comes from a world drawn around the nominal "
+                        "one, op costs, bandwidths, latencies and GPU speed times lognormal factors of sigma S "
+                        "(default {world_sigma:g}: the nominal world alone; simulated step-time rewards)")
     add_grouping_flags(p, "; trains from scratch: a policy decides its own groups",
                        critical_remark="; trains from scratch")
     p.add_argument("--starts", type=int, default=None, metavar="K",
@@ -142,6 +146,8 @@ def run(args) -> int:
                                   f": fine-tuning (the default, --init {DEFAULT_INIT}), add --warm-start heuristic, "
                                   "or train from scratch with --init none") if fine_tunes else
                                  ", not --warm-start none"))
+    if args.world_sigma and args.reward == "measured":
+        raise PlacerError("--world-sigma draws worlds around the simulator's; it does not go with --reward measured")
     check_starts(args)
     from placer.cli.common import checked_config, load_graph_and_cluster
     from placer.rl.config import TrainConfig

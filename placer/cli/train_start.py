@@ -57,6 +57,7 @@ def given_config(args) -> dict:
                               ("warm_start_search", args.warm_start_search),
                               ("imitation_fraction", getattr(args, "imitation_fraction", None)),
                               ("entropy_floor", getattr(args, "entropy_floor", None)),
+                              ("world_sigma", getattr(args, "world_sigma", None)),
                               ("kind_groups", getattr(args, "kind_groups", None)),
                               ("balanced_groups", getattr(args, "balanced_groups", None)),
                               ("critical_groups", getattr(args, "critical_groups", None))) if v is not None}

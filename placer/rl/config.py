@@ -175,6 +175,11 @@ class RLConfig:
     """Reward subtracted from an out-of-memory placement, times (1 + its worst overflow)."""
     seed: int = setting(0, Rule("integer", least=0, below=SEED_LIMIT))
     """Seeds the weights and every sample."""
+    world_sigma: float = setting(0.0, Rule("number", least=0))
+    """Robust training: each REINFORCE step's reward is half the nominal world's, half that of one world drawn
+    around it (`placer.rl.worlds`: op costs, bandwidths, latencies and GPU speed times lognormal factors of this
+    sigma), so that the policy learns placements that stay fast when the model's numbers are off; the best
+    placement is still judged in the nominal world. 0: the nominal world alone."""
 
     def check(self):
         """Raise PlacerError on the first value no run can use, naming the field; returns the config."""
@@ -216,6 +221,8 @@ class TrainConfig(RLConfig):
     """Compile the passes with XLA; False: plain graph mode; None: XLA from `trainer.JIT_MIN_GROUPS` groups on."""
 
     def _check_together(self) -> None:
+        if self.world_sigma > 0 and self.objective != "step_time":
+            raise PlacerError(f"world_sigma draws worlds of step times; this run's objective is {self.objective!r}")
         if self.warm_start_search > 0 and (self.warm_start != "heuristic" or self.objective != "step_time"):
             raise PlacerError("warm_start_search improves a heuristic warm start's step time; this run has "
                               f"warm_start {self.warm_start!r} and objective {self.objective!r}")
@@ -246,10 +253,5 @@ class PretrainConfig(RLConfig):
     """Heuristics whose best placement each environment imitates: those that take a second or two on 10k ops."""
     refine_teachers: float = setting(0.0, Rule("seconds", least=0))
     """Seconds of local search improving each training pair's teacher (0: the heuristics' own)."""
-    world_sigma: float = setting(0.0, Rule("number", least=0))
-    """Robust training: each REINFORCE step's reward is half the nominal world's, half that of one world drawn
-    around it (`placer.placers.robustness.random_world`: op costs, bandwidths, latencies and GPU speed times
-    lognormal factors of this sigma), so that the policy learns placements that stay fast when the model's
-    numbers are off. 0: the nominal world alone."""
     export: str = setting("validation", Rule("choice", choices=EXPORT_RULES))
     """What ``DIR/policy`` holds: the checkpoint fastest on the validation graphs, or the last; no training change."""

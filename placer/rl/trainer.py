@@ -54,6 +54,7 @@ from placer.rl.policy import MAX_DEVICES, PolicyConfig, reinforce_update
 from placer.rl.state import Best, Rollout, StepStats, TrainerState, config_from_saved  # noqa: F401 (their home before)
 from placer.rl.starts import (TRAINED, heuristic_source, kept, ranked_heuristics, searched_reference,
                                throughput_cost)
+from placer.rl.worlds import robust_rewards
 from placer.simulator import Simulator
 
 JIT_MIN_GROUPS = 64
@@ -326,6 +327,9 @@ class Trainer:
         if replayed:
             actions[-1] = s.best.group_devices
         step_time, oom, reward = self.score(actions)
+        if self.config.world_sigma > 0:  # half the reward from a world drawn for this step (placer.rl.worlds)
+            reward = robust_rewards(reward, self.graph, self.cluster, self.times, self.grouping.expand(actions),
+                                    self.config.oom_penalty, self.config.seed, s.step, self.config.world_sigma)
         return Rollout(actions, entropy, step_time, oom, reward, t0, replayed)
 
     def learn(self, r: Rollout) -> StepStats:

@@ -25,11 +25,11 @@ from placer.grouping import Grouping, group_graph
 from placer.placement import Provenance
 from placer.placers import best
 from placer.placers.refine import REFINER, descend
-from placer.placers.robustness import random_world
 from placer.rl import reinforce
 from placer.rl.config import PretrainConfig, default_of
 from placer.rl.features import DecodeContext, decode_context, device_features, group_features
 from placer.rl.policy import MAX_DEVICES
+from placer.rl.worlds import robust_rewards
 from placer.simulator import Simulator
 
 
@@ -57,13 +57,11 @@ class Environment:
         """``(step_time [K], oom [K], reward [K])`` of placements of groups ``[K, G]``."""
         return _score(self.sim, self.grouping.expand(group_devices), oom_penalty)
 
-    def world_rewards(self, group_devices: np.ndarray, oom_penalty: float, rng: np.random.Generator,
-                      sigma: float) -> np.ndarray:
-        """Rewards ``[K]`` of placements of groups ``[K, G]`` in one world drawn around the nominal one
-        (`placer.placers.robustness.random_world`), scaled by that world's own lower bound."""
-        world = random_world(self.graph, self.cluster, self.sim.times, rng, sigma)
-        sim = Simulator(world.graph, world.cluster, times=world.times)
-        return _score(sim, self.grouping.expand(group_devices), oom_penalty)[2]
+    def robust_rewards(self, group_devices: np.ndarray, reward: np.ndarray, oom_penalty: float, seed: int, step: int,
+                       sigma: float) -> np.ndarray:
+        """`reward` of placements of groups ``[K, G]`` made robust (`placer.rl.worlds.robust_rewards`)."""
+        return robust_rewards(reward, self.graph, self.cluster, self.sim.times, self.grouping.expand(group_devices),
+                              oom_penalty, seed, step, sigma)
 
 
 def _score(sim: Simulator, assignments: np.ndarray, oom_penalty: float):

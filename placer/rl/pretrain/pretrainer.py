@@ -26,10 +26,6 @@ from placer.rl.pretrain.environment import Environment
 from placer.rl.saved_policy import assign_to, weights_of
 
 
-WORLD_STREAM = 1
-"""Seeds a step's random world apart from its samples (`PretrainConfig.world_sigma`)."""
-
-
 @dataclass
 class EnvState:
     baseline: float | None = None
@@ -162,9 +158,7 @@ class Pretrainer:
         actions = dec.actions.numpy().astype(np.int64)
         actions[-1] = s.envs[env.key].best_devices  # replay the best so far
         step_time, oom, reward = env.score(actions, cfg.oom_penalty)
-        if cfg.world_sigma > 0:  # half the reward from a world drawn for this step: no shortcut through exact costs
-            rng = np.random.default_rng([cfg.seed, s.step, WORLD_STREAM])
-            reward = 0.5 * (reward + env.world_rewards(actions, cfg.oom_penalty, rng, cfg.world_sigma))
+        reward = env.robust_rewards(actions, reward, cfg.oom_penalty, cfg.seed, s.step, cfg.world_sigma)
         return env, actions, dec.entropy.numpy(), step_time, oom, reward
 
     def reinforce_learn(self, rollout: tuple) -> dict[str, Any]:

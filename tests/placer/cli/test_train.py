@@ -91,6 +91,9 @@ def test_refine_seconds_writes_a_refined_placement_never_slower(cli, graph_file,
     (["--budget-seconds", "-3"], "--budget-seconds must be positive"),
     (["--samples", "1", "--steps", "1"], "--samples must be an integer of at least 2"),
     (["--ray-workers", "2"], "--ray-workers goes with --ray"),
+    (["--world-sigma", "-1"], "--world-sigma must be a non-negative number"),
+    (["--world-sigma", "0.3", "--reward", "measured"], "does not go with --reward measured"),
+    (["--world-sigma", "0.3", "--objective", "throughput"], "world_sigma draws worlds of step times"),
     (["--ray-workers", "0", "--ray", "auto"], "--ray-workers must be at least 1, got 0"),
 ])
 def test_bad_options_are_one_line_errors(cli, graph_file, tmp_path, argv, message):

@@ -14,6 +14,7 @@ from placer.graph_io import load_graph, save_graph
 from placer.rl import pretrain
 from placer.rl.pretrain import environment, loop
 from placer.rl.saved_policy import load_policy
+from placer.rl.worlds import world_rewards, world_rng
 from placer.synthetic import layered_graph
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -192,8 +193,9 @@ def test_world_sigma_takes_half_the_reward_from_a_random_world(session):
     nominal = env.score(actions, CONFIG.oom_penalty)
     np.testing.assert_array_equal(step_time, nominal[0])  # the best placement is still judged in the nominal world
     assert not np.allclose(reward, nominal[2])
-    rng = np.random.default_rng([CONFIG.seed, robust.state.step, 1])
-    np.testing.assert_allclose(reward, 0.5 * (nominal[2] + env.world_rewards(actions, CONFIG.oom_penalty, rng, 0.5)))
+    drawn = world_rewards(env.graph, env.cluster, env.sim.times, env.grouping.expand(actions), CONFIG.oom_penalty,
+                          world_rng(CONFIG.seed, robust.state.step), 0.5)
+    np.testing.assert_allclose(reward, 0.5 * (nominal[2] + drawn))
 
 
 def test_run_checkpoints_exports_and_resumes(session):

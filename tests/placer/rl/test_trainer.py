@@ -114,6 +114,21 @@ def test_warm_start_search_needs_a_heuristic_warm_start_of_step_time():
             TrainConfig(warm_start_search=1.0, **kw).check()
 
 
+def test_world_sigma_takes_half_the_reward_from_a_world_drawn_for_the_step(chains, pair):
+    """Robust training: the reward mixes in one random world per step; step times (and the best) stay nominal."""
+    from placer.rl.worlds import world_rewards, world_rng
+
+    robust = Trainer(chains, pair, _config(world_sigma=0.5))
+    r = robust.rollout()
+    step_time, _, nominal = robust.score(r.actions)
+    np.testing.assert_array_equal(r.step_time, step_time)
+    drawn = world_rewards(chains, pair, robust.times, robust.grouping.expand(r.actions), robust.config.oom_penalty,
+                          world_rng(robust.config.seed, 0), 0.5)
+    assert not np.allclose(drawn, nominal)
+    np.testing.assert_allclose(r.reward, 0.5 * (nominal + drawn))
+    np.testing.assert_allclose(Trainer(chains, pair, _config(world_sigma=0.5)).rollout().reward, r.reward)
+
+
 def test_train_needs_a_limit(chains, pair):
     with pytest.raises(PlacerError, match="budget"):
         train(Trainer(chains, pair, _config()))
