@@ -70,7 +70,15 @@ the second)."""
 
 
 class JobQueueFull(Exception):
-    """Too many jobs wait for a slot (HTTP 429)."""
+    """Too many jobs wait for a slot (HTTP 429); `retry_after`: seconds until a slot may free (its header)."""
+
+    def __init__(self, message: str, retry_after: int):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+RETRY_AFTER_BOUNDS = (1, 3600)
+"""Seconds a 429's ``Retry-After`` may say: a running job's budget can be hours, but jobs end early too."""
 
 
 def read_json(path: Path) -> Any | None:
@@ -201,7 +209,7 @@ class JobRunner:
         if not added:  # `check_capacity` passed, but other requests filled the queue meanwhile
             shutil.rmtree(job_dir, ignore_errors=True)
             raise JobQueueFull(f"{self.settings.max_queued_jobs} jobs are already waiting (max_queued_jobs); "
-                               "try again later")
+                               "try again later", self.retry_after())
         self._poll_soon()
         return self.storage.get_job(job_id=job_id) or record
 
@@ -232,7 +240,20 @@ class JobRunner:
         """
         waiting = len(self.storage.list_jobs(limit=self.settings.max_queued_jobs + 1, offset=0, states=("queued",)))
         if waiting >= self.settings.max_queued_jobs:
-            raise JobQueueFull(f"{waiting} jobs are already waiting (max_queued_jobs); try again later")
+            raise JobQueueFull(f"{waiting} jobs are already waiting (max_queued_jobs); try again later",
+                               self.retry_after())
+
+    def retry_after(self) -> int:
+        """Seconds until the running job nearest the end of its budget should finish and free a slot (by its
+        ``progress.json``), within `RETRY_AFTER_BOUNDS`; the least when no job runs (one is about to start)."""
+        low, high = RETRY_AFTER_BOUNDS
+        left = []
+        for record in self.storage.list_jobs(limit=self.settings.max_running_jobs, offset=0,
+                                             states=("running", "cancelling")):
+            elapsed = (self.progress(record) or {}).get("elapsed_seconds")
+            elapsed = elapsed if isinstance(elapsed, (int, float)) and math.isfinite(elapsed) else 0.0
+            left.append(record.budget_seconds - elapsed)
+        return int(min(max(math.ceil(min(left, default=low)), low), high))
 
     def running_count(self) -> int:
         """Training processes running for this data dir (whichever service process owns them)."""

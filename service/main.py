@@ -260,7 +260,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(JobQueueFull)
     async def _queue_full(request: Request, exc: JobQueueFull) -> JSONResponse:
-        return SafeJSONResponse({"detail": str(exc)}, status_code=429)
+        return SafeJSONResponse({"detail": str(exc)}, status_code=429,
+                                headers={"Retry-After": str(exc.retry_after)})
 
     @app.exception_handler(PayloadTooLarge)
     async def _payload_too_large(request: Request, exc: PayloadTooLarge) -> JSONResponse:

@@ -8,7 +8,8 @@ and reads the files it writes in DIR (names are a contract):
   "elapsed_seconds", "budget_seconds", "best_step_time", "mean_reward",
   "entropy", "error"}``;
 - ``best_placement.json``: the best placement so far (the Placement
-  contract, method "rl"), rewritten at each checkpoint and at the end;
+  contract, method "rl"), written as soon as the run has one (its start,
+  or a cold start's first step), then at each checkpoint and at the end;
 - ``history.csv`` (one row per step, the policy's entropy and the entropy bonus's weight among its
   columns), ``curve.png`` (at the end);
 - ``result.json`` (at the end): which start the run kept and why (`placer.rl.starts.kept`: ``{"kept":
@@ -272,6 +273,7 @@ class _Session:
             try:
                 with heuristics_shown():
                     self.trainer, resumed = self._make_trainer()
+                self._write_best()  # the start's placement: a job has a result before its first checkpoint
                 self._write_progress("running")
                 reason = self._loop(resumed)
             except BaseException as e:
@@ -334,6 +336,8 @@ class _Session:
         def on_step(stats) -> None:
             self.last = stats
             history.append({k: getattr(stats, k) for k in StepStats.FIELDS})
+            if not (self.out / "best_placement.json").exists():  # a cold start's first: the job's first result
+                self._write_best()
             self._write_progress("running")
             bar.show(stats)
             if checkpoints.due():
@@ -350,7 +354,6 @@ class _Session:
     # -- files -------------------------------------------------------------------
     def _save(self) -> None:
         """Checkpoint plus the best placement so far (when training has scored one)."""
-        from placer.placement import save_placement
         from placer.rl import checkpoint
 
         if self.trainer is None:
@@ -359,7 +362,13 @@ class _Session:
             self.trainer.save(self.out)
         else:
             checkpoint.save(self.trainer, self.out)
-        if self.trainer.state.best.group_devices:
+        self._write_best()
+
+    def _write_best(self) -> None:
+        """``best_placement.json``: the best placement so far (when the run has scored one)."""
+        from placer.placement import save_placement
+
+        if self.trainer is not None and self.trainer.state.best.group_devices:
             save_placement(self.trainer.best_placement(), self.out / "best_placement.json")
 
     def _finish(self, reason: str) -> None:
@@ -451,11 +460,15 @@ class _Session:
     def _write_progress(self, state: str, error: str | None = None) -> None:
         import math
 
-        from placer.rl.run_folder import write_progress
+        from placer.rl.run_folder import read_progress, write_progress
 
         t = self.trainer
         s = t.state if t is not None else None
         best = s.returned.step_time if s is not None and math.isfinite(s.returned.step_time) else None
+        last = {"mean_reward": self.last.mean_reward, "entropy": self.last.entropy} if self.last else None
+        if last is None and s is not None and s.step > 0:  # resumed, no step yet: the figures of the step it is at
+            before = read_progress(self.out) or {}
+            last = {k: before.get(k) for k in ("mean_reward", "entropy")} if before.get("step") == s.step else None
         data = {
             "state": state,
             "step": s.step if s else 0,
@@ -463,8 +476,8 @@ class _Session:
             "elapsed_seconds": s.elapsed_seconds if s else 0.0,
             "budget_seconds": self.budget,
             "best_step_time": best,
-            "mean_reward": self.last.mean_reward if self.last else None,
-            "entropy": self.last.entropy if self.last else None,
+            "mean_reward": last["mean_reward"] if last else None,
+            "entropy": last["entropy"] if last else None,
             "error": error,
         }
         write_progress(self.out, data)

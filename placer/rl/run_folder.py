@@ -74,6 +74,15 @@ def read_history(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+def read_progress(folder: Path) -> dict[str, Any] | None:
+    """``progress.json`` in `folder` as last written (None when absent or unreadable)."""
+    try:
+        data = json.loads((folder / PROGRESS_FILE).read_bytes())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def write_progress(folder: Path, progress: dict[str, Any]) -> None:
     """Rewrite ``progress.json`` in `folder` atomically."""
     write_atomic(folder / PROGRESS_FILE, json.dumps(progress).encode())

@@ -56,7 +56,8 @@ def job_capacity(jobs: JobsDep) -> None:
     try:
         jobs.check_capacity()
     except JobQueueFull as e:
-        raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, str(e)) from None
+        raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, str(e),
+                            headers={"Retry-After": str(e.retry_after)}) from None
 
 
 @dataclass(frozen=True)

@@ -373,3 +373,17 @@ def test_jobs_start_without_a_preexec_fn(storage, settings, monkeypatch):
     rec = _submit(runner, budget=0.2)
     wait_for(lambda: _state(storage, rec.id) == "done")
     assert seen == [None]
+
+
+def test_retry_after_is_the_time_left_of_the_running_job_nearest_its_end(storage, settings, hold):
+    """A 429's Retry-After: the least budget left among running jobs (by their progress), within its bounds."""
+    from service.jobs import RETRY_AFTER_BOUNDS
+
+    runner = _runner(storage, settings)
+    assert runner.retry_after() == RETRY_AFTER_BOUNDS[0]  # nothing runs: a slot is about to be taken
+    rec = _submit(runner, budget=50.0)
+    wait_for(lambda: _state(storage, rec.id) == "running" and Path(rec.job_dir, "progress.json").exists())
+    wait_for(lambda: json.loads(Path(rec.job_dir, "progress.json").read_text())["elapsed_seconds"] > 0)
+    elapsed = json.loads(Path(rec.job_dir, "progress.json").read_text())["elapsed_seconds"]
+    assert 1 <= runner.retry_after() <= 50 - int(elapsed)
+    runner.stop()

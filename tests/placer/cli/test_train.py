@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from unittest.mock import ANY
 
 import pytest
 
@@ -54,7 +55,12 @@ def test_train_writes_the_contract_files_and_resumes(cli, graph_file, tmp_path):
     assert r.code == 0, r.err
     lines = (out / "history.csv").read_text().splitlines()
     assert [int(line.split(",")[0]) for line in lines[1:]] == [1, 2, 3, 4, 5]
-    assert json.loads((out / "progress.json").read_text())["step"] == 5
+    progress = json.loads((out / "progress.json").read_text())
+    assert progress["step"] == 5 and progress["mean_reward"] is not None
+
+    r = cli("train", graph_file, "--cluster", "2gpu", "--out", out, "--steps", "5", "--resume")
+    assert r.code == 0, r.err  # a finished run resumed: no step taken, its last step's figures kept
+    assert json.loads((out / "progress.json").read_text()) == {**progress, "elapsed_seconds": ANY}
 
 
 def test_refine_seconds_writes_a_refined_placement_never_slower(cli, graph_file, tmp_path):
@@ -215,6 +221,8 @@ def test_sigterm_checkpoints_and_marks_interrupted(graph_file, tmp_path):
         if p.exists() and json.loads(p.read_text())["step"] >= 2:
             break
         time.sleep(0.2)
+    has_result = (out / "best_placement.json").exists()  # a job's result before the first checkpoint (30 s)
+    assert not (out / "trainer_state.json").exists()
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err.decode()
@@ -222,7 +230,7 @@ def test_sigterm_checkpoints_and_marks_interrupted(graph_file, tmp_path):
     assert progress["state"] == "interrupted" and progress["step"] >= 2
     state = json.loads((out / "trainer_state.json").read_text())
     assert state["state"]["step"] == progress["step"]
-    assert (out / "best_placement.json").exists()
+    assert (out / "best_placement.json").exists() and has_result
     assert b"Traceback" not in err
 
 

@@ -108,7 +108,7 @@ class TestJobs:
 
 
 def test_queue_full_is_429(make_client):
-    """Past max_queued_jobs waiting, new jobs (and rl placements) are refused with 429."""
+    """Past max_queued_jobs waiting, new jobs (and rl placements) are refused with 429 and a Retry-After."""
     client = make_client(max_queued_jobs=1)
     gid = client.post("/v1/graphs", json=tiny_graph()).json()["id"]
     running = client.post("/v1/jobs", json={"graph_id": gid, "budget_seconds": 60}).json()
@@ -116,7 +116,9 @@ def test_queue_full_is_429(make_client):
     assert queued["state"] == "queued"
     r = client.post("/v1/jobs", json={"graph_id": gid})
     assert r.status_code == 429 and "max_queued_jobs" in r.json()["detail"]
-    assert client.post("/v1/placements", json={"graph_id": gid, "method": "rl"}).status_code == 429
+    assert 1 <= int(r.headers["Retry-After"]) <= 60  # until the running job's 60 s budget is spent
+    placing = client.post("/v1/placements", json={"graph_id": gid, "method": "rl"})
+    assert placing.status_code == 429 and 1 <= int(placing.headers["Retry-After"]) <= 60
     for job in (queued, running):
         client.delete(f"/v1/jobs/{job['id']}")
 
@@ -133,7 +135,9 @@ def test_a_queue_filled_after_the_early_check_is_still_429(make_client, monkeypa
     monkeypatch.setattr(JobRunner, "check_capacity", lambda self: None)  # as if checked before `queued` was
     r = client.post("/v1/jobs", json={"graph_id": gid})
     assert r.status_code == 429 and "max_queued_jobs" in r.json()["detail"]
-    assert client.post("/v1/placements", json={"graph_id": gid, "method": "rl"}).status_code == 429
+    assert 1 <= int(r.headers["Retry-After"]) <= 60  # until the running job's 60 s budget is spent
+    placing = client.post("/v1/placements", json={"graph_id": gid, "method": "rl"})
+    assert placing.status_code == 429 and 1 <= int(placing.headers["Retry-After"]) <= 60
     jobs = client.get("/v1/jobs").json()["data"]
     assert sorted(j["id"] for j in jobs) == sorted([running["id"], queued["id"]])
     job_dirs = Path(client.app.state.settings.jobs_dir)
