@@ -14,8 +14,9 @@ to ops. Two decodings:
   mostly the greedy placement again.
 
 A policy with pooled policies (`placer.rl.saved_policy.SavedPolicy.pooled`;
-the shipped one pools a policy trained on critical-path groups, and both
-again at 64 groups, its card's ``pool_groups``) answers with
+the shipped one pools its main policy with members trained on critical-path
+groups, on convolutional graphs and on sequence models, and all four again at
+64 groups, its card's ``pool`` and ``pool_groups``: eight members) answers with
 the fastest of its members' placements, each member grouping the graph as it
 was trained to. The K samples are drawn in two rounds: `EXPLORE_SHARE` of
 them split evenly among the members, the rest by the member whose placement
