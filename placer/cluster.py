@@ -14,6 +14,7 @@ is one of two kinds:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,9 @@ import numpy as np
 
 from placer.errors import ClusterError, PlacerError
 from placer.topology import CompiledTopology, Routes, Topology, flat_routes, link_ends, positive_number
+
+TASK_PREFIX = re.compile(r"^(/job:[^/]+/replica:\d+/task:\d+)/")
+"""The TensorFlow task a device name belongs to: one process, on one machine (`Cluster.nodes`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +163,25 @@ class Cluster:
     @property
     def device_names(self) -> list[str]:
         return [d.name for d in self.devices]
+
+    def nodes(self) -> list[list[int]]:
+        """The device indices of each machine, in order: devices named for one TensorFlow task
+        (``/job:J/replica:R/task:T/device:...``) share a machine; a cluster whose names carry no task is one."""
+        by_task: dict[str, list[int]] = {}
+        for i, d in enumerate(self.devices):
+            task = TASK_PREFIX.match(d.name)
+            by_task.setdefault(task.group(1) if task else "", []).append(i)
+        return list(by_task.values())
+
+    def restricted(self, indices: list[int], name: str | None = None) -> "Cluster":
+        """The cluster of these devices alone (one machine of several, say), with the links among them:
+        the same hardware a placement on them alone sees in this cluster."""
+        keep = [self.devices[i] for i in indices]
+        names = {d.name for d in keep}
+        topology = None if self.compiled is None else self.compiled.restricted(names)
+        links = {pair: l for pair, l in self.links.items() if pair <= names}
+        return Cluster(name or f"{self.name}[{len(keep)} devices]", keep, links, self.default_link, dict(self.meta),
+                       self.shared_threads, topology)
 
     def link(self, a: str, b: str) -> Link:
         """The link between two distinct devices.

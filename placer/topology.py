@@ -231,6 +231,17 @@ class CompiledTopology:
         self._routes = self._build_routes()
         self._matrices = route_matrices(self._routes, len(devices))
 
+    def restricted(self, devices: set[str]) -> Topology:
+        """The switches and links the routes among `devices` use, with the explicit routes among them: a
+        topology in which those devices route exactly as they do here (the rule picks the same route in a
+        part of the network that holds it)."""
+        used = {frozenset(hop) for (a, b), path in self.paths.items() if a in devices and b in devices
+                for hop in zip(path, path[1:])}
+        links = [l for l in self.topology.links if frozenset((l.a, l.b)) in used]
+        ends = {n for l in links for n in (l.a, l.b)}
+        return Topology([s for s in self.topology.switches if s.name in ends], links,
+                        [r for r in self.topology.routes if r.src in devices and r.dst in devices])
+
     def _explicit(self, r: Route, dev_set: set[str], where: str) -> None:
         rw = f"{where}: route {r.src!r} -> {r.dst!r}"
         for end in (r.src, r.dst):

@@ -85,11 +85,27 @@ def target_shares(problem: Problem, devices: np.ndarray) -> np.ndarray | None:
     return shares / shares.sum()
 
 
+def partition_units(problem: Problem, k: int, unit_cost: np.ndarray, shares: np.ndarray | None = None,
+                    op_weight: np.ndarray | None = None) -> tuple[int, np.ndarray]:
+    """METIS's k-way cut of the unit graph (`unit_graph`; edges weigh `op_weight`, bytes by default), balancing
+    `unit_cost` at target `shares` (None: equal parts): ``(edge cut, part per unit)``."""
+    import pymetis
+
+    xadj, adjncy, weight = unit_graph(problem, op_weight)
+    eweights = _int_weights(weight) if len(weight) else None
+    try:
+        cut, part_list = pymetis.part_graph(
+            k, pymetis.CSRAdjacency(xadj, adjncy), vweights=_int_weights(unit_cost), eweights=eweights,
+            tpwgts=None if shares is None else shares.tolist(),
+        )
+    except RuntimeError as e:  # METIS's own input checks; the shares and part counts callers give pass them
+        raise PlacerError(f"metis: METIS could not partition graph {problem.graph.name!r} into {k} parts ({e})") from e
+    return cut, np.asarray(part_list, dtype=np.int64)
+
+
 @register("metis", description="k-way METIS partition over the GPUs: balance compute, cut fewest bytes")
 def place_metis(graph: OpGraph, cluster: Cluster) -> Placement:
     """Partition the unit graph into one part per GPU with METIS; see the module docstring."""
-    import pymetis
-
     problem = Problem.build(graph, cluster)
     devices = problem.candidates[:problem.num_units]  # no more parts than units: METIS cannot make empty ones
     k = len(devices)
@@ -99,17 +115,8 @@ def place_metis(graph: OpGraph, cluster: Cluster) -> Placement:
         parts = np.zeros(problem.num_units, dtype=np.int64)
         cut = 0
     else:
-        xadj, adjncy, weight = unit_graph(problem, problem.mean_comm_time(devices) if problem.routed else None)
-        eweights = _int_weights(weight) if len(weight) else None
-        shares = target_shares(problem, devices)
-        try:
-            cut, part_list = pymetis.part_graph(
-                k, pymetis.CSRAdjacency(xadj, adjncy), vweights=_int_weights(unit_cost), eweights=eweights,
-                tpwgts=None if shares is None else shares.tolist(),
-            )
-        except RuntimeError as e:  # METIS's own input checks; the shares and part count above pass them
-            raise PlacerError(f"metis: METIS could not partition graph {graph.name!r} into {k} parts ({e})") from e
-        parts = np.asarray(part_list, dtype=np.int64)
+        cut, parts = partition_units(problem, k, unit_cost, target_shares(problem, devices),
+                                     problem.mean_comm_time(devices) if problem.routed else None)
     unit_device = devices[parts]
     unit_device, ledger = fit_to_memory(problem, route_mapping(problem, unit_device, devices)[unit_device], devices)
     return problem.placement(expand_units(problem, unit_device), "metis", ledger, edge_cut=int(cut))

@@ -141,8 +141,12 @@ def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: Tr
     seed = (config or TrainConfig()).seed
     samples = default_samples(len(graph)) if samples is None else samples
     policy, samples, seed, answer = pool_member(graph, cluster, policy, samples, seed, groups)
-    coarse = answer is not None and groups is None and policy.groups < policy.trained_groups
-    if coarse:  # a member pooled at fewer groups than it learned on: fine-tune it on its own (`start_from_answer`)
+    # a member pooled at fewer groups than it learned on, fine-tuned on its own; or an answer placed on one
+    # machine of several, which the member's samples on the whole cluster would not give again: the run starts
+    # from the answer itself (`start_from_answer`)
+    coarse = answer is not None and groups is None and (policy.groups < policy.trained_groups
+                                                        or "machine" in answer.meta)
+    if coarse:
         policy = policy.at_groups(policy.trained_groups)
     trainer = FineTuner(graph, cluster, fine_tune_config(policy, config, heuristic), reference=reference,
                         scorer=scorer, heuristic_limit=heuristic_limit)

@@ -28,6 +28,7 @@ still repeatable.
 
 from __future__ import annotations
 
+import sys
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -104,6 +105,10 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
             raise PlacerError(f"cluster {cluster.name!r} has {len(cluster)} devices; the policy handles at most "
                               f"{max_devices}")
     t0 = time.perf_counter()
+    nodes = cluster.nodes()
+    if len(nodes) > 1 and len(cluster) > trained_devices(policy) >= max(len(n) for n in nodes):
+        return _place_on_one_node(graph, cluster, policy, nodes, samples=samples, seed=seed, groups=groups,
+                                  method=method)
     sim = Simulator(graph, cluster)
     first_round = exploring_samples(policy, samples)
     shares = pool_shares(policy, first_round, seed)
@@ -168,6 +173,70 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
         placement.meta.update({"pool": [f"{m.name} v{m.version} ({m.groups} groups)" for m in policy.members],
                                "pool_member": j})
     return placement
+
+
+def trained_devices(policy: SavedPolicy) -> int:
+    """The most devices of any cluster a member trained on (the presets its card names): device slots past
+    that were never trained. Unbounded when the cards name none."""
+    from placer import presets
+
+    names = {c for m in policy.members for c in (m.card.get("trained_on") or {}).get("clusters") or []}
+    sizes = [len(presets.get(c)) for c in sorted(names) if presets.is_preset(c)]
+    return max(sizes) if sizes else sys.maxsize
+
+
+def _place_on_one_node(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, nodes: list[list[int]], *,
+                       samples: int, seed: int, groups: int | None, method: str) -> Placement:
+    """Zero-shot placement on a cluster of several machines, more devices than the policy trained on.
+
+    The policy places the graph on one machine (the one with the most GPU FLOP/s, the first among equals),
+    whose devices it reads as a cluster it knows; on devices past the ones it trained on it places worse
+    than that (docs/experiments/pretrained-policy.md, "Two machines"). When the machines are alike, the
+    same placement is also folded over all of them: a k-way METIS cut of the graph, each part on its machine's
+    devices as the one-machine placement has them. The faster of the two on the whole cluster is the answer.
+    """
+    t0 = time.perf_counter()
+    node = max(nodes, key=lambda n: sum(cluster.devices[i].peak_flops for i in n if cluster.devices[i].kind == "gpu"))
+    machine = cluster.restricted(node)
+    one = place_zero_shot(graph, machine, policy, samples=samples, seed=seed, groups=groups, method=method)
+    local = np.array([machine.index[one.devices[op.name]] for op in graph.ops], dtype=np.int64)
+    candidates = [np.asarray(node, dtype=np.int64)[local]]
+    if _alike(cluster, nodes):
+        candidates.append(_folded(graph, cluster, nodes, local))
+    sim = Simulator(graph, cluster)
+    res = sim.run_batch(np.stack(candidates))
+    k = fastest(res.step_time, res.oom)
+    placement = sim.evaluate(Placement.from_assignment(graph, cluster, candidates[k], method))
+    placement.meta.update(one.meta)
+    placement.meta.update({
+        "machine": cluster.devices[node[0]].name.rsplit("/device:", 1)[0],
+        "spread": ("one machine's placement folded over the machines alike by a METIS cut" if k == 1
+                   else "on one machine"),
+        "seconds": {**one.meta["seconds"], "total": time.perf_counter() - t0},
+    })
+    return placement
+
+
+def _alike(cluster: Cluster, nodes: list[list[int]]) -> bool:
+    """Whether every machine has the same devices in the same order (kind, speed, memory)."""
+    def spec(n):
+        return [(cluster.devices[i].kind, cluster.devices[i].peak_flops, cluster.devices[i].memory_bytes) for i in n]
+    return all(spec(n) == spec(nodes[0]) for n in nodes[1:])
+
+
+def _folded(graph: OpGraph, cluster: Cluster, nodes: list[list[int]], local: np.ndarray) -> np.ndarray:
+    """`local` (a device index within a machine per op) repeated on every machine, each taking the ops of its
+    part of a METIS cut of the graph that balances GPU compute and cuts the fewest bytes."""
+    from placer.placers.common import Problem
+    from placer.placers.metis import partition_units
+
+    problem = Problem.build(graph, cluster)
+    gpus = [i for i, d in enumerate(cluster.devices) if d.kind == "gpu"] or list(range(len(cluster)))
+    unit_cost = np.bincount(problem.unit, weights=problem.times[:, gpus].min(axis=1), minlength=problem.num_units)
+    machine_of = np.zeros(problem.num_units, dtype=np.int64)
+    if problem.num_units >= len(nodes):  # METIS makes no empty part
+        machine_of = partition_units(problem, len(nodes), unit_cost)[1]
+    return np.asarray(nodes, dtype=np.int64)[machine_of[problem.unit], local]
 
 
 def exploring_samples(policy: SavedPolicy, samples: int) -> int:

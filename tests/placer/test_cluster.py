@@ -146,3 +146,34 @@ class TestLoad:
         path.write_text(json.dumps({"name": "x", "devices": []}))
         with pytest.raises(ClusterError, match="c.json"):
             load_cluster(str(path))
+
+
+def test_machines_are_the_devices_of_one_tensorflow_task():
+    assert [len(n) for n in presets.get("2x-dgx-a100").nodes()] == [9, 9]
+    two = presets.get("2x-dgx-a100")
+    assert all("/task:1/" in two.devices[i].name for i in two.nodes()[1])
+    for name in ("4gpu", "8gpu-nvlink", "dgx-a100", "2gpu-flat", "local:2"):
+        cluster = presets.get(name)
+        assert cluster.nodes() == [list(range(len(cluster)))]  # names without a task: one machine
+
+
+@pytest.mark.parametrize("node", [0, 1])
+def test_one_machine_of_two_routes_as_the_one_machine_preset(node):
+    """A DGX A100 of `2x-dgx-a100` restricted to itself is `dgx-a100`: the same routes, link for link."""
+    import numpy as np
+
+    two = presets.get("2x-dgx-a100")
+    machine, one = two.restricted(two.nodes()[node]), presets.get("dgx-a100")
+    assert [d.kind for d in machine.devices] == [d.kind for d in one.devices] and len(machine) == 9
+    for a, b in zip(machine.link_matrices(), one.link_matrices()):
+        np.testing.assert_array_equal(a, b)
+    assert not any(s.kind == "ib-switch" for s in machine.topology.switches)  # the network is not on its routes
+    ra, rb = machine.routes(), one.routes()
+    np.testing.assert_array_equal(np.diff(ra.offset), np.diff(rb.offset))  # as many hops for every pair
+
+
+def test_a_flat_cluster_restricted_keeps_the_links_among_its_devices():
+    cluster = presets.get("4gpu-flat")
+    part = cluster.restricted([1, 3])
+    assert part.device_names == [cluster.device_names[1], cluster.device_names[3]]
+    assert part.link(*part.device_names) == cluster.link(cluster.device_names[1], cluster.device_names[3])

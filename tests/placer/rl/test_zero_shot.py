@@ -318,3 +318,23 @@ def test_cli_fine_tune_with_the_heuristic_warm_start_is_never_worse_than_either(
     best = json.loads((out / "best_placement.json").read_text())
     assert best["meta"]["policy"]["name"] == zero.meta["policy"]["name"]
     assert best["step_time"] <= min(zero.step_time, best_heuristic) * (1 + 1e-9)
+
+
+def test_on_two_machines_the_policy_places_on_one_and_folds_it_over_both(shipped):
+    """More devices than the pool trained on (18 against 9): the answer is its placement on one DGX A100,
+    as on `dgx-a100`, or that placement repeated on both machines over a METIS cut, whichever is faster."""
+    graph = layered_graph(400, seed=5)
+    two, one = presets.get("2x-dgx-a100"), presets.get("dgx-a100")
+    p = place_zero_shot(graph, two, shipped, samples=16)
+    alone = place_zero_shot(graph, one, shipped, samples=16)
+    assert p.step_time == pytest.approx(Simulator(graph, two).evaluate(p).step_time)
+    assert p.step_time <= alone.step_time * (1 + 1e-9) and p.meta["machine"] == "/job:worker/replica:0/task:0"
+    local = {name: i for i, name in enumerate(one.device_names)}
+    on_two = {name: i for i, name in enumerate(two.device_names)}
+    if p.meta["spread"] == "on one machine":
+        assert {op: on_two[d] for op, d in p.devices.items()} == {op: local[d] for op, d in alone.devices.items()}
+    else:  # each op on the same device of its machine as the one-machine placement has it
+        assert {op: on_two[d] % 9 for op, d in p.devices.items()} == {op: local[d] for op, d in alone.devices.items()}
+        assert {d.split("/device:")[0] for d in p.devices.values()} == {"/job:worker/replica:0/task:0",
+                                                                       "/job:worker/replica:0/task:1"}
+    assert place_zero_shot(graph, presets.get("8gpu"), shipped, samples=4).meta.get("machine") is None
