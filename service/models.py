@@ -194,12 +194,14 @@ class PlacementCreate(BaseModel):
     candidates: list[str] | None = Field(
         None, max_length=64, description="method best and baselines: only these heuristics (default: every "
                                          "heuristic that optimises the objective).")
-    wait_seconds: float = Field(0.0, ge=0, description="method rl: how long to wait for the job (0: answer "
-                                                       "the zero-shot placement at once; GET follows the job).")
-    budget_seconds: float = Field(60.0, gt=0, le=7 * 86400, description="method rl: training budget.")
-    refine_seconds: float = Field(0.0, ge=0, le=60, description="Then improve the answer by local search in "
-                                                                "the simulator for up to this long (0: not; "
-                                                                "objective step_time; rl: its zero-shot answer).")
+    wait_seconds: float = Field(0.0, ge=0, allow_inf_nan=False,
+                                description="method rl: how long to wait for the job (0: answer the zero-shot "
+                                            "placement at once; GET follows the job).")
+    budget_seconds: float = Field(60.0, gt=0, le=7 * 86400, allow_inf_nan=False,
+                                  description="method rl: training budget.")
+    refine_seconds: float = Field(0.0, ge=0, le=60, allow_inf_nan=False,
+                                  description="Then improve the answer by local search in the simulator for up to "
+                                              "this long (0: not; objective step_time; rl: its zero-shot answer).")
     refine_sweeps: int | None = Field(None, ge=1, le=100_000, description="With refine_seconds: stop the "
                                       "search after this many sweeps (the same answer on any machine when "
                                       "refine_seconds does not stop it first).")
@@ -264,7 +266,7 @@ class TrainOptions(BaseModel):
                           f"fine-tuning: start from the policy's answer; with init 'none', '{TrainConfig.warm_start}'"
                           "). Either way the job never answers worse than the best heuristic.")
     warm_start_search: float | None = Field(
-        None, ge=rule_of(TrainConfig, "warm_start_search").least, le=60,
+        None, ge=rule_of(TrainConfig, "warm_start_search").least, le=60, allow_inf_nan=False,
         description="First improve that heuristic placement by local search for this long (seconds; default "
                     f"{TrainConfig.warm_start_search:g}: not).")
     starts: int | None = Field(None, ge=1, le=8, description="Race REINFORCE from this many of the fastest "
@@ -277,9 +279,9 @@ class TrainOptions(BaseModel):
                           "address the cluster or with starts > 1. The job never answers "
                           "worse than the zero-shot answer or the best heuristic; its result's meta.kept says "
                           "which it kept and why.")
-    refine_seconds: float | None = Field(None, gt=0, le=60, description="When training ends, improve its best "
-                                                                        "placement by local search for this long "
-                                                                        "(default: no search).")
+    refine_seconds: float | None = Field(None, gt=0, le=60, allow_inf_nan=False,
+                                         description="When training ends, improve its best placement by local "
+                                                     "search for this long (default: no search).")
     refine_sweeps: int | None = Field(None, ge=1, le=100_000, description="With refine_seconds: at most this "
                                                                           "many sweeps of the search (default: "
                                                                           "as many as refine_seconds allows).")
@@ -316,7 +318,7 @@ class JobCreate(BaseModel):
     graph_id: str | None = None
     graph: GraphSpec | None = None
     cluster: ClusterRef = "4gpu"
-    budget_seconds: float = Field(60.0, gt=0, le=7 * 86400)
+    budget_seconds: float = Field(60.0, gt=0, le=7 * 86400, allow_inf_nan=False)
     seed: int = Field(0, ge=0, lt=2**31)
     options: TrainOptions = Field(default_factory=TrainOptions)
 

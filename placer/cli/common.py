@@ -168,17 +168,19 @@ def run_folder(out: str) -> Path:
     return path
 
 
-def output_file(path: str | None, flag: str) -> Path | None:
+def output_file(path: str | None, flag: str, inputs: tuple = ()) -> Path | None:
     """The file an output option (``-o``, ``--trace``, ...) names, checked before any work is done.
 
     Its folder must already exist, as with most Unix tools: a mistyped path
     is an error rather than a new tree of folders (only a run folder, ``--out
-    DIR``, is created). None stays None (the option was not given).
+    DIR``, is created). None stays None (the option was not given). It must
+    not be one of the command's `inputs` (paths; None skipped): writing the
+    result over the graph it was made from loses the user's file.
 
     Raises
     ------
     PlacerError
-        If the folder is missing or not a folder, or `path` names a folder.
+        If the folder is missing or not a folder, `path` names a folder, or it is one of `inputs`.
     """
     from placer.errors import PlacerError
 
@@ -190,6 +192,8 @@ def output_file(path: str | None, flag: str) -> Path | None:
         raise PlacerError(f"{flag} {path!r}: folder {str(file.parent)!r} {missing}")
     if file.is_dir():
         raise PlacerError(f"{flag} {path!r} is a folder, not a file")
+    if file.exists() and any(i is not None and Path(i).exists() and Path(i).samefile(file) for i in inputs):
+        raise PlacerError(f"{flag} {path!r} is this command's input; write the result to another file")
     return file
 
 

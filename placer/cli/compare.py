@@ -27,7 +27,8 @@ def add_parser(sub) -> None:
                    help="training budget of the rl method per graph and cluster (default: rl's own, 60 s)")
     p.add_argument("--rl-policy", metavar="DIR",
                    help="rl places zero-shot with this pre-trained policy ('shipped' for the bundled one) "
-                        "instead of training from scratch; with --rl-budget-seconds it fine-tunes")
+                        "instead of fine-tuning the shipped policy for 60 s (rl's default); with "
+                        "--rl-budget-seconds it fine-tunes this one")
     add_objective(p, help="step_time (default) or throughput: rows gain max_load (the pipelined max device "
                   "load) and the winner is the smallest max_load")
     p.add_argument("--refine-seconds", type=float, metavar="S",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from placer.cli.common import add_json_flag, output_file, quiet_tensorflow
+from placer.cli.common import add_json_flag, check_name, output_file, quiet_tensorflow
 
 
 def add_parser(sub) -> None:
@@ -29,6 +29,12 @@ def run(args) -> int:
     from placer.fileio import write_atomic
     from placer.measure.detect import detect_cluster
 
+    check_name(args.name)
+    from placer import presets
+    from placer.errors import PlacerError
+
+    if presets.is_preset(args.name):  # commands would then print this machine's results as the preset's
+        raise PlacerError(f"--name {args.name!r} is a preset's name; give this machine's cluster a name of its own")
     out_path = output_file(args.output, "-o")
     cluster = detect_cluster(args.name, args.cpus)
     spec = cluster.to_dict()

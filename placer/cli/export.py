@@ -28,7 +28,7 @@ def run(args) -> int:
     from placer.measure.source import load_runnable
     from placer.placement import load_placement
 
-    output_file(args.output, "-o")
+    output_file(args.output, "-o", (args.graph, args.placement, args.graphdef))
     placement = load_placement(args.placement)
     graph, graph_def = load_runnable(args.graph, args.graphdef, need_input_shapes=False, placed=placement.devices)
     placed = write_placed_graphdef(graph, graph_def, placement, args.output)

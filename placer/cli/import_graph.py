@@ -157,7 +157,7 @@ def run(args) -> int:
     from placer.graph_io import save_graph
 
     check_name(args.name)
-    output_file(args.output, "-o")
+    output_file(args.output, "-o", (args.model,))
     output_file(args.cluster_out, "--cluster-out")
     output_file(args.save_graphdef, "--save-graphdef")
     for flag, value in (("--batch", args.batch), ("--unknown-dim", args.unknown_dim)):

@@ -50,6 +50,8 @@ def _fmt(v: Any) -> str:
 def human_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
+            if abs(n) >= 1e6:
+                return f"{n:.3g} {unit}"
             return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
         n /= 1024
     return f"{n} B"
@@ -74,6 +76,8 @@ def human_seconds(s: float | None, unit: float = 1.0) -> str:
     if s is None or not math.isfinite(s):
         return "-"
     s = s * unit
+    if s >= 1e6:  # a cluster or graph of absurd sizes: a readable figure, not hundreds of digits
+        return f"{s:.3g} s"
     if s >= 1:
         return f"{s:.3f} s"
     if s >= 1e-3:

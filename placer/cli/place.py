@@ -29,7 +29,9 @@ def add_parser(sub) -> None:
                   "(`max_load`); a method built for the other is scored on it too, and says so")
     p.add_argument("--budget-seconds", type=float, metavar="S",
                    help="learned methods (rl): training budget in seconds (default 60; with --policy: "
-                        "fine-tune it for S seconds); progress on stderr. Not resumable: for long runs use "
+                        "fine-tune it for S seconds); progress on stderr. The first step compiles for a few "
+                        "seconds and is always taken, so a budget of a few seconds runs over. Not resumable: "
+                        "for long runs use "
                         "`placer train --out DIR`, which checkpoints and takes --resume")
     p.add_argument("--policy", metavar="DIR",
                    help="method rl: place zero-shot (no training, unless --budget-seconds) with this pre-trained "
@@ -40,8 +42,9 @@ def add_parser(sub) -> None:
                         "(default as the service answers: `placer.rl.zero_shot.default_samples`, fewer on the "
                         "biggest graphs (docs/learned-placer.md); 0: greedy alone)")
     p.add_argument("--starts", type=int, default=None, metavar="K",
-                   help="method rl: race REINFORCE from the K fastest distinct heuristic placements (2-8) by "
-                        "successive halving (as `placer train --starts`); not with --policy")
+                   help="method rl: race REINFORCE from the K fastest distinct heuristic placements (2-8; 1, the "
+                        "default, races none) by successive halving (as `placer train --starts`), from scratch: "
+                        "not with --policy, and without the shipped policy's zero-shot answer")
     p.add_argument("--refine-seconds", type=float, metavar="S",
                    help="then improve the placement by local search in the simulator (moves of whole op groups "
                         "to other devices) for up to S seconds; any method, step time objective")
@@ -85,7 +88,7 @@ def run(args) -> int:
     names = None if args.candidates is None else [n.strip() for n in args.candidates.split(",") if n.strip()]
     if is_best:
         best.candidates(args.objective, names)  # bad names: fail before loading anything big
-    output_file(args.output, "-o")
+    output_file(args.output, "-o", (args.graph, args.cluster))
     graph, cluster = load_graph_and_cluster(args)
     options = {}
     if args.budget_seconds is not None:
@@ -97,6 +100,8 @@ def run(args) -> int:
             raise PlacerError(f"--policy and --best-of apply to method rl, not {args.method!r}")
         if args.policy is None:
             raise PlacerError("--best-of needs --policy (a pre-trained policy to sample from)")
+        if args.policy == "none" and args.best_of is not None:
+            raise PlacerError("--best-of samples a pre-trained policy's placements; --policy none trains from scratch")
         options["policy"] = args.policy
         if args.best_of is not None:
             options["best_of"] = args.best_of
@@ -173,8 +178,14 @@ def _training_progress(args, graph, options: dict):
         return None
     budget = DEFAULT_BUDGET_SECONDS if args.budget_seconds is None else args.budget_seconds
     bar = ProgressLine(None, budget, seconds_per_unit(graph))
-    what = "training from scratch" if args.policy == NO_POLICY else \
-        f"fine-tuning the {'shipped ' if args.policy in (None, 'shipped') else ''}policy from its zero-shot answer"
+    starts = options.get("starts", 1)
+    if starts > 1:
+        what = f"racing {starts} heuristic warm starts, trained from scratch"
+    elif args.policy == NO_POLICY:
+        what = "training from scratch"
+    else:
+        shipped = "shipped " if args.policy in (None, "shipped") else ""
+        what = f"fine-tuning the {shipped}policy from its zero-shot answer"
     noted = False
     last_note = -IMITATION_NOTE_SECONDS
 

@@ -13,8 +13,8 @@ given change them). ``--init POLICY`` continues pre-training from a policy
 from __future__ import annotations
 
 from placer.cli.common import (EXIT_INTERRUPTED, StopOnSignal, add_grouping_flags, add_json_flag, add_run_folder,
-                               check_budget, check_name, check_resume, checked_config, claim_run_folder, config_help,
-                               run_folder)
+                               check_at_least, check_budget, check_name, check_resume, checked_config, claim_run_folder,
+                               config_help, run_folder)
 from placer.cli.output import LogLines
 
 DEFAULT_CLUSTERS = ("2gpu", "4gpu", "8gpu")
@@ -89,6 +89,8 @@ def run(args) -> int:
     from placer.rl import pretrain
 
     check_name(args.name)
+    check_name(args.version, "--version")
+    check_at_least(args, "max_graphs")
     out = run_folder(args.out)
     check_budget(args.budget_seconds)
     resuming = check_resume(out, (out / pretrain.STATE_FILE).exists(), args.resume, "pre-training run")

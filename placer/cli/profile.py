@@ -62,7 +62,7 @@ def run(args) -> int:
         raise PlacerError("--batch applies to --keras")
     if args.batch is not None and args.batch < 1:
         raise PlacerError(f"--batch must be a positive integer, got {args.batch}")
-    out_path = output_file(args.output, "-o")
+    out_path = output_file(args.output, "-o", (args.graph,))
     graph, graph_def = _load(args)
     cluster = _cluster(args.cluster)
     by_name = {canonical_device(d.name): d for d in cluster.devices}

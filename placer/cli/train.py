@@ -90,10 +90,10 @@ def add_parser(sub) -> None:
     add_grouping_flags(p, "; trains from scratch: a policy decides its own groups",
                        critical_remark="; trains from scratch")
     p.add_argument("--starts", type=int, default=None, metavar="K",
-                   help="race REINFORCE from the K fastest distinct heuristic placements (2-8), keeping the "
-                        "faster half each round until one start has the rest of the budget (successive halving; "
-                        "default 1: the fastest heuristic alone). Trains from scratch; not with --init, --ray or "
-                        "--reward measured")
+                   help="race REINFORCE from the K fastest distinct heuristic placements (2-8; 1 races none), "
+                        "keeping the faster half each round until one start has the rest of the budget "
+                        "(successive halving; default 1: the fastest heuristic alone). Trains from scratch; not "
+                        "with --init, --ray or --reward measured")
     p.add_argument("--init", metavar="POLICY",
                    help="the pre-trained policy to fine-tune: a folder (`placer pretrain`), 'shipped' for the "
                         f"package's own (the default, '{DEFAULT_INIT}', unless --starts or a grouping flag is "
@@ -155,6 +155,10 @@ def run(args) -> int:
 
     checked_config(TrainConfig(**given_config(args)))
     graph, cluster = load_graph_and_cluster(args)
+    if args.reward == "measured":  # before the run folder is made: nothing left behind
+        from placer.measure.source import require_embedded_graphdef
+
+        require_embedded_graphdef(graph, "--reward measured")
     saved, raced = saved_run(args, out, graph, cluster)
     policy = policy_to_fine_tune(args, cluster) if saved is None and raced is None else None
     budget = args.budget_seconds

@@ -39,6 +39,17 @@ class NoTensorFlowOrigin(PlacerError):
     """The graph was not imported from TensorFlow, so it cannot be run."""
 
 
+def require_embedded_graphdef(graph: OpGraph, what: str) -> None:
+    """Refuse, before any work, a graph without its GraphDef embedded where `what` (a command's option that
+    runs samples and takes no GraphDef path) needs it."""
+    blob = graph.meta.get(META_KEY)
+    if not isinstance(blob, dict) or "data" not in blob:
+        raise NoTensorFlowOrigin(
+            f"graph {graph.name!r} (source: {graph.meta.get('source', 'unknown source')}) carries no TensorFlow "
+            f"GraphDef, which {what} needs to run each sample: give the graph file `placer profile` writes (it "
+            "embeds the GraphDef), or embed it yourself (placer.measure.attach_graphdef)")
+
+
 def attach_graphdef(graph: OpGraph, graph_def) -> OpGraph:
     """Embed `graph_def` in ``graph.meta`` (in place) and return the graph.
 

@@ -101,7 +101,8 @@ def ranked_heuristics(graph: OpGraph, cluster: Cluster, names: Sequence[str] | N
     seconds : the most the heuristics may take together (a training run's share of its budget): each that
         takes a ``time_limit`` (`placer.placers.time_cap`) gets what is left of `seconds`, shared evenly
         among those still to run, and never more than its own default cap; the others (linear, well under a
-        second at 100k ops) run as they are. None: each heuristic keeps its own cap.
+        second at 100k ops) run as they are. None: each heuristic keeps its own cap. One stopped by such a
+        share is named `capped_name`, since its placement is not the heuristic's own.
     """
     if names is None:
         names = [*single_devices(cluster), *registry.names(heuristic_only=True)]
@@ -127,6 +128,8 @@ def ranked_heuristics(graph: OpGraph, cluster: Cluster, names: Sequence[str] | N
         log.info("%s: %.3f ms%s, placed in %.1f s%s", name, p.step_time * 1e3, " (OOM)" if p.oom else "",
                  p.meta.get("place_seconds", 0.0),
                  f" (stopped by its {p.meta['time_limit']:.1f} s cap)" if p.meta.get("time_capped") else "")
+        if options and p.meta.get("time_capped"):  # another placement than the heuristic's own: say so
+            name = capped_name(name, options[TIME_LIMIT_OPTION])
         placed.append((name, p.assignment(graph, cluster), p.step_time, p.oom))
     if score is not None:
         cost, oom = score(np.stack([a for _, a, _, _ in placed]))
@@ -144,6 +147,12 @@ def ranked_heuristics(graph: OpGraph, cluster: Cluster, names: Sequence[str] | N
             scored.append(Candidate(name, assignment, float(step_time), bool(oom)))
     order = rank([c.cost for c in scored], [c.oom for c in scored])
     return [scored[i] for i in order]
+
+
+def capped_name(name: str, seconds: float) -> str:
+    """How a heuristic stopped by a cap shorter than its own is named among candidates (``pipeline_dp[capped
+    1.5 s]``): what it placed then is not the placement ``place --method NAME`` gives."""
+    return f"{name}[capped {seconds:.2g} s]"
 
 
 def built_for_note(method: str, objective: str) -> str:

@@ -87,6 +87,8 @@ class OptionSpec:
             if isinstance(value, str) and value:
                 return value
             return self._refuse(method, value, "a non-empty string")
+        if isinstance(value, float) and not math.isfinite(value):  # "a positive number, got inf" reads wrong
+            return self._refuse(method, value, "a finite number")
         if not _is_number(value, integral=self.kind is int) or not self._in_range(value):
             return self._refuse(method, value, self._range())
         return self.kind(value)

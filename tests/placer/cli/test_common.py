@@ -69,10 +69,13 @@ def test_check_name_refuses_empty(name):
         common.check_name(name)
 
 
-def test_pretrain_refuses_an_empty_name_before_making_its_folder(cli, tmp_path):
-    """`pretrain --name ""` ran a whole run under the default name."""
-    r = cli("pretrain", str(tmp_path), "--name", "", "--out", str(tmp_path / "run"))
-    assert r.code == 1 and "--name must not be empty" in r.err and not (tmp_path / "run").exists()
+@pytest.mark.parametrize("flags, message", [(["--name", ""], "--name must not be empty"),
+                                            (["--version", ""], "--version must not be empty"),
+                                            (["--max-graphs", "0"], "--max-graphs must be at least 1, got 0")])
+def test_pretrain_refuses_a_bad_flag_before_making_its_folder(cli, tmp_path, flags, message):
+    """`pretrain --name ""` ran a whole run under the default name; --max-graphs 0 placed teachers first."""
+    r = cli("pretrain", str(tmp_path), *flags, "--out", str(tmp_path / "run"))
+    assert r.code == 1 and message in r.err and not (tmp_path / "run").exists()
 
 
 def test_stop_on_signal_asks_then_interrupts_then_restores():

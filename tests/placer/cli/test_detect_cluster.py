@@ -38,6 +38,14 @@ def test_calibrate_bounds_its_counts(cli, tmp_path, flags, message):
     assert r.code == 1 and message in r.err and r.err.count("\n") == 1, r.err
 
 
+@pytest.mark.parametrize("name, message", [("", "--name must not be empty"),
+                                           ("4gpu", "--name '4gpu' is a preset's name")])
+def test_detect_cluster_refuses_a_name_no_command_could_use(cli, tmp_path, name, message):
+    """An empty name wrote a file every command refused; a preset's name had results printed as the preset's."""
+    r = cli("detect-cluster", "--name", name, "-o", tmp_path / "x.json")
+    assert r.code == 1 and message in r.err and not (tmp_path / "x.json").exists()
+
+
 def test_detect_cluster_bad_cpus(cli, tmp_path):
     r = cli("detect-cluster", "--cpus", "0", "-o", tmp_path / "x.json")
     assert r.code == 1 and "1 to 64" in r.err

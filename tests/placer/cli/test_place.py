@@ -48,11 +48,22 @@ def test_help_lists_every_heuristic(capsys):
     (["--method", "rl", "--cluster", "2gpu", "--starts", "9"], "starts must be an integer from 1 to 8"),
     (["--method", "rl", "--cluster", "2gpu", "--starts", "2", "--policy", "shipped"],
      "starts races heuristic warm starts; it does not go with policy"),
+    (["--method", "rl", "--cluster", "2gpu", "--policy", "none", "--best-of", "3"],
+     "--best-of samples a pre-trained policy's placements; --policy none trains from scratch"),
+    (["--method", "rl", "--cluster", "2gpu", "--budget-seconds", "1e400"],
+     "option budget_seconds must be a finite number, got inf"),
 ])
 def test_place_bad_input_is_one_line(graph_file, capsys, argv, message):
     assert main(["place", str(graph_file), *argv]) == 1
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_place_refuses_to_write_over_its_own_graph(graph_file, capsys):
+    """`-o` naming the input graph overwrote the user's graph with the placement."""
+    before = graph_file.read_bytes()
+    assert main(["place", str(graph_file), "--cluster", "2gpu", "--method", "single", "-o", str(graph_file)]) == 1
+    assert "is this command's input" in capsys.readouterr().err and graph_file.read_bytes() == before
 
 
 def test_place_missing_graph(tmp_path, capsys):

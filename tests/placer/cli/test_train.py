@@ -266,7 +266,8 @@ def test_resume_with_no_run_is_an_error_unless_one_was_begun(cli, graph_file, tm
 
 
 @pytest.mark.parametrize("argv", [["--samples", "0"], ["--seed", "-1"], ["--groups", "0"], ["--steps", "0"],
-                                  ["--init", "no-such-policy"]])
+                                  ["--init", "no-such-policy"],
+                                  ["--reward", "measured"]])  # a graph without its GraphDef: said before any work
 def test_bad_options_leave_no_folder_behind(cli, graph_file, tmp_path, argv):
     r = cli("train", graph_file, "--cluster", "2gpu", "--out", tmp_path / "o", *argv)
     assert r.code == 1 and len(r.err.strip().splitlines()) == 1

@@ -86,7 +86,7 @@ def test_a_time_share_caps_the_slow_heuristics_and_leaves_the_others():
     """With no seconds to share, each capped heuristic answers what its own zero cap gives (the quick rule),
     and the linear ones what they always give."""
     graph, cluster = layered_graph(60, seed=3), presets.get("4gpu")
-    ranked = {c.name: c for c in best.ranked_heuristics(graph, cluster, seconds=0.0)}
+    ranked = {c.name.split("[capped")[0]: c for c in best.ranked_heuristics(graph, cluster, seconds=0.0)}
     capped = [n for n in registry.names(heuristic_only=True) if "time_limit" in registry.get(n).options]
     assert {"heft", "cpop", "m_etf", "m_sct", "pipeline_dp"} <= set(capped)
     for name in registry.names(heuristic_only=True):
@@ -94,3 +94,13 @@ def test_a_time_share_caps_the_slow_heuristics_and_leaves_the_others():
         assert np.array_equal(ranked[name].assignment, expected.assignment(graph, cluster)), name
     uncapped = {c.name: c for c in best.ranked_heuristics(graph, cluster)}
     assert any(not np.array_equal(uncapped[n].assignment, ranked[n].assignment) for n in ("heft", "m_etf"))
+
+
+def test_a_heuristic_its_share_stopped_early_is_named_so():
+    """A capped run places otherwise than `place --method NAME`: a training run's starts must not read as it."""
+    graph, cluster = layered_graph(3000, seed=1), presets.get("4gpu")
+    [capped] = best.ranked_heuristics(graph, cluster, ["heft"], seconds=1e-9)
+    assert capped.name in (best.capped_name("heft", 1e-9), best.capped_name("heft", 0.0))  # what was left of it
+    assert best.capped_name("heft", 1.5) == "heft[capped 1.5 s]"
+    [own] = best.ranked_heuristics(graph, cluster, ["heft"])
+    assert own.name == "heft"

@@ -70,7 +70,7 @@ class TestCheckOptions:
         ({"bogus": 1}, "unknown option\\(s\\) bogus; it takes seconds, seed, starts, flag, mode, limit"),
         ({"on_step": print}, "unknown option\\(s\\) on_step"),
         ({"seconds": 0}, "option seconds must be a positive number, got 0"),
-        ({"seconds": float("inf")}, "option seconds must be a positive number"),
+        ({"seconds": float("inf")}, "option seconds must be a finite number, got inf"),
         ({"seconds": "3"}, "option seconds must be a positive number, got '3'"),
         ({"seconds": True}, "option seconds must be a positive number"),
         ({"seed": 1.5}, "option seed must be a non-negative integer, got 1.5"),

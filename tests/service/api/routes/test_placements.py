@@ -110,6 +110,16 @@ class TestErrors:
         assert [(e["loc"], e["msg"]) for e in r.json()["detail"]] == [
             (["body", "baselines"], "Input should be a valid boolean")]
 
+    @pytest.mark.parametrize("field, literal", [("refine_seconds", "1e400"), ("budget_seconds", "NaN"),
+                                                ("wait_seconds", "Infinity")])
+    def test_a_number_past_any_float_is_refused_as_not_finite(self, client, graph_id, field, literal):
+        """1e400 read as infinity was answered "should be less than or equal to 60", its input shown as null."""
+        body = '{"graph_id": "%s", "method": "single", "%s": %s}' % (graph_id, field, literal)
+        r = client.post("/v1/placements", content=body, headers={"Content-Type": "application/json"})
+        assert r.status_code == 422
+        assert [(e["loc"], e["msg"]) for e in r.json()["detail"]] == [
+            (["body", field], "Input should be a finite number")]
+
     def test_validation_errors_are_brief_and_name_the_spec_field(self, client, graph_id):
         """An over-long inline cluster is one error naming cluster.devices, without echoing the body back."""
         from service.models import MAX_DEVICES
