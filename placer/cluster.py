@@ -178,6 +178,9 @@ class Cluster:
         the same hardware a placement on them alone sees in this cluster."""
         keep = [self.devices[i] for i in indices]
         names = {d.name for d in keep}
+        if len(keep) == 1:  # one device needs no link
+            return Cluster(name or f"{self.name}[1 device]", keep, meta=dict(self.meta),
+                           shared_threads=self.shared_threads)
         topology = None if self.compiled is None else self.compiled.restricted(names)
         links = {pair: l for pair, l in self.links.items() if pair <= names}
         return Cluster(name or f"{self.name}[{len(keep)} devices]", keep, links, self.default_link, dict(self.meta),

@@ -250,6 +250,9 @@ class JobRunner:
         left = []
         for record in self.storage.list_jobs(limit=self.settings.max_running_jobs, offset=0,
                                              states=("running", "cancelling")):
+            if record.state == "cancelling":  # its slot frees as soon as it has saved
+                left.append(0.0)
+                continue
             elapsed = (self.progress(record) or {}).get("elapsed_seconds")
             elapsed = elapsed if isinstance(elapsed, (int, float)) and math.isfinite(elapsed) else 0.0
             left.append(record.budget_seconds - elapsed)

@@ -159,7 +159,7 @@ def run(args) -> int:
     check_name(args.name)
     output_file(args.output, "-o", (args.model,))
     output_file(args.cluster_out, "--cluster-out")
-    output_file(args.save_graphdef, "--save-graphdef")
+    output_file(args.save_graphdef, "--save-graphdef", (args.model,))
     for flag, value in (("--batch", args.batch), ("--unknown-dim", args.unknown_dim)):
         if value is not None and not 1 <= value <= MAX_DIM:
             raise ModelImportError(f"{flag} must be an integer from 1 to {MAX_DIM}, got {value}")

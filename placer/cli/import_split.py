@@ -25,7 +25,7 @@ def run(args) -> int:
     from placer.importers.msr import load_split
     from placer.placement import save_placement
 
-    output_file(args.output, "-o")
+    output_file(args.output, "-o", (args.split, args.workload))
     placement = load_split(args.workload, args.split)
     save_placement(placement, args.output)
     used = sorted(set(placement.devices.values()))

@@ -372,7 +372,7 @@ class _Session:
         """``best_placement.json``: the best placement so far (when the run has scored one)."""
         from placer.placement import save_placement
 
-        if self.trainer is not None and self.trainer.state.best.group_devices:
+        if self.trainer is not None and self.trainer.state.returned.group_devices:  # the floor counts (a heuristic)
             save_placement(self.trainer.best_placement(), self.out / "best_placement.json")
 
     def _finish(self, reason: str) -> None:

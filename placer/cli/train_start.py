@@ -84,7 +84,7 @@ def saved_run(args, out, graph, cluster) -> tuple[dict | None, dict | None]:
             raise PlacerError(f"cannot resume with --starts {starts}: the run in {str(out)!r} races "
                               f"{raced['starts']} starts")
         race.check_resumable(raced, graph, cluster, out)
-        trained_with = raced["config"]
+        trained_with = vars(checkpoint.config_of(raced))  # a field saved before it existed: its value then
     else:
         if starts is not None and starts > 1:
             raise PlacerError(f"the run in {str(out)!r} trained from one warm start; resume it without --starts")

@@ -128,7 +128,8 @@ def ranked_heuristics(graph: OpGraph, cluster: Cluster, names: Sequence[str] | N
         log.info("%s: %.3f ms%s, placed in %.1f s%s", name, p.step_time * 1e3, " (OOM)" if p.oom else "",
                  p.meta.get("place_seconds", 0.0),
                  f" (stopped by its {p.meta['time_limit']:.1f} s cap)" if p.meta.get("time_capped") else "")
-        if options and p.meta.get("time_capped"):  # another placement than the heuristic's own: say so
+        if options and options[TIME_LIMIT_OPTION] < TIME_LIMIT_SECONDS and p.meta.get("time_capped"):
+            # stopped sooner than `place --method NAME` stops it: another placement than the heuristic's own
             name = capped_name(name, options[TIME_LIMIT_OPTION])
         placed.append((name, p.assignment(graph, cluster), p.step_time, p.oom))
     if score is not None:
@@ -152,7 +153,7 @@ def ranked_heuristics(graph: OpGraph, cluster: Cluster, names: Sequence[str] | N
 def capped_name(name: str, seconds: float) -> str:
     """How a heuristic stopped by a cap shorter than its own is named among candidates (``pipeline_dp[capped
     1.5 s]``): what it placed then is not the placement ``place --method NAME`` gives."""
-    return f"{name}[capped {seconds:.2g} s]"
+    return f"{name}[capped {seconds:.3g} s]"
 
 
 def built_for_note(method: str, objective: str) -> str:

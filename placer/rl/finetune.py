@@ -144,14 +144,14 @@ def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: Tr
     # a member pooled at fewer groups than it learned on, fine-tuned on its own; or an answer placed on one
     # machine of several, which the member's samples on the whole cluster would not give again: the run starts
     # from the answer itself (`start_from_answer`)
-    coarse = answer is not None and groups is None and (policy.groups < policy.trained_groups
-                                                        or "machine" in answer.meta)
+    coarse = answer is not None and groups is None and policy.groups < policy.trained_groups
     if coarse:
         policy = policy.at_groups(policy.trained_groups)
+    from_answer = coarse or (answer is not None and "machine" in answer.meta)
     trainer = FineTuner(graph, cluster, fine_tune_config(policy, config, heuristic), reference=reference,
                         scorer=scorer, heuristic_limit=heuristic_limit)
     assign_to(trainer.policy, policy)
-    start = (start_from_answer(trainer, policy, answer, samples) if coarse
+    start = (start_from_answer(trainer, policy, answer, samples) if from_answer
              else start_from_policy(trainer, policy, samples, seed))
     start["temperature"] = exploring_temperature(trainer, policy)
     heuristic_faster = trainer.config.warm_start == "heuristic" and (start["start_oom"]
@@ -169,17 +169,19 @@ def pool_member(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, samples: 
                 groups: int | None = None) -> tuple[SavedPolicy, int, int, Placement | None]:
     """``(policy, samples, seed, answer)`` to fine-tune from: with pooled policies, the member whose zero-shot
     placement is the pool's answer, with the K and seed of the candidates that answer is one of (so the
-    fine-tune starts from that answer), and the answer; otherwise the policy itself and no answer. With
+    fine-tune starts from that answer), and the answer; otherwise the policy itself and no answer, but on a
+    cluster where the answer is placed on one machine of several (`placer.rl.zero_shot.on_one_machine`),
+    which the policy's samples on the whole cluster would not give again, the answer too. With
     `groups`, every member places at that G (as `placer.rl.zero_shot.place_zero_shot` does) and the one
     returned is set to it."""
     # `placer train --init P --groups G` (and a service job with init and groups) kept the policy's G
     # silently, and its resume with the same flags was then refused for another G
-    if not policy.pooled:
-        return (policy.at_groups(groups) if groups else policy), samples, seed, None
-    from placer.rl.zero_shot import place_zero_shot
+    from placer.rl.zero_shot import on_one_machine, place_zero_shot
 
+    if not policy.pooled and not on_one_machine(cluster, policy):
+        return (policy.at_groups(groups) if groups else policy), samples, seed, None
     answer = place_zero_shot(graph, cluster, policy, samples=samples, seed=seed, groups=groups)
-    member, meta = policy.members[answer.meta["pool_member"]], answer.meta
+    member, meta = policy.members[answer.meta.get("pool_member", 0)], answer.meta
     return (member.at_groups(groups) if groups else member), meta["member_samples"], meta["member_seed"], answer
 
 

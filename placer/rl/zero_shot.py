@@ -34,7 +34,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
-from placer.cluster import Cluster
+from placer.cluster import TASK_PREFIX, Cluster
 from placer.errors import PlacerError
 from placer.graph import OpGraph
 from placer.placement import Placement
@@ -104,11 +104,15 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
         if len(cluster) > max_devices:
             raise PlacerError(f"cluster {cluster.name!r} has {len(cluster)} devices; the policy handles at most "
                               f"{max_devices}")
+    if on_one_machine(cluster, policy):
+        return _place_on_one_node(graph, cluster, policy, samples=samples, seed=seed, groups=groups, method=method)
+    return _place_on_all(graph, cluster, policy, samples=samples, seed=seed, groups=groups, method=method)
+
+
+def _place_on_all(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, samples: int, seed: int,
+                  groups: int | None, method: str) -> Placement:
+    """`place_zero_shot` over all of `cluster`'s devices."""
     t0 = time.perf_counter()
-    nodes = cluster.nodes()
-    if len(nodes) > 1 and len(cluster) > trained_devices(policy) >= max(len(n) for n in nodes):
-        return _place_on_one_node(graph, cluster, policy, nodes, samples=samples, seed=seed, groups=groups,
-                                  method=method)
     sim = Simulator(graph, cluster)
     first_round = exploring_samples(policy, samples)
     shares = pool_shares(policy, first_round, seed)
@@ -175,6 +179,22 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
     return placement
 
 
+def on_one_machine(cluster: Cluster, policy: SavedPolicy) -> bool:
+    """Whether `place_zero_shot` places on one machine of `cluster` first: it has several machines
+    (`Cluster.nodes`), more devices than any cluster `policy` trained on, machines no bigger than those, and
+    the one chosen has more than one device."""
+    nodes = cluster.nodes()
+    if len(nodes) < 2:
+        return False
+    trained = trained_devices(policy)
+    return len(cluster) > trained >= max(len(n) for n in nodes) and len(_chosen_machine(cluster, nodes)) > 1
+
+
+def _chosen_machine(cluster: Cluster, nodes: list[list[int]]) -> list[int]:
+    """The machine with the most GPU FLOP/s, the first among equals."""
+    return max(nodes, key=lambda n: sum(cluster.devices[i].peak_flops for i in n if cluster.devices[i].kind == "gpu"))
+
+
 def trained_devices(policy: SavedPolicy) -> int:
     """The most devices of any cluster a member trained on (the presets its card names): device slots past
     that were never trained. Unbounded when the cards name none."""
@@ -185,18 +205,21 @@ def trained_devices(policy: SavedPolicy) -> int:
     return max(sizes) if sizes else sys.maxsize
 
 
-def _place_on_one_node(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, nodes: list[list[int]], *,
-                       samples: int, seed: int, groups: int | None, method: str) -> Placement:
+def _place_on_one_node(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, samples: int, seed: int,
+                       groups: int | None, method: str) -> Placement:
     """Zero-shot placement on a cluster of several machines, more devices than the policy trained on.
 
     The policy places the graph on one machine (the one with the most GPU FLOP/s, the first among equals),
     whose devices it reads as a cluster it knows; on devices past the ones it trained on it places worse
     than that (docs/experiments/pretrained-policy.md, "Two machines"). When the machines are alike, the
     same placement is also folded over all of them: a k-way METIS cut of the graph, each part on its machine's
-    devices as the one-machine placement has them. The faster of the two on the whole cluster is the answer.
+    devices as the one-machine placement has them. The faster of the two on the whole cluster is the answer;
+    when both run out of memory (a graph too big for one machine), the placement on all the devices is made
+    too, and the one that fits is the answer.
     """
     t0 = time.perf_counter()
-    node = max(nodes, key=lambda n: sum(cluster.devices[i].peak_flops for i in n if cluster.devices[i].kind == "gpu"))
+    nodes = cluster.nodes()
+    node = _chosen_machine(cluster, nodes)
     machine = cluster.restricted(node)
     one = place_zero_shot(graph, machine, policy, samples=samples, seed=seed, groups=groups, method=method)
     local = np.array([machine.index[one.devices[op.name]] for op in graph.ops], dtype=np.int64)
@@ -206,15 +229,25 @@ def _place_on_one_node(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, no
     sim = Simulator(graph, cluster)
     res = sim.run_batch(np.stack(candidates))
     k = fastest(res.step_time, res.oom)
+    if res.oom[k]:  # too big for one machine, however folded: the devices of all of them
+        whole = _place_on_all(graph, cluster, policy, samples=samples, seed=seed, groups=groups, method=method)
+        if not whole.oom or whole.step_time < res.step_time[k]:
+            return whole
     placement = sim.evaluate(Placement.from_assignment(graph, cluster, candidates[k], method))
     placement.meta.update(one.meta)
     placement.meta.update({
-        "machine": cluster.devices[node[0]].name.rsplit("/device:", 1)[0],
+        "machine": machine_name(cluster.devices[node[0]].name),
         "spread": ("one machine's placement folded over the machines alike by a METIS cut" if k == 1
                    else "on one machine"),
         "seconds": {**one.meta["seconds"], "total": time.perf_counter() - t0},
     })
     return placement
+
+
+def machine_name(device: str) -> str:
+    """The TensorFlow task a device name is on (``/job:worker/replica:0/task:1``), "" for a local name."""
+    task = TASK_PREFIX.match(device)
+    return task.group(1) if task else ""
 
 
 def _alike(cluster: Cluster, nodes: list[list[int]]) -> bool:

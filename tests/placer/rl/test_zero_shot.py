@@ -338,3 +338,34 @@ def test_on_two_machines_the_policy_places_on_one_and_folds_it_over_both(shipped
         assert {d.split("/device:")[0] for d in p.devices.values()} == {"/job:worker/replica:0/task:0",
                                                                        "/job:worker/replica:0/task:1"}
     assert place_zero_shot(graph, presets.get("8gpu"), shipped, samples=4).meta.get("machine") is None
+
+
+def test_a_graph_too_big_for_one_machine_is_placed_on_all_of_them(shipped):
+    """Both one-machine candidates out of memory: the answer on all 18 devices, which fits, as before the rule."""
+    import dataclasses
+
+    from placer.cluster import Cluster
+
+    two = presets.get("2x-dgx-a100")
+    small = Cluster("2x-small", [dataclasses.replace(d, memory_bytes=150 * 2**20) if d.kind == "gpu" else d
+                                 for d in two.devices], topology=two.topology)
+    graph = layered_graph(2000, seed=0)
+    machine = small.restricted(small.nodes()[0])
+    assert place_zero_shot(graph, machine, shipped, samples=8).oom  # one machine cannot hold it
+    p = place_zero_shot(graph, small, shipped, samples=8)
+    assert not p.oom and "machine" not in p.meta
+
+
+def test_machines_of_one_device_are_not_placed_one_at_a_time(shipped):
+    """Ten one-GPU machines: placing on one would put the graph on one GPU; they are placed together."""
+    from placer.cluster import Cluster, Device
+    from placer.rl.zero_shot import on_one_machine
+    from placer.topology import Switch, TopoLink, Topology
+
+    gpu = dict(kind="gpu", peak_flops=19.5e12, memory_bandwidth=1.5e12, memory_bytes=40e9)
+    devices = [Device(f"/job:worker/replica:0/task:{i}/device:GPU:0", **gpu) for i in range(10)]
+    cluster = Cluster("10x1", devices, topology=Topology([Switch("eth", "switch")],
+                                                         [TopoLink(d.name, "eth", 12.5e9, 5e-6) for d in devices]))
+    assert not on_one_machine(cluster, shipped) and on_one_machine(presets.get("2x-dgx-a100"), shipped)
+    assert np.isfinite(place_zero_shot(layered_graph(200), cluster, shipped, samples=4).step_time)
+    assert len(cluster.restricted([3])) == 1  # one device needs no link
