@@ -266,6 +266,9 @@ class OpGraph:
         if not isinstance(data, dict):
             raise GraphError("graph: expected a JSON object with 'name' and 'nodes'")
         unknown = set(data) - _GRAPH_KEYS  # as for ops: a misspelt key must not be dropped silently
+        if "devices" in data and "nodes" not in data:
+            raise GraphError("graph: this is a placement ('devices' maps ops to devices), not a graph; "
+                             "`placer simulate GRAPH --placement FILE` reads one")
         if unknown:
             raise GraphError(f"graph: unknown top-level field(s) {sorted(unknown)} (a graph has "
                              f"{', '.join(sorted(_GRAPH_KEYS))}; put other data in 'meta')")

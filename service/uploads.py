@@ -145,8 +145,10 @@ def graph_from_upload(body: bytes, *, fmt: UploadFormat, name: str | None, conte
         if fmt == "json":
             given = [n for n, v in (("fetch", fetches), ("batch", batch), ("unknown_dim", unknown_dim)) if v]
             if given:
-                raise PlacerError(f"upload: {' and '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to a "
-                                  "GraphDef upload; a JSON graph is stored as sent")
+                what = ("a GraphDef upload" if given == ["fetch"] else
+                        "an upload of a model (GraphDef, SavedModel or .keras file)")
+                raise PlacerError(f"upload: {' and '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to "
+                                  f"{what}; a JSON graph is stored as sent")
             return _graph_from_json(raw, name, max_ops), "json+gzip" if gzipped else "json"
         options = {k: v for k, v in (("fetches", fetches), ("batch_size", batch)) if v} | estimate
         return _graph_from_graphdef(raw, name or "graph", max_ops, options)

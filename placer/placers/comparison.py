@@ -12,7 +12,7 @@ import math
 from typing import Any, Callable, Iterable
 
 from placer.cluster import Cluster
-from placer.errors import interrupted
+from placer.errors import PlacerError, interrupted
 from placer.graph import OpGraph
 from placer.placers import registry
 from placer.placers.best import BEST, place_best, rank
@@ -32,7 +32,11 @@ def resolve_methods(methods: str | list[str]) -> list[str]:
     items = methods.split(",") if isinstance(methods, str) else list(methods)
     out: list[str] = []
     for m in (s.strip() for s in items):
-        for name in ([BEST] if m == BEST else registry.resolve([m]) if m else []):
+        try:
+            found = [BEST] if m == BEST else registry.resolve([m]) if m else []
+        except PlacerError as e:  # the registry lists its placers; a comparison also takes these two
+            raise PlacerError(f"{e}, or 'all' (every heuristic), '{BEST}'") from None
+        for name in found:
             if name not in out:
                 out.append(name)
     if not out:

@@ -166,3 +166,11 @@ class TestConversion:
 
         with pytest.raises(GraphError, match="cycle"):
             OpGraph.from_networkx(nx.DiGraph([("x", "y"), ("y", "x")]))
+
+
+def test_a_placement_read_as_a_graph_says_what_it_is():
+    """`validate` on a placement file listed nine unknown top-level fields."""
+    from placer.errors import GraphError
+
+    with pytest.raises(GraphError, match="this is a placement .* not a graph; `placer simulate GRAPH --placement"):
+        OpGraph.from_dict({"graph": "g", "cluster": "4gpu", "method": "single", "devices": {"a": "/device:GPU:0"}})

@@ -236,13 +236,13 @@ class TestGraphDef:
         assert next(n for n in graph["nodes"] if n["name"] == "x")["output_shapes"] == [[8, 4]]
         assert client.post("/v1/graphs?batch=0", content=body, headers=headers).status_code == 422
 
-    @pytest.mark.parametrize("param", ["fetch=out", "batch=8"])
-    def test_graphdef_options_on_a_json_graph_are_refused(self, client, param):
+    @pytest.mark.parametrize("param, to", [("fetch=out", "a GraphDef upload"),
+                                           ("batch=8", "an upload of a model (GraphDef, SavedModel or .keras file)")])
+    def test_graphdef_options_on_a_json_graph_are_refused(self, client, param, to):
         """A JSON graph is stored as sent: ?fetch= or ?batch= there would silently do nothing, so it is a 422."""
         r = client.post(f"/v1/graphs?{param}", json=tiny_graph())
         assert r.status_code == 422
-        assert r.json()["detail"] == (f"upload: {param.split('=')[0]} applies to a GraphDef upload; a JSON graph "
-                                      "is stored as sent")
+        assert r.json()["detail"] == f"upload: {param.split('=')[0]} applies to {to}; a JSON graph is stored as sent"
 
     def test_graphdef_that_crashes_tensorflow(self, client):
         """A GraphDef whose function calls itself (TensorFlow's inliner segfaults on it) is a 422, and the
