@@ -24,7 +24,13 @@ from placer.errors import ClusterError, PlacerError
 from placer.topology import CompiledTopology, Routes, Topology, flat_routes, link_ends, positive_number
 
 TASK_PREFIX = re.compile(r"^(/job:[^/]+/replica:\d+/task:\d+)/")
-"""The TensorFlow task a device name belongs to: one process, on one machine (`Cluster.nodes`)."""
+
+
+def machine_of(device: str) -> str:
+    """The TensorFlow task a device name is on (``/job:worker/replica:0/task:1``): one process, on one machine
+    (`Cluster.nodes`); "" for a local name (``/device:GPU:0``)."""
+    task = TASK_PREFIX.match(device)
+    return task.group(1) if task else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,8 +175,7 @@ class Cluster:
         (``/job:J/replica:R/task:T/device:...``) share a machine; a cluster whose names carry no task is one."""
         by_task: dict[str, list[int]] = {}
         for i, d in enumerate(self.devices):
-            task = TASK_PREFIX.match(d.name)
-            by_task.setdefault(task.group(1) if task else "", []).append(i)
+            by_task.setdefault(machine_of(d.name), []).append(i)
         return list(by_task.values())
 
     def restricted(self, indices: list[int], name: str | None = None) -> "Cluster":

@@ -100,7 +100,9 @@ def run(args) -> int:
             raise PlacerError(f"--policy and --best-of apply to method rl, not {args.method!r}")
         if args.policy is None:
             raise PlacerError("--best-of needs --policy (a pre-trained policy to sample from)")
-        if args.policy == "none" and args.best_of is not None:
+        from placer.rl.method import NO_POLICY
+
+        if args.policy == NO_POLICY and args.best_of is not None:
             raise PlacerError("--best-of samples a pre-trained policy's placements; --policy none trains from scratch")
         options["policy"] = args.policy
         if args.best_of is not None:

@@ -187,6 +187,7 @@ class _Session:
         self.stop = StopOnSignal()
         self.trainer = None  # a Trainer, or a Race (placer.rl.race) with --starts K
         self.last = None  # the latest StepStats
+        self.best_written = False  # best_placement.json holds this run's best
 
     @property
     def racing(self) -> bool:
@@ -340,7 +341,7 @@ class _Session:
         def on_step(stats) -> None:
             self.last = stats
             history.append({k: getattr(stats, k) for k in StepStats.FIELDS})
-            if not (self.out / "best_placement.json").exists():  # a cold start's first: the job's first result
+            if not self.best_written:  # a cold start's first step: the job's first result
                 self._write_best()
             self._write_progress("running")
             bar.show(stats)
@@ -374,6 +375,7 @@ class _Session:
 
         if self.trainer is not None and self.trainer.state.returned.group_devices:  # the floor counts (a heuristic)
             save_placement(self.trainer.best_placement(), self.out / "best_placement.json")
+            self.best_written = True
 
     def _finish(self, reason: str) -> None:
         from placer.cli.output import plural, print_json, race_line

@@ -46,6 +46,13 @@ def rewards(cost: np.ndarray, oom: np.ndarray, overflow: np.ndarray, bound: floa
     return reward - oom * oom_penalty * (1.0 + np.maximum(overflow, 0.0))
 
 
+def simulated_rewards(res, memory_bytes: np.ndarray, bound: float, oom_penalty: float) -> np.ndarray:
+    """`rewards` of a batch a simulator scored (``res``: `Simulator.run_batch`'s step times, OOM flags and
+    peak memory per device), the overflow measured against each device's `memory_bytes`."""
+    overflow = np.max(res.peak_memory / memory_bytes[None, :] - 1.0, axis=1)
+    return rewards(res.step_time, res.oom, overflow, bound, oom_penalty)
+
+
 def baseline_now(baseline: float | None, reward: np.ndarray) -> float:
     """The baseline a step compares its rewards with: the moving average, or at the first step their mean."""
     return float(reward.mean()) if baseline is None else baseline

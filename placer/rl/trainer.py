@@ -40,7 +40,6 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from placer.cluster import Cluster
-from placer.cost_model import op_time_matrix
 from placer.errors import PlacerError, uninterruptible
 from placer.graph import OpGraph
 from placer.grouping import Grouping, group_graph_fitting
@@ -236,9 +235,8 @@ class Trainer:
         if self.throughput is not None:
             return self._score_throughput(op_devices)
         res = (self.sim if simulated else self.scorer).run_batch(op_devices)
-        overflow = np.max(res.peak_memory / self.sim.memory_bytes[None, :] - 1.0, axis=1)
-        return res.step_time, res.oom, reinforce.rewards(res.step_time, res.oom, overflow, self.sim.lower_bound,
-                                                         self.config.oom_penalty)
+        return res.step_time, res.oom, reinforce.simulated_rewards(res, self.sim.memory_bytes, self.sim.lower_bound,
+                                                                   self.config.oom_penalty)
 
     def _score_throughput(self, ops: np.ndarray):
         """Max load per placement; OOM when some device's weights exceed its memory."""
@@ -327,9 +325,8 @@ class Trainer:
         if replayed:
             actions[-1] = s.best.group_devices
         step_time, oom, reward = self.score(actions)
-        if self.config.world_sigma > 0:  # half the reward from a world drawn for this step (placer.rl.worlds)
-            reward = robust_rewards(reward, self.graph, self.cluster, self.times, self.grouping.expand(actions),
-                                    self.config.oom_penalty, self.config.seed, s.step, self.config.world_sigma)
+        reward = robust_rewards(reward, self.sim, self.grouping, actions, self.config.oom_penalty, self.config.seed,
+                                s.step, self.config.world_sigma)  # with world_sigma: half from a drawn world
         return Rollout(actions, entropy, step_time, oom, reward, t0, replayed)
 
     def learn(self, r: Rollout) -> StepStats:

@@ -15,6 +15,7 @@ import numpy as np
 
 from placer.cluster import Cluster
 from placer.graph import OpGraph
+from placer.grouping import Grouping
 from placer.placers.robustness import random_world
 from placer.rl import reinforce
 from placer.simulator import Simulator
@@ -34,15 +35,15 @@ def world_rewards(graph: OpGraph, cluster: Cluster, times: np.ndarray, op_device
     (`times`: its compute seconds), scaled by that world's own lower bound as the nominal reward is by its."""
     world = random_world(graph, cluster, times, rng, sigma)
     sim = Simulator(world.graph, world.cluster, times=world.times)
-    res = sim.run_batch(op_devices)
-    overflow = np.max(res.peak_memory / sim.memory_bytes[None, :] - 1.0, axis=1)
-    return reinforce.rewards(res.step_time, res.oom, overflow, sim.lower_bound, oom_penalty)
+    return reinforce.simulated_rewards(sim.run_batch(op_devices), sim.memory_bytes, sim.lower_bound, oom_penalty)
 
 
-def robust_rewards(nominal: np.ndarray, graph: OpGraph, cluster: Cluster, times: np.ndarray, op_devices: np.ndarray,
+def robust_rewards(nominal: np.ndarray, sim: Simulator, grouping: Grouping, group_devices: np.ndarray,
                    oom_penalty: float, seed: int, step: int, sigma: float) -> np.ndarray:
-    """The mean of the `nominal` rewards and `world_rewards` in step `step`'s world (`nominal` alone at sigma 0)."""
+    """The mean of the `nominal` rewards of placements of groups ``[K, G]`` (scored by `sim`) and their
+    `world_rewards` in step `step`'s world; `nominal` itself at sigma 0, with no work done."""
     if sigma <= 0:
         return nominal
-    drawn = world_rewards(graph, cluster, times, op_devices, oom_penalty, world_rng(seed, step), sigma)
+    drawn = world_rewards(sim.graph, sim.cluster, sim.times, grouping.expand(group_devices), oom_penalty,
+                          world_rng(seed, step), sigma)
     return 0.5 * (nominal + drawn)

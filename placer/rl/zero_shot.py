@@ -34,7 +34,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
-from placer.cluster import TASK_PREFIX, Cluster
+from placer.cluster import Cluster, machine_of
 from placer.errors import PlacerError
 from placer.graph import OpGraph
 from placer.placement import Placement
@@ -236,18 +236,12 @@ def _place_on_one_node(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *,
     placement = sim.evaluate(Placement.from_assignment(graph, cluster, candidates[k], method))
     placement.meta.update(one.meta)
     placement.meta.update({
-        "machine": machine_name(cluster.devices[node[0]].name),
+        "machine": machine_of(cluster.devices[node[0]].name),
         "spread": ("one machine's placement folded over the machines alike by a METIS cut" if k == 1
                    else "on one machine"),
         "seconds": {**one.meta["seconds"], "total": time.perf_counter() - t0},
     })
     return placement
-
-
-def machine_name(device: str) -> str:
-    """The TensorFlow task a device name is on (``/job:worker/replica:0/task:1``), "" for a local name."""
-    task = TASK_PREFIX.match(device)
-    return task.group(1) if task else ""
 
 
 def _alike(cluster: Cluster, nodes: list[list[int]]) -> bool:

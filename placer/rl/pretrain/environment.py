@@ -29,7 +29,6 @@ from placer.rl import reinforce
 from placer.rl.config import PretrainConfig, default_of
 from placer.rl.features import DecodeContext, decode_context, device_features, group_features
 from placer.rl.policy import MAX_DEVICES
-from placer.rl.worlds import robust_rewards
 from placer.simulator import Simulator
 
 
@@ -57,17 +56,10 @@ class Environment:
         """``(step_time [K], oom [K], reward [K])`` of placements of groups ``[K, G]``."""
         return _score(self.sim, self.grouping.expand(group_devices), oom_penalty)
 
-    def robust_rewards(self, group_devices: np.ndarray, reward: np.ndarray, oom_penalty: float, seed: int, step: int,
-                       sigma: float) -> np.ndarray:
-        """`reward` of placements of groups ``[K, G]`` made robust (`placer.rl.worlds.robust_rewards`)."""
-        return robust_rewards(reward, self.graph, self.cluster, self.sim.times, self.grouping.expand(group_devices),
-                              oom_penalty, seed, step, sigma)
-
 
 def _score(sim: Simulator, assignments: np.ndarray, oom_penalty: float):
     res = sim.run_batch(assignments)
-    overflow = np.max(res.peak_memory / sim.memory_bytes[None, :] - 1.0, axis=1)
-    return res.step_time, res.oom, reinforce.rewards(res.step_time, res.oom, overflow, sim.lower_bound, oom_penalty)
+    return res.step_time, res.oom, reinforce.simulated_rewards(res, sim.memory_bytes, sim.lower_bound, oom_penalty)
 
 
 def env_key(graph: OpGraph, cluster: Cluster) -> str:

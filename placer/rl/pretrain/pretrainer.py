@@ -24,6 +24,7 @@ from placer.rl.numpy_policy import decode as numpy_decode
 from placer.rl.policy import reinforce_update
 from placer.rl.pretrain.environment import Environment
 from placer.rl.saved_policy import assign_to, weights_of
+from placer.rl.worlds import robust_rewards
 
 
 @dataclass
@@ -158,7 +159,8 @@ class Pretrainer:
         actions = dec.actions.numpy().astype(np.int64)
         actions[-1] = s.envs[env.key].best_devices  # replay the best so far
         step_time, oom, reward = env.score(actions, cfg.oom_penalty)
-        reward = env.robust_rewards(actions, reward, cfg.oom_penalty, cfg.seed, s.step, cfg.world_sigma)
+        reward = robust_rewards(reward, env.sim, env.grouping, actions, cfg.oom_penalty, cfg.seed, s.step,
+                                cfg.world_sigma)  # with world_sigma: half from a drawn world
         return env, actions, dec.entropy.numpy(), step_time, oom, reward
 
     def reinforce_learn(self, rollout: tuple) -> dict[str, Any]:
