@@ -29,6 +29,9 @@ def add_parser(sub) -> None:
                    help="rl places zero-shot with this pre-trained policy ('shipped' for the bundled one) "
                         "instead of fine-tuning the shipped policy for 60 s (rl's default); with "
                         "--rl-budget-seconds it fine-tunes this one")
+    p.add_argument("--rl-steer", action="store_true",
+                   help="with --rl-policy and no --rl-budget-seconds: rl's zero-shot answer also lets the "
+                        "policy's fastest placements steer HEFT op by op (as `placer place --steer`)")
     add_objective(p, help="step_time (default) or throughput: rows gain max_load (the pipelined max device "
                   "load) and the winner is the smallest max_load")
     p.add_argument("--refine-seconds", type=float, metavar="S",
@@ -123,8 +126,14 @@ def run(args) -> int:
         rl_options["budget_seconds"] = args.rl_budget_seconds
     if args.rl_policy is not None:
         rl_options["policy"] = args.rl_policy
+    if args.rl_steer:
+        if args.rl_policy is None or args.rl_budget_seconds is not None:
+            raise PlacerError("--rl-steer applies to rl's zero-shot answer: with --rl-policy, without "
+                              "--rl-budget-seconds")
+        rl_options["steer"] = True
     if rl_options and "rl" not in methods:
-        raise PlacerError("--rl-budget-seconds/--rl-policy need rl among --methods (e.g. --methods all,rl)")
+        raise PlacerError("--rl-budget-seconds/--rl-policy/--rl-steer need rl among --methods (e.g. --methods "
+                          "all,rl)")
     check_refine(args.refine_seconds, args.refine_sweeps, args.objective)
     if args.worlds is not None:
         from placer.placers.robustness import MAX_COST_WORLDS

@@ -41,6 +41,10 @@ def add_parser(sub) -> None:
                    help="method rl with --policy: the best of the greedy placement and K seeded samples "
                         "(default as the service answers: `placer.rl.zero_shot.default_samples`, fewer on the "
                         "biggest graphs (docs/learned-placer.md); 0: greedy alone)")
+    p.add_argument("--steer", action="store_true",
+                   help="method rl with --policy: also let the policy's fastest placements steer HEFT op by op "
+                        "(each op on one of the devices they give it) and answer the fastest; seconds more on "
+                        "graphs of thousands of ops (docs/learned-placer.md)")
     p.add_argument("--starts", type=int, default=None, metavar="K",
                    help="method rl: race REINFORCE from the K fastest distinct heuristic placements (2-8; 1, the "
                         "default, races none) by successive halving (as `placer train --starts`), from scratch: "
@@ -107,6 +111,14 @@ def run(args) -> int:
         options["policy"] = args.policy
         if args.best_of is not None:
             options["best_of"] = args.best_of
+    if args.steer:
+        from placer.rl.method import NO_POLICY
+
+        if args.method != "rl" or args.policy in (None, NO_POLICY):
+            raise PlacerError("--steer applies to method rl placing zero-shot with --policy (e.g. --policy shipped)")
+        if args.budget_seconds is not None:
+            raise PlacerError("--steer applies to zero-shot placement, not with --budget-seconds")
+        options["steer"] = True
     if args.starts is not None:
         if args.method != "rl":
             raise PlacerError(f"--starts applies to method rl, not {args.method!r}")

@@ -161,7 +161,8 @@ class ListScheduler:
 
 
 def heft(problem: Problem, devices: np.ndarray | None = None,
-         memory: LiveMemory | None = None, deadline: Deadline | None = None) -> Schedule:
+         memory: LiveMemory | None = None, deadline: Deadline | None = None,
+         offered: np.ndarray | None = None) -> Schedule:
     """Run HEFT on a compiled problem.
 
     Parameters
@@ -172,6 +173,8 @@ def heft(problem: Problem, devices: np.ndarray | None = None,
         (a fresh account of the device capacities by default).
     deadline : past it, the ops left are placed by the time cap's quick rule
         (`placer.placers.time_cap`); None: no cap.
+    offered : ``[num_ops, num_devices]`` bool, the devices of `devices` each op may go to (every row with at
+        least one of them); None: all of `devices` for every op. Ranks stay those over all of `devices`.
 
     Returns
     -------
@@ -184,7 +187,7 @@ def heft(problem: Problem, devices: np.ndarray | None = None,
     for i in priority_order(problem, rank).tolist():
         if deadline is not None and deadline.passed():
             break
-        scheduler.place(i, scheduler.allowed(i, devs))
+        scheduler.place(i, scheduler.allowed(i, devs if offered is None else devs[offered[i, devs]]))
     return scheduler.schedule(devs, deadline)
 
 

@@ -57,6 +57,8 @@ def rl(
                                           f"(0: greedy alone; default {DEFAULT_SAMPLES}, fewer on graphs of "
                                           f"over {SAMPLED_OPS // DEFAULT_SAMPLES:,} ops)",
                                           ge=0, le=MAX_SAMPLES)] = None,
+    steer: Annotated[bool, Option("with policy, zero-shot: also let the policy's fastest placements steer a "
+                                  "list scheduler op by op (placer.rl.steering), and answer the fastest")] = False,
     starts: Annotated[int, Option("race REINFORCE from this many of the fastest distinct heuristic placements "
                                   "by successive halving (1: train from the fastest alone)", ge=1)] = 1,
     on_step: Callable | None = None,
@@ -85,6 +87,7 @@ def rl(
         run fine-tunes by default), or ``"none"`` to train from scratch.
     best_of : zero-shot decoding: 0 greedy, K the best of greedy plus K seeded samples (default
         `placer.rl.zero_shot.default_samples` of the graph's ops, as the service answers).
+    steer : zero-shot: also the policy's fastest placements steering HEFT op by op (`placer.rl.steering`).
     starts : race REINFORCE from this many of the fastest distinct heuristic placements by
         successive halving (`placer.rl.race`); 1 trains from the fastest alone.
     on_step : called with each REINFORCE step's `placer.rl.trainer.StepStats` (the whole run's, when
@@ -103,7 +106,10 @@ def rl(
     if on_step is not None and not callable(on_step):
         raise PlacerError(f"method 'rl': on_step must be a function of each step's statistics, got {on_step!r}")
     if policy not in (None, NO_POLICY) and budget_seconds is None and steps is None:
-        return _zero_shot(graph, cluster, policy, best_of, seed, groups)  # NumPy only: no TensorFlow import
+        return _zero_shot(graph, cluster, policy, best_of, seed, groups, steer)  # NumPy only: no TensorFlow
+    if steer:
+        raise PlacerError("method 'rl': steer applies to zero-shot placement (a policy, without budget_seconds "
+                          "or steps)")
     from placer.rl.config import XLA_MIN_BUDGET_SECONDS
     from placer.rl.starts import heuristic_limit_of
     from placer.rl.trainer import TrainConfig, Trainer, train
@@ -173,8 +179,8 @@ def _load(policy: str):
 
 
 def _zero_shot(graph: OpGraph, cluster: Cluster, policy: str, best_of: int | None, seed: int,
-               groups: int | None) -> Placement:
+               groups: int | None, steer: bool) -> Placement:
     from placer.rl.zero_shot import place_zero_shot
 
     samples = default_samples(len(graph)) if best_of is None else best_of
-    return place_zero_shot(graph, cluster, _load(policy), samples=samples, seed=seed, groups=groups)
+    return place_zero_shot(graph, cluster, _load(policy), samples=samples, seed=seed, groups=groups, steer=steer)

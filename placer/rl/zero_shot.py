@@ -69,7 +69,7 @@ def default_samples(num_ops: int) -> int:
 
 
 def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, samples: int = 0, seed: int = 0,
-                    groups: int | None = None, method: str = "rl") -> Placement:
+                    groups: int | None = None, method: str = "rl", steer: bool = False) -> Placement:
     """Place `graph` on `cluster` with a trained policy, without training.
 
     Parameters
@@ -83,6 +83,8 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
     seed : seeds the samples.
     groups : G, the most groups, for every member (default: each member's own G).
     method : the placement's ``method`` field.
+    steer : also let the policy's fastest placements steer HEFT op by op (`placer.rl.steering`), and answer
+        the fastest; ``meta.steered`` says what it gave.
 
     Returns
     -------
@@ -105,12 +107,14 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
             raise PlacerError(f"cluster {cluster.name!r} has {len(cluster)} devices; the policy handles at most "
                               f"{max_devices}")
     if on_one_machine(cluster, policy):
-        return _place_on_one_node(graph, cluster, policy, samples=samples, seed=seed, groups=groups, method=method)
-    return _place_on_all(graph, cluster, policy, samples=samples, seed=seed, groups=groups, method=method)
+        return _place_on_one_node(graph, cluster, policy, samples=samples, seed=seed, groups=groups, method=method,
+                                  steer=steer)
+    return _place_on_all(graph, cluster, policy, samples=samples, seed=seed, groups=groups, method=method,
+                         steer=steer)
 
 
 def _place_on_all(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, samples: int, seed: int,
-                  groups: int | None, method: str) -> Placement:
+                  groups: int | None, method: str, steer: bool = False) -> Placement:
     """`place_zero_shot` over all of `cluster`'s devices."""
     t0 = time.perf_counter()
     sim = Simulator(graph, cluster)
@@ -152,12 +156,18 @@ def _place_on_all(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, samp
         second_seed = seed + len(shares)  # after the first round's seeds
         more = candidate_placements(member, feats, devs, rest, second_seed, context)
         more_time, more_oom = screen.scores(grouping, [more])[0]
+        answers.append((grouping, more, more_time, more_oom))
         m = fastest(more_time, more_oom)
         if (more_oom[m], more_time[m]) < (oom[k], step_time[k]):
             candidates, k, member_samples, member_seed = more, m, rest, second_seed
     chosen = "greedy" if k == 0 else f"sample {k - 1} of {member_samples}"
     t2 = time.perf_counter()
-    placement = Placement.from_assignment(graph, cluster, grouping.expand(candidates[k]), method)
+    assignment, steered = grouping.expand(candidates[k]), None
+    if steer:
+        from placer.rl.steering import DEPTHS, steer as steered_by
+
+        assignment, steered = steered_by(graph, cluster, sim, proposals(answers, assignment, max(DEPTHS)))
+    placement = Placement.from_assignment(graph, cluster, assignment, method)
     placement = sim.evaluate(placement)
     decoding = ("greedy" if samples == 0 else
                 f"best of greedy + {member_samples} samples at temperature {member.sampling_temperature:g} "
@@ -176,7 +186,24 @@ def _place_on_all(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, samp
     if policy.pooled:
         placement.meta.update({"pool": [f"{m.name} v{m.version} ({m.groups} groups)" for m in policy.members],
                                "pool_member": j})
+    if steered is not None:
+        placement.meta["steered"] = steered
+        placement.meta["seconds"]["total"] = time.perf_counter() - t0
     return placement
+
+
+def proposals(answers: list[tuple[Grouping, np.ndarray, np.ndarray, np.ndarray]], answer: np.ndarray,
+              count: int) -> list[np.ndarray]:
+    """`answer` (device per op), then other placements of `answers` (``(grouping, placements of its groups,
+    step times, oom)`` per member and round), `count` distinct ones in all, as `placer.rl.steering.steer` takes
+    them: each member's fastest, then each one's second fastest, and so on, so that the members' different
+    ideas propose devices (one member's samples are much alike)."""
+    from placer.rl.steering import distinct
+
+    ranked = [np.lexsort((t, o)) for _, _, t, o in answers]
+    picks = [(j, ranked[j][r]) for r in range(2 * count) for j in range(len(answers)) if r < len(ranked[j])]
+    # twice as many as needed: duplicates (a confident policy samples its greedy placement again) are dropped
+    return distinct([answer] + [answers[j][0].expand(answers[j][1][k]) for j, k in picks[:2 * count]], count)
 
 
 def on_one_machine(cluster: Cluster, policy: SavedPolicy) -> bool:
@@ -206,7 +233,7 @@ def trained_devices(policy: SavedPolicy) -> int:
 
 
 def _place_on_one_node(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, samples: int, seed: int,
-                       groups: int | None, method: str) -> Placement:
+                       groups: int | None, method: str, steer: bool = False) -> Placement:
     """Zero-shot placement on a cluster of several machines, more devices than the policy trained on.
 
     The policy places the graph on one machine (the one with the most GPU FLOP/s, the first among equals),
@@ -221,7 +248,8 @@ def _place_on_one_node(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *,
     nodes = cluster.nodes()
     node = _chosen_machine(cluster, nodes)
     machine = cluster.restricted(node)
-    one = place_zero_shot(graph, machine, policy, samples=samples, seed=seed, groups=groups, method=method)
+    one = place_zero_shot(graph, machine, policy, samples=samples, seed=seed, groups=groups, method=method,
+                          steer=steer)
     local = np.array([machine.index[one.devices[op.name]] for op in graph.ops], dtype=np.int64)
     candidates = [np.asarray(node, dtype=np.int64)[local]]
     if _alike(cluster, nodes):
@@ -230,7 +258,8 @@ def _place_on_one_node(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *,
     res = sim.run_batch(np.stack(candidates))
     k = fastest(res.step_time, res.oom)
     if res.oom[k]:  # too big for one machine, however folded: the devices of all of them
-        whole = _place_on_all(graph, cluster, policy, samples=samples, seed=seed, groups=groups, method=method)
+        whole = _place_on_all(graph, cluster, policy, samples=samples, seed=seed, groups=groups, method=method,
+                              steer=steer)
         if not whole.oom or whole.step_time < res.step_time[k]:
             return whole
     placement = sim.evaluate(Placement.from_assignment(graph, cluster, candidates[k], method))

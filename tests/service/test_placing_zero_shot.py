@@ -22,6 +22,17 @@ def test_rl_answers_the_zero_shot_placement_at_once(client, graph_id):
     assert again["job_state"] == "done" and set(again["devices"]) == {"x", "mm", "out"}
 
 
+def test_rl_steer_asks_the_zero_shot_answer_steered_and_only_rl_takes_it(client, graph_id):
+    r = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": "2gpu", "method": "rl",
+                                            "budget_seconds": 0.5, "steer": True})
+    assert r.status_code == 201, r.text
+    steered = r.json()["meta"]["steered"]
+    assert steered["unsteered_step_time"] >= r.json()["step_time"]
+    _finished_job(client, r)
+    r = client.post("/v1/placements", json={"graph_id": graph_id, "method": "heft", "steer": True})
+    assert r.status_code == 422 and "steer applies to method rl" in str(r.json()["detail"])
+
+
 def _finished_job(client, placement):
     job_id = placement.json()["job_id"]
     return wait_for(lambda: (j := client.get(f"/v1/jobs/{job_id}").json())["state"] in ("done", "failed") and j)

@@ -1,0 +1,98 @@
+import json
+
+import numpy as np
+import pytest
+
+from placer import presets
+from placer.errors import PlacerError
+from placer.graph_io import save_graph
+from placer.placers import registry
+from placer.placers.common import Problem
+from placer.placers.heft import heft
+from placer.rl.saved_policy import load_policy
+from placer.rl.steering import distinct, steer
+from placer.rl.zero_shot import place_zero_shot
+from placer.simulator import Simulator
+from placer.synthetic import layered_graph
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    return load_policy()
+
+
+def test_heft_offered_one_device_per_op_puts_each_op_there():
+    graph, cluster = layered_graph(120, seed=3), presets.get("4gpu")
+    rng = np.random.default_rng(0)
+    problem = Problem.build(graph, cluster)
+    wanted = rng.integers(1, len(cluster), problem.num_units)[problem.unit]  # colocation units kept whole
+    offered = np.zeros((len(graph), len(cluster)), dtype=bool)
+    offered[np.arange(len(graph)), wanted] = True
+    assert np.array_equal(heft(problem, offered=offered).assignment, wanted)
+
+
+def test_heft_offered_every_device_is_heft():
+    graph, cluster = layered_graph(150, seed=1), presets.get("8gpu-nvlink")
+    problem = Problem.build(graph, cluster)
+    offered = np.ones((len(graph), len(cluster)), dtype=bool)
+    assert np.array_equal(heft(problem, offered=offered).assignment, heft(problem).assignment)
+
+
+def test_proposals_are_distinct_and_in_order():
+    rows = [np.array([0, 1]), np.array([1, 1]), np.array([0, 1]), np.array([2, 2])]
+    assert [r.tolist() for r in distinct(rows, 3)] == [[0, 1], [1, 1], [2, 2]]
+    assert len(distinct(rows, 2)) == 2
+
+
+def test_steering_is_never_slower_than_the_answer_it_starts_from():
+    graph, cluster = layered_graph(300, seed=2), presets.get("4gpu")
+    sim = Simulator(graph, cluster)
+    rng = np.random.default_rng(1)
+    problem = Problem.build(graph, cluster)
+    ranked = [rng.integers(0, len(cluster), problem.num_units)[problem.unit] for _ in range(8)]
+    start = sim.run_batch(ranked[0][None]).step_time[0]
+    assignment, meta = steer(graph, cluster, sim, ranked, depths=(2, 8))
+    assert sim.run_batch(assignment[None]).step_time[0] <= start
+    assert meta["unsteered_step_time"] == start and set(meta["depths"]) == {2, 8}
+    assert meta["chosen_depth"] in (None, 2, 8)
+    assert steer(graph, cluster, sim, ranked[:1])[1]["depths"] == {}  # one proposal: the answer stands
+
+
+def test_a_time_limit_drops_the_schedule_it_cuts_short():
+    graph, cluster = layered_graph(300, seed=2), presets.get("4gpu")
+    sim = Simulator(graph, cluster)
+    ranked = [np.zeros(len(graph), dtype=np.int64), np.ones(len(graph), dtype=np.int64)]
+    assignment, meta = steer(graph, cluster, sim, ranked, depths=(2,), seconds=1e-9)
+    assert meta["depths"] == {2: None} and meta["chosen_depth"] is None
+    assert np.array_equal(assignment, ranked[0])
+
+
+def test_a_steered_zero_shot_answer_is_never_slower_and_says_what_steering_gave(shipped):
+    graph, cluster = layered_graph(400, seed=5), presets.get("8gpu-nvlink")
+    plain = place_zero_shot(graph, cluster, shipped, samples=32)
+    steered = place_zero_shot(graph, cluster, shipped, samples=32, steer=True)
+    assert steered.step_time <= plain.step_time
+    meta = steered.meta["steered"]
+    assert meta["unsteered_step_time"] == pytest.approx(plain.step_time)
+    assert set(meta["depths"]) <= {4, 8, 16} and meta["depths"]
+    assert "steered" not in plain.meta
+
+
+def test_steering_is_a_zero_shot_option_of_method_rl(tmp_path, capsys):
+    graph, cluster = layered_graph(200), presets.get("2gpu")
+    p = registry.place("rl", graph, cluster, policy="shipped", best_of=8, steer=True)
+    assert "steered" in p.meta
+    with pytest.raises(PlacerError, match="steer applies to zero-shot"):
+        registry.place("rl", graph, cluster, policy="shipped", steps=1, steer=True)
+
+    from placer.cli.main import main
+
+    path = tmp_path / "g.json.gz"
+    save_graph(graph, path)
+    assert main(["place", str(path), "--cluster", "2gpu", "--method", "rl", "--policy", "shipped", "--best-of", "8",
+                 "--steer", "--json"]) == 0
+    assert "steered" in json.loads(capsys.readouterr().out)["meta"]
+    assert main(["place", str(path), "--cluster", "2gpu", "--method", "heft", "--steer"]) == 1
+    assert "--steer applies to method rl" in capsys.readouterr().err
+    assert main(["compare", str(path), "--cluster", "2gpu", "--methods", "rl", "--rl-steer"]) == 1
+    assert "--rl-steer applies to rl's zero-shot answer" in capsys.readouterr().err
