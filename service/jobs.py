@@ -352,7 +352,11 @@ class JobRunner:
             "--out", str(job_dir),
         ]
         for key, value in sorted(record.options.items()):
-            cmd += [f"--{key.replace('_', '-')}", str(value)]
+            flag = f"--{key.replace('_', '-')}"
+            if isinstance(value, bool):  # a switch (steer): given or not
+                cmd += [flag] if value else []
+            else:
+                cmd += [flag, str(value)]
         if record.resume and (job_dir / "progress.json").exists():
             cmd.append("--resume")
         return cmd

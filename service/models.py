@@ -206,16 +206,11 @@ class PlacementCreate(BaseModel):
                                       "search after this many sweeps (the same answer on any machine when "
                                       "refine_seconds does not stop it first).")
     seed: int = Field(0, ge=0, lt=2**31, description="method rl: random seed.")
-    steer: StrictBool = Field(False, description="method rl: the zero-shot answer also lets the policy's fastest "
-                                                 "placements steer HEFT op by op, and is the fastest (seconds more "
-                                                 "on graphs of thousands of ops).")
 
     @model_validator(mode="after")
     def _one_graph(self) -> "PlacementCreate":
         if (self.graph_id is None) == (self.graph is None):
             raise ValueError("give exactly one of 'graph_id' and 'graph'")
-        if self.steer and self.method != "rl":
-            raise ValueError(f"steer applies to method rl's zero-shot answer, not {self.method!r}")
         if self.refine_sweeps is not None and not self.refine_seconds:
             raise ValueError("refine_sweeps needs refine_seconds (the search's time limit)")
         return self
@@ -284,6 +279,11 @@ class TrainOptions(BaseModel):
                           "address the cluster or with starts > 1. The job never answers "
                           "worse than the zero-shot answer or the best heuristic; its result's meta.kept says "
                           "which it kept and why.")
+    steer: StrictBool | None = Field(None, description="Let the policy's placements steer HEFT op by op "
+                                                       "(placer.rl.steering): method rl's zero-shot answer is the "
+                                                       "fastest, and the job starts from it (seconds more on "
+                                                       "graphs of thousands of ops; fine-tuning only; default: "
+                                                       "not).")
     refine_seconds: float | None = Field(None, gt=0, le=60, allow_inf_nan=False,
                                          description="When training ends, improve its best placement by local "
                                                      "search for this long (default: no search).")
@@ -300,6 +300,9 @@ class TrainOptions(BaseModel):
             raise ValueError("warm_start_search improves the heuristic warm start" + (
                 ": when fine-tuning (init 'shipped', the default), set warm_start 'heuristic'" if self.fine_tunes
                 else ", not warm_start 'none'"))
+        if self.steer and not self.fine_tunes:
+            raise ValueError("steer steers the pre-trained policy's answer: not with " + (
+                "init 'none'" if self.init == "none" else "starts > 1"))
         if self.starts is not None and self.starts > 1 and (self.fine_tunes or self.warm_start == "none"):
             raise ValueError("starts races heuristic warm starts: not with " + (
                 "init" if self.fine_tunes else "warm_start 'none'"))

@@ -30,8 +30,8 @@ def add_parser(sub) -> None:
                         "instead of fine-tuning the shipped policy for 60 s (rl's default); with "
                         "--rl-budget-seconds it fine-tunes this one")
     p.add_argument("--rl-steer", action="store_true",
-                   help="with --rl-policy and no --rl-budget-seconds: rl's zero-shot answer also lets the "
-                        "policy's fastest placements steer HEFT op by op (as `placer place --steer`)")
+                   help="rl also lets the policy's placements steer HEFT op by op, as `placer place --steer`: "
+                        "the zero-shot answer (--rl-policy) is the fastest, and a fine-tune starts from it")
     add_objective(p, help="step_time (default) or throughput: rows gain max_load (the pipelined max device "
                   "load) and the winner is the smallest max_load")
     p.add_argument("--refine-seconds", type=float, metavar="S",
@@ -127,9 +127,6 @@ def run(args) -> int:
     if args.rl_policy is not None:
         rl_options["policy"] = args.rl_policy
     if args.rl_steer:
-        if args.rl_policy is None or args.rl_budget_seconds is not None:
-            raise PlacerError("--rl-steer applies to rl's zero-shot answer: with --rl-policy, without "
-                              "--rl-budget-seconds")
         rl_options["steer"] = True
     if rl_options and "rl" not in methods:
         raise PlacerError("--rl-budget-seconds/--rl-policy/--rl-steer need rl among --methods (e.g. --methods "

@@ -42,9 +42,9 @@ def add_parser(sub) -> None:
                         "(default as the service answers: `placer.rl.zero_shot.default_samples`, fewer on the "
                         "biggest graphs (docs/learned-placer.md); 0: greedy alone)")
     p.add_argument("--steer", action="store_true",
-                   help="method rl with --policy: also let the policy's fastest placements steer HEFT op by op "
-                        "(each op on one of the devices they give it) and answer the fastest; seconds more on "
-                        "graphs of thousands of ops (docs/learned-placer.md)")
+                   help="method rl: also let the policy's placements steer HEFT op by op (each op on one of the "
+                        "devices they give it); zero-shot (--policy) the answer is the fastest, and a fine-tune "
+                        "starts from it; seconds more on graphs of thousands of ops (docs/pretrained-policy.md)")
     p.add_argument("--starts", type=int, default=None, metavar="K",
                    help="method rl: race REINFORCE from the K fastest distinct heuristic placements (2-8; 1, the "
                         "default, races none) by successive halving (as `placer train --starts`), from scratch: "
@@ -114,10 +114,8 @@ def run(args) -> int:
     if args.steer:
         from placer.rl.method import NO_POLICY
 
-        if args.method != "rl" or args.policy in (None, NO_POLICY):
-            raise PlacerError("--steer applies to method rl placing zero-shot with --policy (e.g. --policy shipped)")
-        if args.budget_seconds is not None:
-            raise PlacerError("--steer applies to zero-shot placement, not with --budget-seconds")
+        if args.method != "rl" or args.policy == NO_POLICY:
+            raise PlacerError("--steer applies to method rl with a pre-trained policy (not --policy none)")
         options["steer"] = True
     if args.starts is not None:
         if args.method != "rl":

@@ -101,6 +101,9 @@ def add_parser(sub) -> None:
                         "fine-tune starts from the policy's zero-shot answer, without a heuristic warm start "
                         "unless --warm-start heuristic. With --resume it may be left out, or must name what the "
                         "run started from")
+    p.add_argument("--steer", action="store_true",
+                   help="a fine-tune starts from the policy's zero-shot answer steered op by op, as `placer place "
+                        "--steer` answers (docs/pretrained-policy.md); not with --init none or --starts")
     p.add_argument("--refine-seconds", type=float, default=None, metavar="S",
                    help="when training ends (not when interrupted), improve its best placement by S seconds of "
                         "local search in the simulator and write DIR/refined_placement.json (step time objective)")
@@ -150,6 +153,10 @@ def run(args) -> int:
     if args.world_sigma and args.reward == "measured":
         raise PlacerError("--world-sigma draws worlds around the simulator's; it does not go with --reward measured")
     check_starts(args)
+    if args.steer and (args.init == NO_INIT or (args.init is None and scratch_only(args))):
+        raise PlacerError("--steer starts a fine-tune from the policy's steered answer; "
+                          + ("--init none trains from scratch" if args.init == NO_INIT else
+                             "--starts and the grouping flags train from scratch"))
     from placer.cli.common import checked_config, load_graph_and_cluster
     from placer.rl.config import TrainConfig
 
@@ -246,7 +253,12 @@ class _Session:
 
                 heuristic = given.pop("warm_start", "none") == "heuristic"
                 return fine_tuner(graph, cluster, self.policy, TrainConfig(**given), heuristic=heuristic,
-                                  groups=given.get("groups"), scorer=scorer, heuristic_limit=limit), False
+                                  groups=given.get("groups"), scorer=scorer, heuristic_limit=limit,
+                                  steer=getattr(args, "steer", False)), False
+            if getattr(args, "steer", False):
+                raise PlacerError("--steer starts a fine-tune from the policy's steered answer; this run trains "
+                                  "from scratch (--init none, --starts, a grouping flag, or a cluster the policy "
+                                  "cannot address)")
             return Trainer(graph, cluster, TrainConfig(**given), scorer=scorer, heuristic_limit=limit), False
         from placer.rl.finetune import WARM_START_METHOD, FineTuner
 

@@ -118,7 +118,7 @@ def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: Tr
                heuristic: bool = False, reference: tuple[str, np.ndarray, float] | None = None,
                samples: int | None = None, groups: int | None = None,
                scorer: Callable[[Simulator], Scorer] | None = None,
-               heuristic_limit: float | None = None) -> FineTuner:
+               heuristic_limit: float | None = None, steer: bool = False) -> FineTuner:
     """A trainer for `graph` on `cluster` starting from `policy`, its zero-shot placement already scored.
 
     Parameters
@@ -136,18 +136,21 @@ def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: Tr
     scorer : what scores the steps' samples (`Trainer`'s); the start is scored by the simulator, as the
         service's zero-shot answer is.
     heuristic_limit : the most the heuristics may take together, without `reference` (`Trainer`'s).
+    steer : start from the zero-shot answer steered op by op (`placer.rl.steering`), as ``placer place
+        --steer`` answers: it is the run's floor, and its projection onto the groups the start.
     """
     t0 = time.perf_counter()
     seed = (config or TrainConfig()).seed
     samples = default_samples(len(graph)) if samples is None else samples
-    policy, samples, seed, answer = pool_member(graph, cluster, policy, samples, seed, groups)
+    policy, samples, seed, answer = pool_member(graph, cluster, policy, samples, seed, groups, steer)
     # a member pooled at fewer groups than it learned on, fine-tuned on its own; or an answer placed on one
     # machine of several, which the member's samples on the whole cluster would not give again: the run starts
     # from the answer itself (`start_from_answer`)
     coarse = answer is not None and groups is None and policy.groups < policy.trained_groups
     if coarse:
         policy = policy.at_groups(policy.trained_groups)
-    from_answer = coarse or (answer is not None and "machine" in answer.meta)
+    steered = answer is not None and (answer.meta.get("steered") or {}).get("chosen_depth") is not None
+    from_answer = coarse or steered or (answer is not None and "machine" in answer.meta)
     trainer = FineTuner(graph, cluster, fine_tune_config(policy, config, heuristic), reference=reference,
                         scorer=scorer, heuristic_limit=heuristic_limit)
     assign_to(trainer.policy, policy)
@@ -166,21 +169,22 @@ def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: Tr
 
 
 def pool_member(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, samples: int, seed: int,
-                groups: int | None = None) -> tuple[SavedPolicy, int, int, Placement | None]:
+                groups: int | None = None, steer: bool = False) -> tuple[SavedPolicy, int, int, Placement | None]:
     """``(policy, samples, seed, answer)`` to fine-tune from: with pooled policies, the member whose zero-shot
     placement is the pool's answer, with the K and seed of the candidates that answer is one of (so the
     fine-tune starts from that answer), and the answer; otherwise the policy itself and no answer, but on a
     cluster where the answer is placed on one machine of several (`placer.rl.zero_shot.on_one_machine`),
-    which the policy's samples on the whole cluster would not give again, the answer too. With
+    which the policy's samples on the whole cluster would not give again, the answer too, and so with
+    `steer` (the answer steered op by op, `placer.rl.steering`). With
     `groups`, every member places at that G (as `placer.rl.zero_shot.place_zero_shot` does) and the one
     returned is set to it."""
     # `placer train --init P --groups G` (and a service job with init and groups) kept the policy's G
     # silently, and its resume with the same flags was then refused for another G
     from placer.rl.zero_shot import on_one_machine, place_zero_shot
 
-    if not policy.pooled and not on_one_machine(cluster, policy):
+    if not policy.pooled and not on_one_machine(cluster, policy) and not steer:
         return (policy.at_groups(groups) if groups else policy), samples, seed, None
-    answer = place_zero_shot(graph, cluster, policy, samples=samples, seed=seed, groups=groups)
+    answer = place_zero_shot(graph, cluster, policy, samples=samples, seed=seed, groups=groups, steer=steer)
     member, meta = policy.members[answer.meta.get("pool_member", 0)], answer.meta
     return (member.at_groups(groups) if groups else member), meta["member_samples"], meta["member_seed"], answer
 
@@ -263,7 +267,9 @@ def start_from_answer(trainer: Trainer, policy: SavedPolicy, answer: Placement, 
     trainer.state.warm_start = {
         "method": WARM_START_METHOD, "policy": {**policy.describe(), "fine_tuned": False}, "samples": int(samples),
         "start_step_time": float(step_time[0]), "start_oom": bool(oom[0]),
-        "start": f"the pool's answer ({answer.meta['chosen']} on {answer.meta['groups']} groups), projected",
+        "start": f"the pool's answer ({answer.meta['chosen']} on {answer.meta['groups']} groups"
+                 + (", steered op by op" if (answer.meta.get("steered") or {}).get("chosen_depth") else "")
+                 + "), projected",
         "projected_step_time": float(step_time[1]), "projected_oom": bool(oom[1]),
         "answer_groups": int(answer.meta["groups"])}
     return trainer.state.warm_start

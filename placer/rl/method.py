@@ -57,8 +57,9 @@ def rl(
                                           f"(0: greedy alone; default {DEFAULT_SAMPLES}, fewer on graphs of "
                                           f"over {SAMPLED_OPS // DEFAULT_SAMPLES:,} ops)",
                                           ge=0, le=MAX_SAMPLES)] = None,
-    steer: Annotated[bool, Option("with policy, zero-shot: also let the policy's fastest placements steer a "
-                                  "list scheduler op by op (placer.rl.steering), and answer the fastest")] = False,
+    steer: Annotated[bool, Option("also let the policy's placements steer a list scheduler op by op "
+                                  "(placer.rl.steering): zero-shot, the answer is the fastest; fine-tuning "
+                                  "starts from it")] = False,
     starts: Annotated[int, Option("race REINFORCE from this many of the fastest distinct heuristic placements "
                                   "by successive halving (1: train from the fastest alone)", ge=1)] = 1,
     on_step: Callable | None = None,
@@ -87,7 +88,8 @@ def rl(
         run fine-tunes by default), or ``"none"`` to train from scratch.
     best_of : zero-shot decoding: 0 greedy, K the best of greedy plus K seeded samples (default
         `placer.rl.zero_shot.default_samples` of the graph's ops, as the service answers).
-    steer : zero-shot: also the policy's fastest placements steering HEFT op by op (`placer.rl.steering`).
+    steer : also the policy's placements steering HEFT op by op (`placer.rl.steering`): the zero-shot answer
+        is the fastest, and a fine-tune starts from it.
     starts : race REINFORCE from this many of the fastest distinct heuristic placements by
         successive halving (`placer.rl.race`); 1 trains from the fastest alone.
     on_step : called with each REINFORCE step's `placer.rl.trainer.StepStats` (the whole run's, when
@@ -103,13 +105,13 @@ def rl(
         On more starts than a race takes, starts with a policy or a cold start, or a bad training option.
     """
     _check_starts(starts, policy, warm_start)
+    if steer and (starts > 1 or policy == NO_POLICY):
+        raise PlacerError("method 'rl': steer steers the pre-trained policy's answer; it does not go with training "
+                          + ("from scratch (policy 'none')" if policy == NO_POLICY else "races (starts > 1)"))
     if on_step is not None and not callable(on_step):
         raise PlacerError(f"method 'rl': on_step must be a function of each step's statistics, got {on_step!r}")
     if policy not in (None, NO_POLICY) and budget_seconds is None and steps is None:
         return _zero_shot(graph, cluster, policy, best_of, seed, groups, steer)  # NumPy only: no TensorFlow
-    if steer:
-        raise PlacerError("method 'rl': steer applies to zero-shot placement (a policy, without budget_seconds "
-                          "or steps)")
     from placer.rl.config import XLA_MIN_BUDGET_SECONDS
     from placer.rl.starts import heuristic_limit_of
     from placer.rl.trainer import TrainConfig, Trainer, train
@@ -121,13 +123,16 @@ def rl(
     limit = heuristic_limit_of(budget_seconds)
     config = TrainConfig(seed=seed, warm_start=warm_start or ("none" if saved is not None else "heuristic"),
                          **({"jit": False} if budget_seconds < XLA_MIN_BUDGET_SECONDS else {}), **options).check()
+    if steer and saved is None:
+        raise PlacerError(f"method 'rl': steer steers the pre-trained policy's answer; {cluster.name!r} has more "
+                          "devices than it addresses, so this run trains from scratch")
     if starts > 1:
         return _race(graph, cluster, config, starts, float(budget_seconds), steps, on_step, on_imitation, limit)
     if saved is not None:
         from placer.rl.finetune import fine_tuner
 
         trainer = fine_tuner(graph, cluster, saved, config, heuristic=config.warm_start == "heuristic",
-                             groups=groups, heuristic_limit=limit)
+                             groups=groups, heuristic_limit=limit, steer=steer)
     else:
         trainer = Trainer(graph, cluster, config, heuristic_limit=limit)
     train(trainer, budget_seconds=float(budget_seconds), max_steps=steps, on_step=on_step,

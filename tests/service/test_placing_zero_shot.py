@@ -22,15 +22,16 @@ def test_rl_answers_the_zero_shot_placement_at_once(client, graph_id):
     assert again["job_state"] == "done" and set(again["devices"]) == {"x", "mm", "out"}
 
 
-def test_rl_steer_asks_the_zero_shot_answer_steered_and_only_rl_takes_it(client, graph_id):
+def test_rl_option_steer_steers_the_zero_shot_answer_and_the_job_starts_from_it(client, graph_id):
     r = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": "2gpu", "method": "rl",
-                                            "budget_seconds": 0.5, "steer": True})
+                                            "budget_seconds": 0.5, "options": {"steer": True}})
     assert r.status_code == 201, r.text
-    steered = r.json()["meta"]["steered"]
-    assert steered["unsteered_step_time"] >= r.json()["step_time"]
-    _finished_job(client, r)
-    r = client.post("/v1/placements", json={"graph_id": graph_id, "method": "heft", "steer": True})
-    assert r.status_code == 422 and "steer applies to method rl" in str(r.json()["detail"])
+    assert r.json()["meta"]["steered"]["unsteered_step_time"] >= r.json()["step_time"]
+    job = _finished_job(client, r)
+    assert job["options"] == {"init": "shipped", "steer": True} and job["state"] == "done", job.get("error")
+    for options in ({"steer": True, "init": "none"}, {"steer": True, "starts": 2}, {"steer": 1}):
+        r = client.post("/v1/placements", json={"graph_id": graph_id, "method": "rl", "options": options})
+        assert r.status_code == 422 and "steer" in r.json()["detail"], (options, r.text)
 
 
 def _finished_job(client, placement):

@@ -57,7 +57,7 @@ async def create_placement(parsed: PlacementBody, response: Response, settings: 
         raise PlacerError(f"refine_seconds refines step time, not {body.objective!r}")
     if body.method == placing.RL:
         options = _train_options(body)
-        zero_shot = await run_in_threadpool(placing.zero_shot, graph, cluster, body.seed, body.steer)
+        zero_shot = await run_in_threadpool(placing.zero_shot, graph, cluster, body.seed, bool(options.steer))
         if body.baselines:
             steps = await run_in_threadpool(placing.baselines, graph, cluster, objective=body.objective,
                                             names=body.candidates, budget_seconds=settings.best_seconds)
@@ -125,9 +125,11 @@ async def _start_and_wait(body: PlacementCreate, options: TrainOptions, graph: O
     (a race of heuristic starts): it starts from the answer the user already has, where from scratch it
     takes minutes to catch up with it. Without (no zero-shot answer) it trains from scratch.
     """
+    if options.steer and not fine_tune:  # no answer to steer: the job trains from scratch
+        options = options.model_copy(update={"steer": None})
     if options.init is None:
         try:  # said in the job's options, so that they show what it does
-            options = TrainOptions.model_validate({**body.options, "init": "shipped" if fine_tune else "none"})
+            options = TrainOptions.model_validate({**options.flags(), "init": "shipped" if fine_tune else "none"})
         except ValidationError:
             pass  # e.g. starts > 1: the options race heuristic warm starts, which a fine-tune does not
     job_capacity(jobs)

@@ -82,8 +82,9 @@ def test_steering_is_a_zero_shot_option_of_method_rl(tmp_path, capsys):
     graph, cluster = layered_graph(200), presets.get("2gpu")
     p = registry.place("rl", graph, cluster, policy="shipped", best_of=8, steer=True)
     assert "steered" in p.meta
-    with pytest.raises(PlacerError, match="steer applies to zero-shot"):
-        registry.place("rl", graph, cluster, policy="shipped", steps=1, steer=True)
+    for options in ({"policy": "none"}, {"starts": 2}):
+        with pytest.raises(PlacerError, match="steer steers the pre-trained policy's answer"):
+            registry.place("rl", graph, cluster, steps=1, steer=True, **options)
 
     from placer.cli.main import main
 
@@ -93,6 +94,22 @@ def test_steering_is_a_zero_shot_option_of_method_rl(tmp_path, capsys):
                  "--steer", "--json"]) == 0
     assert "steered" in json.loads(capsys.readouterr().out)["meta"]
     assert main(["place", str(path), "--cluster", "2gpu", "--method", "heft", "--steer"]) == 1
-    assert "--steer applies to method rl" in capsys.readouterr().err
-    assert main(["compare", str(path), "--cluster", "2gpu", "--methods", "rl", "--rl-steer"]) == 1
-    assert "--rl-steer applies to rl's zero-shot answer" in capsys.readouterr().err
+    assert "--steer applies to method rl with a pre-trained policy" in capsys.readouterr().err
+    assert main(["compare", str(path), "--cluster", "2gpu", "--methods", "heft", "--rl-steer"]) == 1
+    assert "need rl among --methods" in capsys.readouterr().err
+    assert main(["train", str(path), "--cluster", "2gpu", "--init", "none", "--steer", "--out",
+                 str(tmp_path / "run")]) == 1
+    assert "--init none trains from scratch" in capsys.readouterr().err
+
+
+def test_a_fine_tune_with_steer_starts_from_the_steered_answer(shipped):
+    from placer.rl.finetune import fine_tuner
+    from placer.rl.trainer import TrainConfig
+
+    graph, cluster = layered_graph(300, seed=1), presets.get("8gpu-nvlink")
+    answer = place_zero_shot(graph, cluster, shipped, samples=16, steer=True)
+    assert answer.meta["steered"]["chosen_depth"] is not None  # steering beat the policy's own answer here
+    start = fine_tuner(graph, cluster, shipped, TrainConfig(), samples=16, steer=True).state.warm_start
+    assert start["start_step_time"] == pytest.approx(answer.step_time) and "steered op by op" in start["start"]
+    plain = fine_tuner(graph, cluster, shipped, TrainConfig(), samples=16).state.warm_start
+    assert plain["start_step_time"] > start["start_step_time"]
