@@ -1,8 +1,8 @@
-"""Do the policy's proposals steer HEFT, or would any few devices per op do as well?
+"""Do the policy's proposals steer the list schedulers, or would any few devices per op do as well?
 
 For each graph and cluster: the shipped policy's zero-shot answer with steering (`placer.rl.steering`), then,
-at each depth, HEFT offered the devices the policy's placements propose against HEFT offered as many devices
-per op drawn at random (the answer's device among them, seeded). Step times over the best heuristic's of
+at each depth, each steered scheduler (HEFT, CPOP) offered the devices the policy's placements propose against
+the same scheduler offered as many devices per op drawn at random (the answer's device among them, seeded). Step times over the best heuristic's of
 `bench/results/policy_worlds.json` (the same presets and simulator).
 
     python -m bench.bench_steering --graphs corpus/graphs/densenet121_64_b16.json.gz --clusters dgx-a100
@@ -22,7 +22,6 @@ import numpy as np
 from placer import presets
 from placer.graph_io import load_graph
 from placer.placers.common import Problem
-from placer.placers.heft import heft
 from placer.rl import steering
 from placer.rl.saved_policy import load_policy
 from placer.rl.zero_shot import default_samples, place_zero_shot
@@ -78,19 +77,26 @@ def one_pair(path: str, cluster_name: str, best: dict, seed: int) -> dict:
         proposed = np.zeros((len(graph), len(cluster)), dtype=bool)
         for proposal in ranked[:depth]:
             proposed[np.arange(len(graph)), proposal] = True
-        times = []
-        for offered in (proposed, random_offers(proposed, ranked[0], rng)):
-            res = sim.run_batch(heft(problem, offered=offered).assignment[None])
-            times.append(None if res.oom[0] else float(res.step_time[0]) / reference)
-        depths[depth] = {"policy": times[0], "random": times[1], "devices_per_op": float(proposed.sum(1).mean())}
+        at_random = random_offers(proposed, ranked[0], rng)
+        for name, scheduler in steering.SCHEDULERS.items():
+            times = []
+            for offered in (proposed, at_random):
+                res = sim.run_batch(scheduler(problem, offered=offered).assignment[None])
+                times.append(None if res.oom[0] else float(res.step_time[0]) / reference)
+            depths[f"{name} {depth}"] = {"policy": times[0], "random": times[1],
+                                         "devices_per_op": float(proposed.sum(1).mean())}
     row = {"graph": graph.name, "cluster": cluster_name, "ops": len(graph), "best_heuristic": method,
            "best_heuristic_step_time": reference, "unsteered": placed.meta["steered"]["unsteered_step_time"] / reference,
            "steered": placed.step_time / reference, "seconds": seconds,
            "steering_seconds": placed.meta["steered"]["seconds"], "depths": depths}
     print(f"{graph.name} on {cluster_name}: {row['unsteered']:.3f} -> {row['steered']:.3f} of {method} "
-          f"({seconds:.1f} s); per depth policy / random: "
-          + ", ".join(f"{d}: {v['policy']:.3f} / {v['random']:.3f}" for d, v in depths.items()), flush=True)
+          f"({seconds:.1f} s); policy / random: "
+          + ", ".join(f"{d}: {_ratio(v['policy'])} / {_ratio(v['random'])}" for d, v in depths.items()), flush=True)
     return row
+
+
+def _ratio(value: float | None) -> str:
+    return "OOM" if value is None else f"{value:.3f}"
 
 
 def main(argv: list[str] | None = None) -> int:

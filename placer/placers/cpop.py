@@ -60,7 +60,7 @@ def critical_path(problem: Problem, priority: np.ndarray) -> np.ndarray:
 
 
 def cpop(problem: Problem, devices: np.ndarray | None = None, memory: LiveMemory | None = None,
-         deadline: Deadline | None = None) -> Schedule:
+         deadline: Deadline | None = None, offered: np.ndarray | None = None) -> Schedule:
     """Run CPOP on a compiled problem.
 
     Parameters
@@ -70,6 +70,8 @@ def cpop(problem: Problem, devices: np.ndarray | None = None, memory: LiveMemory
     memory : live-memory account; devices without room for an op are skipped.
     deadline : past it, the ops left are placed by the time cap's quick rule
         (`placer.placers.time_cap`); None: no cap.
+    offered : ``[num_ops, num_devices]`` bool, the devices of `devices` each op off the critical path may go
+        to (every row with at least one of them); None: all of `devices`. The critical path keeps its device.
 
     Returns
     -------
@@ -98,7 +100,7 @@ def cpop(problem: Problem, devices: np.ndarray | None = None, memory: LiveMemory
         if deadline is not None and deadline.passed():
             break
         _, _, i = heapq.heappop(queue)
-        choices = scheduler.allowed(i, devs)
+        choices = scheduler.allowed(i, devs if offered is None or on_path[i] else devs[offered[i, devs]])
         scheduler.place(i, [path_device] if on_path[i] and path_device in choices else choices)
         for j in s_idx[s_off[i]:s_off[i + 1]].tolist():
             waiting[j] -= 1

@@ -149,8 +149,7 @@ def fine_tuner(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, config: Tr
     coarse = answer is not None and groups is None and policy.groups < policy.trained_groups
     if coarse:
         policy = policy.at_groups(policy.trained_groups)
-    steered = answer is not None and (answer.meta.get("steered") or {}).get("chosen_depth") is not None
-    from_answer = coarse or steered or (answer is not None and "machine" in answer.meta)
+    from_answer = coarse or (answer is not None and ("machine" in answer.meta or _steered(answer)))
     trainer = FineTuner(graph, cluster, fine_tune_config(policy, config, heuristic), reference=reference,
                         scorer=scorer, heuristic_limit=heuristic_limit)
     assign_to(trainer.policy, policy)
@@ -268,11 +267,16 @@ def start_from_answer(trainer: Trainer, policy: SavedPolicy, answer: Placement, 
         "method": WARM_START_METHOD, "policy": {**policy.describe(), "fine_tuned": False}, "samples": int(samples),
         "start_step_time": float(step_time[0]), "start_oom": bool(oom[0]),
         "start": f"the pool's answer ({answer.meta['chosen']} on {answer.meta['groups']} groups"
-                 + (", steered op by op" if (answer.meta.get("steered") or {}).get("chosen_depth") else "")
+                 + (f", steered op by op ({answer.meta['steered']['chosen']})" if _steered(answer) else "")
                  + "), projected",
         "projected_step_time": float(step_time[1]), "projected_oom": bool(oom[1]),
         "answer_groups": int(answer.meta["groups"])}
     return trainer.state.warm_start
+
+
+def _steered(answer: Placement) -> bool:
+    """Whether a steered schedule (`placer.rl.steering`), not the policy's own placement, is the answer."""
+    return (answer.meta.get("steered") or {}).get("chosen") is not None
 
 
 def can_place(policy: SavedPolicy, cluster: Cluster) -> bool:

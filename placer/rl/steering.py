@@ -1,4 +1,4 @@
-"""Steering a list scheduler with a policy's proposals: the per-op choices that placing groups cannot make.
+"""Steering list schedulers with a policy's proposals: the per-op choices that placing groups cannot make.
 
 A policy places groups of ops (64-128 per graph, `placer.grouping`). On a
 graph of thousands of small ops spread over many GPUs, the list schedulers
@@ -6,16 +6,17 @@ graph of thousands of small ops spread over many GPUs, the list schedulers
 placement cannot do. Steering joins the two: d distinct placements of the
 policy (its answer, then each pool member's fastest, then each one's second
 fastest, and so on: one member's samples are much alike) propose, for every
-op, the devices they put it on (at most d), and
-HEFT's processor selection (`placer.placers.heft.heft`: upward-rank order,
-earliest finish time, insertion, routed transfers, live memory) chooses one of
-those for each op. With one proposal it gives the policy's answer back; with
-every device offered it would be HEFT. The answer is the fastest that fits of
-the policy's answer and the steered schedules, one per depth of `DEPTHS`.
+op, the devices they put it on (at most d), and each scheduler's processor
+selection (earliest finish time, insertion, routed transfers, live memory:
+`placer.placers.heft.heft`, and `placer.placers.cpop.cpop`, whose critical
+path keeps its one device) chooses one of those for each op. With one
+proposal HEFT gives the policy's answer back; with every device offered it
+would be HEFT. The answer is the fastest that fits of the policy's answer and
+the steered schedules, one per scheduler and depth of `DEPTHS`.
 
 The proposals carry what the policy learned: offering each op as many devices
-drawn at random (its answer's device among them) gave slower schedules at 35
-of 36 graph, cluster and depth tried (`bench.bench_steering`,
+drawn at random (its answer's device among them) gave HEFT slower schedules
+at 35 of 36 graph, cluster and depth tried (`bench.bench_steering`,
 docs/experiments/world-model.md, "Steering a list scheduler").
 """
 
@@ -28,17 +29,20 @@ import numpy as np
 from placer.cluster import Cluster
 from placer.graph import OpGraph
 from placer.placers.common import LiveMemory, Problem
+from placer.placers.cpop import cpop
 from placer.placers.heft import heft
 from placer.placers.time_cap import Deadline
 from placer.simulator import Simulator
 
 DEPTHS = (4, 8, 16)
-"""How many of the policy's distinct placements propose devices, one steered schedule per depth. Few
-proposals keep an op near where the policy put it; many leave HEFT more room. All are tried, as no one depth
-was best on every graph tried (docs/experiments/world-model.md, "Steering a list scheduler")."""
-STEER_SECONDS = 20.0
-"""The most seconds all the steered schedules may take together; a schedule the limit cuts short is dropped
-(HEFT schedules about 10k ops a second here, in pure Python, on a routed preset)."""
+"""How many of the policy's distinct placements propose devices, one steered schedule per depth and scheduler.
+Few proposals keep an op near where the policy put it; many leave the scheduler more room. All are tried, as no
+one depth was best on every graph tried (docs/experiments/world-model.md, "Steering a list scheduler")."""
+SCHEDULERS = {"heft": heft, "cpop": cpop}
+"""The list schedulers steered: where the policy loses to a heuristic on the presets, it is mostly to these."""
+STEER_SECONDS = 30.0
+"""The most seconds all the steered schedules may take together; the one the limit cuts short is dropped, and
+no more are made (each schedules about 10k ops a second here, in pure Python, on a routed preset)."""
 
 
 def distinct(rows: list[np.ndarray], count: int) -> list[np.ndarray]:
@@ -54,11 +58,12 @@ def distinct(rows: list[np.ndarray], count: int) -> list[np.ndarray]:
 
 def steer(graph: OpGraph, cluster: Cluster, sim: Simulator, ranked: list[np.ndarray], *,
           depths: tuple[int, ...] = DEPTHS, seconds: float = STEER_SECONDS) -> tuple[np.ndarray, dict]:
-    """The fastest of ``ranked[0]`` (the policy's answer, device per op) and HEFT steered by the first d rows
-    of `ranked` (distinct placements of the policy, `placer.rl.zero_shot.proposals`) for each d of `depths`.
+    """The fastest of ``ranked[0]`` (the policy's answer, device per op) and each of `SCHEDULERS` steered by
+    the first d rows of `ranked` (distinct placements of the policy, `placer.rl.zero_shot.proposals`) for
+    each d of `depths`.
 
-    Returns ``(assignment, meta)``; meta holds the answer's step time, each depth's (None when the time limit
-    cut it short), the depth chosen (None: the answer stood) and the seconds spent.
+    Returns ``(assignment, meta)``; meta holds the answer's step time, each schedule's (``"heft 8"``: step time,
+    None when the time limit cut it short), the one chosen (None: the answer stood) and the seconds spent.
     """
     t0 = time.perf_counter()
     problem = Problem.build(graph, cluster)
@@ -66,19 +71,23 @@ def steer(graph: OpGraph, cluster: Cluster, sim: Simulator, ranked: list[np.ndar
     answer = sim.run_batch(ranked[0][None])
     best, best_key = ranked[0], (bool(answer.oom[0]), float(answer.step_time[0]))
     deadline = Deadline(seconds)
-    tried: dict[int, float | None] = {}
+    tried: dict[str, float | None] = {}
     chosen = None
     for depth in sorted({min(d, len(ranked)) for d in depths} - {0, 1}):  # one proposal is the answer itself
         offered = np.zeros((len(graph), len(cluster)), dtype=bool)
         for proposal in ranked[:depth]:
             offered[ops, proposal] = True
-        schedule = heft(problem, memory=LiveMemory(problem), deadline=deadline, offered=offered)
-        if schedule.capped_ops:
-            tried[depth] = None
+        for name, scheduler in SCHEDULERS.items():
+            schedule = scheduler(problem, memory=LiveMemory(problem), deadline=deadline, offered=offered)
+            if schedule.capped_ops:
+                tried[f"{name} {depth}"] = None
+                break
+            res = sim.run_batch(schedule.assignment[None])
+            key = (bool(res.oom[0]), float(res.step_time[0]))
+            tried[f"{name} {depth}"] = key[1]
+            if key < best_key:
+                best, best_key, chosen = schedule.assignment, key, f"{name} {depth}"
+        if deadline.hit:
             break
-        res = sim.run_batch(schedule.assignment[None])
-        tried[depth] = float(res.step_time[0])
-        if (bool(res.oom[0]), float(res.step_time[0])) < best_key:
-            best, best_key, chosen = schedule.assignment, (bool(res.oom[0]), float(res.step_time[0])), depth
-    return best, {"unsteered_step_time": float(answer.step_time[0]), "depths": tried, "chosen_depth": chosen,
+    return best, {"unsteered_step_time": float(answer.step_time[0]), "schedules": tried, "chosen": chosen,
                   "seconds": time.perf_counter() - t0}

@@ -23,6 +23,6 @@ def test_a_run_writes_each_depth_for_the_policy_and_at_random(tmp_path, capsys):
     assert bench_steering.main(["--graphs", str(RNNLM), "--clusters", "4gpu", "--out", str(out)]) == 0
     row = json.loads(out.read_text())["rows"][0]
     assert row["graph"] == "rnnlm" and row["steered"] <= row["unsteered"]
-    assert set(row["depths"]) == {"4", "8", "16"}
+    assert set(row["depths"]) == {f"{s} {d}" for s in ("heft", "cpop") for d in (4, 8, 16)}
     assert all(v["policy"] > 0 and v["random"] > 0 for v in row["depths"].values())
     assert "rnnlm on 4gpu" in capsys.readouterr().out

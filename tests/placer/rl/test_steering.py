@@ -8,6 +8,7 @@ from placer.errors import PlacerError
 from placer.graph_io import save_graph
 from placer.placers import registry
 from placer.placers.common import Problem
+from placer.placers.cpop import cpop
 from placer.placers.heft import heft
 from placer.rl.saved_policy import load_policy
 from placer.rl.steering import distinct, steer
@@ -38,6 +39,20 @@ def test_heft_offered_every_device_is_heft():
     assert np.array_equal(heft(problem, offered=offered).assignment, heft(problem).assignment)
 
 
+def test_cpop_offered_every_device_is_cpop_and_its_critical_path_keeps_its_device():
+    graph, cluster = layered_graph(150, seed=4), presets.get("4gpu")
+    problem = Problem.build(graph, cluster)
+    plain = cpop(problem)
+    assert np.array_equal(cpop(problem, offered=np.ones((len(graph), len(cluster)), dtype=bool)).assignment,
+                          plain.assignment)
+    offered = np.zeros((len(graph), len(cluster)), dtype=bool)
+    offered[:, 1] = True  # every op offered GPU 1 alone: the path stays where CPOP puts it
+    steered = cpop(problem, offered=offered)
+    path_device = cluster.index[plain.notes["critical_path_device"]]
+    assert set(steered.assignment.tolist()) <= {1, path_device}
+    assert (steered.assignment == path_device).sum() >= plain.notes["critical_path_ops"]
+
+
 def test_proposals_are_distinct_and_in_order():
     rows = [np.array([0, 1]), np.array([1, 1]), np.array([0, 1]), np.array([2, 2])]
     assert [r.tolist() for r in distinct(rows, 3)] == [[0, 1], [1, 1], [2, 2]]
@@ -53,9 +68,9 @@ def test_steering_is_never_slower_than_the_answer_it_starts_from():
     start = sim.run_batch(ranked[0][None]).step_time[0]
     assignment, meta = steer(graph, cluster, sim, ranked, depths=(2, 8))
     assert sim.run_batch(assignment[None]).step_time[0] <= start
-    assert meta["unsteered_step_time"] == start and set(meta["depths"]) == {2, 8}
-    assert meta["chosen_depth"] in (None, 2, 8)
-    assert steer(graph, cluster, sim, ranked[:1])[1]["depths"] == {}  # one proposal: the answer stands
+    assert meta["unsteered_step_time"] == start and set(meta["schedules"]) == {"heft 2", "cpop 2", "heft 8", "cpop 8"}
+    assert meta["chosen"] in (None, *meta["schedules"])
+    assert steer(graph, cluster, sim, ranked[:1])[1]["schedules"] == {}  # one proposal: the answer stands
 
 
 def test_a_time_limit_drops_the_schedule_it_cuts_short():
@@ -63,7 +78,7 @@ def test_a_time_limit_drops_the_schedule_it_cuts_short():
     sim = Simulator(graph, cluster)
     ranked = [np.zeros(len(graph), dtype=np.int64), np.ones(len(graph), dtype=np.int64)]
     assignment, meta = steer(graph, cluster, sim, ranked, depths=(2,), seconds=1e-9)
-    assert meta["depths"] == {2: None} and meta["chosen_depth"] is None
+    assert meta["schedules"] == {"heft 2": None} and meta["chosen"] is None
     assert np.array_equal(assignment, ranked[0])
 
 
@@ -74,7 +89,7 @@ def test_a_steered_zero_shot_answer_is_never_slower_and_says_what_steering_gave(
     assert steered.step_time <= plain.step_time
     meta = steered.meta["steered"]
     assert meta["unsteered_step_time"] == pytest.approx(plain.step_time)
-    assert set(meta["depths"]) <= {4, 8, 16} and meta["depths"]
+    assert set(meta["schedules"]) == {f"{s} {d}" for s in ("heft", "cpop") for d in (4, 8, 16)}
     assert "steered" not in plain.meta
 
 
@@ -108,7 +123,7 @@ def test_a_fine_tune_with_steer_starts_from_the_steered_answer(shipped):
 
     graph, cluster = layered_graph(300, seed=1), presets.get("8gpu-nvlink")
     answer = place_zero_shot(graph, cluster, shipped, samples=16, steer=True)
-    assert answer.meta["steered"]["chosen_depth"] is not None  # steering beat the policy's own answer here
+    assert answer.meta["steered"]["chosen"] is not None  # steering beat the policy's own answer here
     start = fine_tuner(graph, cluster, shipped, TrainConfig(), samples=16, steer=True).state.warm_start
     assert start["start_step_time"] == pytest.approx(answer.step_time) and "steered op by op" in start["start"]
     plain = fine_tuner(graph, cluster, shipped, TrainConfig(), samples=16).state.warm_start
