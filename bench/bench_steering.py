@@ -2,8 +2,8 @@
 
 For each graph and cluster: the shipped policy's zero-shot answer with steering (`placer.rl.steering`), then,
 at each depth, each steered scheduler (HEFT, CPOP) offered the devices the policy's placements propose against
-the same scheduler offered as many devices per op drawn at random (the answer's device among them, seeded). Step times over the best heuristic's of
-`bench/results/policy_worlds.json` (the same presets and simulator).
+the same scheduler offered as many devices per op drawn at random (the answer's device among them, seeded).
+Step times over the best heuristic's of `bench/results/policy_worlds.json` (the same presets and simulator).
 
     python -m bench.bench_steering --graphs corpus/graphs/densenet121_64_b16.json.gz --clusters dgx-a100
 
@@ -86,7 +86,8 @@ def one_pair(path: str, cluster_name: str, best: dict, seed: int) -> dict:
             depths[f"{name} {depth}"] = {"policy": times[0], "random": times[1],
                                          "devices_per_op": float(proposed.sum(1).mean())}
     row = {"graph": graph.name, "cluster": cluster_name, "ops": len(graph), "best_heuristic": method,
-           "best_heuristic_step_time": reference, "unsteered": placed.meta["steered"]["unsteered_step_time"] / reference,
+           "best_heuristic_step_time": reference,
+           "unsteered": placed.meta["steered"]["unsteered_step_time"] / reference,
            "steered": placed.step_time / reference, "seconds": seconds,
            "steering_seconds": placed.meta["steered"]["seconds"], "depths": depths}
     print(f"{graph.name} on {cluster_name}: {row['unsteered']:.3f} -> {row['steered']:.3f} of {method} "

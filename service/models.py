@@ -279,9 +279,9 @@ class TrainOptions(BaseModel):
                           "address the cluster or with starts > 1. The job never answers "
                           "worse than the zero-shot answer or the best heuristic; its result's meta.kept says "
                           "which it kept and why.")
-    steer: StrictBool | None = Field(None, description="Let the policy's placements steer HEFT op by op "
-                                                       "(placer.rl.steering): method rl's zero-shot answer is the "
-                                                       "fastest, and the job starts from it (seconds more on "
+    steer: StrictBool | None = Field(None, description="Let the policy's placements steer HEFT and CPOP op "
+                                                       "by op (placer.rl.steering): method rl's zero-shot answer is "
+                                                       "the fastest, and the job starts from it (seconds more on "
                                                        "graphs of thousands of ops; fine-tuning only; default: "
                                                        "not).")
     refine_seconds: float | None = Field(None, gt=0, le=60, allow_inf_nan=False,

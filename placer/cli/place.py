@@ -42,9 +42,10 @@ def add_parser(sub) -> None:
                         "(default as the service answers: `placer.rl.zero_shot.default_samples`, fewer on the "
                         "biggest graphs (docs/learned-placer.md); 0: greedy alone)")
     p.add_argument("--steer", action="store_true",
-                   help="method rl: also let the policy's placements steer HEFT op by op (each op on one of the "
-                        "devices they give it); zero-shot (--policy) the answer is the fastest, and a fine-tune "
-                        "starts from it; seconds more on graphs of thousands of ops (docs/pretrained-policy.md)")
+                   help="method rl: also let the policy's placements steer HEFT and CPOP op by op (each op on "
+                        "one of the devices they give it); zero-shot (--policy) the answer is the fastest, and a "
+                        "fine-tune starts from it; seconds more on graphs of thousands of ops "
+                        "(docs/pretrained-policy.md)")
     p.add_argument("--starts", type=int, default=None, metavar="K",
                    help="method rl: race REINFORCE from the K fastest distinct heuristic placements (2-8; 1, the "
                         "default, races none) by successive halving (as `placer train --starts`), from scratch: "

@@ -57,9 +57,9 @@ def rl(
                                           f"(0: greedy alone; default {DEFAULT_SAMPLES}, fewer on graphs of "
                                           f"over {SAMPLED_OPS // DEFAULT_SAMPLES:,} ops)",
                                           ge=0, le=MAX_SAMPLES)] = None,
-    steer: Annotated[bool, Option("also let the policy's placements steer a list scheduler op by op "
-                                  "(placer.rl.steering): zero-shot, the answer is the fastest; fine-tuning "
-                                  "starts from it")] = False,
+    steer: Annotated[bool, Option("also let the policy's placements steer the list schedulers (HEFT, CPOP) "
+                                  "op by op (placer.rl.steering): zero-shot, the answer is the fastest; "
+                                  "fine-tuning starts from it")] = False,
     starts: Annotated[int, Option("race REINFORCE from this many of the fastest distinct heuristic placements "
                                   "by successive halving (1: train from the fastest alone)", ge=1)] = 1,
     on_step: Callable | None = None,
@@ -88,8 +88,8 @@ def rl(
         run fine-tunes by default), or ``"none"`` to train from scratch.
     best_of : zero-shot decoding: 0 greedy, K the best of greedy plus K seeded samples (default
         `placer.rl.zero_shot.default_samples` of the graph's ops, as the service answers).
-    steer : also the policy's placements steering HEFT op by op (`placer.rl.steering`): the zero-shot answer
-        is the fastest, and a fine-tune starts from it.
+    steer : also the policy's placements steering HEFT and CPOP op by op (`placer.rl.steering`): the
+        zero-shot answer is the fastest, and a fine-tune starts from it.
     starts : race REINFORCE from this many of the fastest distinct heuristic placements by
         successive halving (`placer.rl.race`); 1 trains from the fastest alone.
     on_step : called with each REINFORCE step's `placer.rl.trainer.StepStats` (the whole run's, when

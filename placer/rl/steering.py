@@ -15,9 +15,10 @@ would be HEFT. The answer is the fastest that fits of the policy's answer and
 the steered schedules, one per scheduler and depth of `DEPTHS`.
 
 The proposals carry what the policy learned: offering each op as many devices
-drawn at random (its answer's device among them) gave HEFT slower schedules
-at 35 of 36 graph, cluster and depth tried (`bench.bench_steering`,
-docs/experiments/world-model.md, "Steering a list scheduler").
+drawn at random (its answer's device among them) gave slower schedules at
+35 of 36 graph, cluster and depth tried for HEFT and 31 of 36 for CPOP
+(`bench.bench_steering`, docs/experiments/world-model.md, "Steering a list
+scheduler").
 """
 
 from __future__ import annotations

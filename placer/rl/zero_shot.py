@@ -83,7 +83,7 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
     seed : seeds the samples.
     groups : G, the most groups, for every member (default: each member's own G).
     method : the placement's ``method`` field.
-    steer : also let the policy's fastest placements steer HEFT op by op (`placer.rl.steering`), and answer
+    steer : also let the policy's placements steer HEFT and CPOP op by op (`placer.rl.steering`), and answer
         the fastest; ``meta.steered`` says what it gave.
 
     Returns
