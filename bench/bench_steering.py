@@ -73,10 +73,8 @@ def one_pair(path: str, cluster_name: str, best: dict, seed: int) -> dict:
     method, reference = best[(graph.name, cluster_name)]
     rng = np.random.default_rng(seed)
     depths = {}
-    for depth in sorted({min(d, len(ranked)) for d in steering.DEPTHS} - {0, 1}):
-        proposed = np.zeros((len(graph), len(cluster)), dtype=bool)
-        for proposal in ranked[:depth]:
-            proposed[np.arange(len(graph)), proposal] = True
+    for depth in steering.depths_of(steering.DEPTHS, len(ranked)):
+        proposed = steering.offered_by(ranked[:depth], len(cluster))
         at_random = random_offers(proposed, ranked[0], rng)
         for name, scheduler in steering.SCHEDULERS.items():
             times = []

@@ -128,6 +128,11 @@ def run(args) -> int:
     if args.rl_policy is not None:
         rl_options["policy"] = args.rl_policy
     if args.rl_steer:
+        from placer.rl.method import NO_POLICY
+
+        if args.rl_policy == NO_POLICY:
+            raise PlacerError("--rl-steer steers the pre-trained policy's answer; --rl-policy none trains from "
+                              "scratch")
         rl_options["steer"] = True
     if rl_options and "rl" not in methods:
         raise PlacerError("--rl-budget-seconds/--rl-policy/--rl-steer need rl among --methods (e.g. --methods "

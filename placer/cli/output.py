@@ -185,3 +185,13 @@ class ProgressLine:
             self.stream.write("\n")
             self.stream.flush()
             self.drawn = False
+
+
+def steered_line(steered: dict, unit: float) -> str:
+    """What steering (`placer.rl.steering`) gave: the schedule chosen, or why the policy's answer stood."""
+    before = human_seconds(steered["unsteered_step_time"], unit)
+    if steered.get("not_steered"):
+        return f"not steered ({steered['not_steered']})"
+    if steered["chosen"] is None:
+        return f"steered: no schedule beat the policy's answer ({before}; {len(steered['schedules'])} tried)"
+    return f"steered: {steered['chosen']} beat the policy's answer ({before})"

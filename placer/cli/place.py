@@ -77,7 +77,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from placer.cli.common import check_refine, load_graph_and_cluster, output_file
-    from placer.cli.output import human_bytes, human_seconds, print_json, race_line, seconds_per_unit
+    from placer.cli.output import human_bytes, human_seconds, print_json, race_line, seconds_per_unit, steered_line
     from placer.cli.train_start import kept_line
     from placer.placers.best import built_for_note
     from placer.errors import PlacerError
@@ -115,8 +115,10 @@ def run(args) -> int:
     if args.steer:
         from placer.rl.method import NO_POLICY
 
-        if args.method != "rl" or args.policy == NO_POLICY:
-            raise PlacerError("--steer applies to method rl with a pre-trained policy (not --policy none)")
+        if args.method != "rl":
+            raise PlacerError(f"--steer applies to method rl, not {args.method!r}")
+        if args.policy == NO_POLICY:
+            raise PlacerError("--steer steers the pre-trained policy's answer; --policy none trains from scratch")
         options["steer"] = True
     if args.starts is not None:
         if args.method != "rl":
@@ -165,6 +167,8 @@ def run(args) -> int:
         print(f"  refined by local search from {human_seconds(r['start_step_time'], unit)}: "
               f"{r['moves']} group move(s) in {r['sweeps']} sweep(s), {r['seconds']:.2f} s"
               + (" (a local optimum)" if r["local_optimum"] else ""))
+    if "steered" in placement.meta:
+        print("  " + steered_line(placement.meta["steered"], unit))
     if "race" in placement.meta:
         print("  " + race_line(placement.meta["race"], unit))
     if "kept" in placement.meta:

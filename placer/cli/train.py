@@ -153,10 +153,6 @@ def run(args) -> int:
     if args.world_sigma and args.reward == "measured":
         raise PlacerError("--world-sigma draws worlds around the simulator's; it does not go with --reward measured")
     check_starts(args)
-    if args.steer and (args.init == NO_INIT or (args.init is None and scratch_only(args))):
-        raise PlacerError("--steer starts a fine-tune from the policy's steered answer; "
-                          + ("--init none trains from scratch" if args.init == NO_INIT else
-                             "--starts and the grouping flags train from scratch"))
     from placer.cli.common import checked_config, load_graph_and_cluster
     from placer.rl.config import TrainConfig
 
@@ -255,10 +251,6 @@ class _Session:
                 return fine_tuner(graph, cluster, self.policy, TrainConfig(**given), heuristic=heuristic,
                                   groups=given.get("groups"), scorer=scorer, heuristic_limit=limit,
                                   steer=getattr(args, "steer", False)), False
-            if getattr(args, "steer", False):
-                raise PlacerError("--steer starts a fine-tune from the policy's steered answer; this run trains "
-                                  "from scratch (--init none, --starts, a grouping flag, or a cluster the policy "
-                                  "cannot address)")
             return Trainer(graph, cluster, TrainConfig(**given), scorer=scorer, heuristic_limit=limit), False
         from placer.rl.finetune import WARM_START_METHOD, FineTuner
 
@@ -336,7 +328,7 @@ class _Session:
             bar.note(f"racing {len(trainer.arms)} warm starts: "
                      + ", ".join(f"{a.reference[0]} {_ms(a.reference[2], self.unit)}" for a in trainer.arms))
         elif pending == "start":
-            bar.note("warm start: imitating the policy's best zero-shot sample...")
+            bar.note("warm start: imitating the policy's zero-shot answer...")
         elif pending == "heuristic" or (not trainer.state.warm_start and trainer.config.warm_start == "heuristic"):
             bar.note(f"warm start: imitating the best heuristic ({trainer.reference[0]})...")
         checkpoints = Cadence(CHECKPOINT_EVERY_SECONDS)

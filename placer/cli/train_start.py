@@ -27,23 +27,33 @@ def scratch_only(args) -> list[str]:
 
 def policy_to_fine_tune(args, cluster):
     """The `SavedPolicy` a new run fine-tunes, or None to train from scratch (saying why on stderr when
-    the default was set aside)."""
+    the default was set aside). ``--steer`` steers the policy's answer, so a run from scratch refuses it."""
     import sys
 
+    from placer.errors import PlacerError
     from placer.rl.finetune import can_place
     from placer.rl.saved_policy import load_policy
 
+    scratch = scratch_only(args)
+    if getattr(args, "steer", False):
+        why = ("--init none" if args.init == NO_INIT else ", ".join(scratch) if scratch and args.init is None
+               else None)
+        if why:
+            raise PlacerError(f"--steer starts a fine-tune from the policy's steered answer, and {why} trains "
+                              "from scratch")
     if args.init == NO_INIT:
         return None
     if args.init is not None:
         return load_policy(args.init)
-    scratch = scratch_only(args)
     if scratch:
         print(f"note: {', '.join(scratch)} trains from scratch (as --init none), not from the shipped policy",
               file=sys.stderr)
         return None
     policy = load_policy(DEFAULT_INIT)
     if not can_place(policy, cluster):
+        if getattr(args, "steer", False):
+            raise PlacerError(f"--steer starts a fine-tune from the policy's steered answer, and the shipped "
+                              f"policy cannot address {cluster.name!r} ({len(cluster)} devices)")
         print(f"note: the shipped policy cannot address {cluster.name!r} ({len(cluster)} devices); training "
               "from scratch", file=sys.stderr)
         return None

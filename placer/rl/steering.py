@@ -32,7 +32,6 @@ from placer.graph import OpGraph
 from placer.placers.common import LiveMemory, Problem
 from placer.placers.cpop import cpop
 from placer.placers.heft import heft
-from placer.placers.time_cap import Deadline
 from placer.simulator import Simulator
 
 DEPTHS = (4, 8, 16)
@@ -41,9 +40,10 @@ Few proposals keep an op near where the policy put it; many leave the scheduler 
 one depth was best on every graph tried (docs/experiments/world-model.md, "Steering a list scheduler")."""
 SCHEDULERS = {"heft": heft, "cpop": cpop}
 """The list schedulers steered: where the policy loses to a heuristic on the presets, it is mostly to these."""
-STEER_SECONDS = 30.0
-"""The most seconds all the steered schedules may take together; the one the limit cuts short is dropped, and
-no more are made (each schedules about 10k ops a second here, in pure Python, on a routed preset)."""
+MAX_STEERED_OPS = 25_000
+"""Graphs of more ops are not steered: each schedule takes about 0.1 ms per op here (pure Python, a routed
+preset), so six of them on 25k ops take some 15 s. A size, not a time limit, so that the answer never depends
+on the machine's speed or load."""
 
 
 def distinct(rows: list[np.ndarray], count: int) -> list[np.ndarray]:
@@ -58,37 +58,44 @@ def distinct(rows: list[np.ndarray], count: int) -> list[np.ndarray]:
 
 
 def steer(graph: OpGraph, cluster: Cluster, sim: Simulator, ranked: list[np.ndarray], *,
-          depths: tuple[int, ...] = DEPTHS, seconds: float = STEER_SECONDS) -> tuple[np.ndarray, dict]:
+          depths: tuple[int, ...] = DEPTHS) -> tuple[np.ndarray, dict]:
     """The fastest of ``ranked[0]`` (the policy's answer, device per op) and each of `SCHEDULERS` steered by
     the first d rows of `ranked` (distinct placements of the policy, `placer.rl.zero_shot.proposals`) for
-    each d of `depths`.
+    each d of `depths`; the answer alone on graphs of more than `MAX_STEERED_OPS` ops.
 
-    Returns ``(assignment, meta)``; meta holds the answer's step time, each schedule's (``"heft 8"``: step time,
-    None when the time limit cut it short), the one chosen (None: the answer stood) and the seconds spent.
+    Returns ``(assignment, meta)``; meta holds the answer's step time, each schedule's (``"heft 8"``: step
+    time), the one chosen (None: the answer stood), the seconds spent, and why nothing was steered if so.
     """
     t0 = time.perf_counter()
-    problem = Problem.build(graph, cluster)
-    ops = np.arange(len(graph))
     answer = sim.run_batch(ranked[0][None])
     best, best_key = ranked[0], (bool(answer.oom[0]), float(answer.step_time[0]))
-    deadline = Deadline(seconds)
-    tried: dict[str, float | None] = {}
-    chosen = None
-    for depth in sorted({min(d, len(ranked)) for d in depths} - {0, 1}):  # one proposal is the answer itself
-        offered = np.zeros((len(graph), len(cluster)), dtype=bool)
-        for proposal in ranked[:depth]:
-            offered[ops, proposal] = True
-        for name, scheduler in SCHEDULERS.items():
-            schedule = scheduler(problem, memory=LiveMemory(problem), deadline=deadline, offered=offered)
-            if schedule.capped_ops:
-                tried[f"{name} {depth}"] = None
-                break
-            res = sim.run_batch(schedule.assignment[None])
-            key = (bool(res.oom[0]), float(res.step_time[0]))
-            tried[f"{name} {depth}"] = key[1]
-            if key < best_key:
-                best, best_key, chosen = schedule.assignment, key, f"{name} {depth}"
-        if deadline.hit:
-            break
-    return best, {"unsteered_step_time": float(answer.step_time[0]), "schedules": tried, "chosen": chosen,
-                  "seconds": time.perf_counter() - t0}
+    meta: dict = {"unsteered_step_time": best_key[1], "schedules": {}, "chosen": None}
+    if len(graph) > MAX_STEERED_OPS:
+        meta["not_steered"] = f"more than {MAX_STEERED_OPS:,} ops"
+    else:
+        problem = Problem.build(graph, cluster)
+        for depth in depths_of(depths, len(ranked)):
+            offered = offered_by(ranked[:depth], len(cluster))
+            for name, scheduler in SCHEDULERS.items():
+                schedule = scheduler(problem, memory=LiveMemory(problem), offered=offered)
+                res = sim.run_batch(schedule.assignment[None])
+                key = (bool(res.oom[0]), float(res.step_time[0]))
+                meta["schedules"][f"{name} {depth}"] = key[1]
+                if key < best_key:
+                    best, best_key, meta["chosen"] = schedule.assignment, key, f"{name} {depth}"
+    meta["seconds"] = time.perf_counter() - t0
+    return best, meta
+
+
+def depths_of(depths: tuple[int, ...], proposals: int) -> list[int]:
+    """The depths to steer at with this many proposals: each at most that, and more than one (one proposal is
+    the answer itself)."""
+    return sorted({min(d, proposals) for d in depths} - {0, 1})
+
+
+def offered_by(proposals: list[np.ndarray], num_devices: int) -> np.ndarray:
+    """``[num_ops, num_devices]``: the devices any of `proposals` (device per op) puts each op on."""
+    offered = np.zeros((len(proposals[0]), num_devices), dtype=bool)
+    for proposal in proposals:
+        offered[np.arange(len(proposal)), proposal] = True
+    return offered

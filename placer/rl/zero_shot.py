@@ -248,12 +248,18 @@ def _place_on_one_node(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *,
     nodes = cluster.nodes()
     node = _chosen_machine(cluster, nodes)
     machine = cluster.restricted(node)
-    one = place_zero_shot(graph, machine, policy, samples=samples, seed=seed, groups=groups, method=method,
-                          steer=steer)
-    local = np.array([machine.index[one.devices[op.name]] for op in graph.ops], dtype=np.int64)
-    candidates = [np.asarray(node, dtype=np.int64)[local]]
-    if _alike(cluster, nodes):
-        candidates.append(_folded(graph, cluster, nodes, local))
+    # with steer, the steered answer on the machine, and the policy's own beside it: steering is judged on the
+    # whole cluster, folded or not, where the faster on one machine may not be the faster
+    ones = [place_zero_shot(graph, machine, policy, samples=samples, seed=seed, groups=groups, method=method,
+                            steer=s) for s in ((False, True) if steer else (False,))]
+    candidates, made = [], []  # made: (which of `ones`, folded)
+    for j, one in enumerate(ones):
+        local = np.array([machine.index[one.devices[op.name]] for op in graph.ops], dtype=np.int64)
+        candidates.append(np.asarray(node, dtype=np.int64)[local])
+        made.append((j, False))
+        if _alike(cluster, nodes):
+            candidates.append(_folded(graph, cluster, nodes, local))
+            made.append((j, True))
     sim = Simulator(graph, cluster)
     res = sim.run_batch(np.stack(candidates))
     k = fastest(res.step_time, res.oom)
@@ -262,14 +268,21 @@ def _place_on_one_node(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *,
                               steer=steer)
         if not whole.oom or whole.step_time < res.step_time[k]:
             return whole
+    one, folded = ones[made[k][0]], made[k][1]
     placement = sim.evaluate(Placement.from_assignment(graph, cluster, candidates[k], method))
     placement.meta.update(one.meta)
     placement.meta.update({
         "machine": machine_of(cluster.devices[node[0]].name),
-        "spread": ("one machine's placement folded over the machines alike by a METIS cut" if k == 1
+        "spread": ("one machine's placement folded over the machines alike by a METIS cut" if folded
                    else "on one machine"),
         "seconds": {**one.meta["seconds"], "total": time.perf_counter() - t0},
     })
+    if steer:  # its schedules were timed on the machine; the answer and the unsteered one on the whole cluster
+        own = [i for i, (j, _) in enumerate(made) if j == 0]
+        unsteered = own[fastest(res.step_time[own], res.oom[own])]
+        placement.meta["steered"] = {**ones[1].meta["steered"], "schedules_on": placement.meta["machine"],
+                                     "unsteered_step_time": float(res.step_time[unsteered]),
+                                     "chosen": ones[1].meta["steered"]["chosen"] if made[k][0] == 1 else None}
     return placement
 
 

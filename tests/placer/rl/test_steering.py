@@ -73,12 +73,15 @@ def test_steering_is_never_slower_than_the_answer_it_starts_from():
     assert steer(graph, cluster, sim, ranked[:1])[1]["schedules"] == {}  # one proposal: the answer stands
 
 
-def test_a_time_limit_drops_the_schedule_it_cuts_short():
+def test_graphs_past_the_size_bound_are_not_steered(monkeypatch):
+    from placer.rl import steering as steering_module
+
     graph, cluster = layered_graph(300, seed=2), presets.get("4gpu")
     sim = Simulator(graph, cluster)
     ranked = [np.zeros(len(graph), dtype=np.int64), np.ones(len(graph), dtype=np.int64)]
-    assignment, meta = steer(graph, cluster, sim, ranked, depths=(2,), seconds=1e-9)
-    assert meta["schedules"] == {"heft 2": None} and meta["chosen"] is None
+    monkeypatch.setattr(steering_module, "MAX_STEERED_OPS", 299)
+    assignment, meta = steer(graph, cluster, sim, ranked, depths=(2,))
+    assert meta["schedules"] == {} and meta["chosen"] is None and "more than 299 ops" in meta["not_steered"]
     assert np.array_equal(assignment, ranked[0])
 
 
@@ -91,6 +94,20 @@ def test_a_steered_zero_shot_answer_is_never_slower_and_says_what_steering_gave(
     assert meta["unsteered_step_time"] == pytest.approx(plain.step_time)
     assert set(meta["schedules"]) == {f"{s} {d}" for s in ("heft", "cpop") for d in (4, 8, 16)}
     assert "steered" not in plain.meta
+
+
+def test_on_two_machines_steering_is_judged_on_the_whole_cluster(shipped):
+    """The policy places on one machine and folds that over both: the steered answer is folded too, and both
+    are compared on the whole cluster, so steering never answers slower than not steering there."""
+    graph, cluster = layered_graph(300, seed=3), presets.get("2x-dgx-a100")
+    plain = place_zero_shot(graph, cluster, shipped, samples=64)
+    steered = place_zero_shot(graph, cluster, shipped, samples=64, steer=True)
+    assert "machine" in plain.meta and "machine" in steered.meta
+    assert steered.step_time <= plain.step_time
+    assert steered.meta["steered"]["unsteered_step_time"] == pytest.approx(plain.step_time)
+    assert steered.meta["steered"]["schedules_on"] == steered.meta["machine"]
+    if steered.step_time < plain.step_time:
+        assert steered.meta["steered"]["chosen"] is not None
 
 
 def test_steering_is_a_zero_shot_option_of_method_rl(tmp_path, capsys):
@@ -108,8 +125,14 @@ def test_steering_is_a_zero_shot_option_of_method_rl(tmp_path, capsys):
     assert main(["place", str(path), "--cluster", "2gpu", "--method", "rl", "--policy", "shipped", "--best-of", "8",
                  "--steer", "--json"]) == 0
     assert "steered" in json.loads(capsys.readouterr().out)["meta"]
+    assert main(["place", str(path), "--cluster", "2gpu", "--method", "rl", "--policy", "shipped", "--best-of", "8",
+                 "--steer"]) == 0
+    assert "steered: " in capsys.readouterr().out
     assert main(["place", str(path), "--cluster", "2gpu", "--method", "heft", "--steer"]) == 1
-    assert "--steer applies to method rl with a pre-trained policy" in capsys.readouterr().err
+    assert "--steer applies to method rl, not 'heft'" in capsys.readouterr().err
+    assert main(["compare", str(path), "--cluster", "2gpu", "--methods", "rl", "--rl-policy", "none",
+                 "--rl-steer"]) == 1
+    assert "--rl-policy none trains from scratch" in capsys.readouterr().err
     assert main(["compare", str(path), "--cluster", "2gpu", "--methods", "heft", "--rl-steer"]) == 1
     assert "need rl among --methods" in capsys.readouterr().err
     assert main(["train", str(path), "--cluster", "2gpu", "--init", "none", "--steer", "--out",
