@@ -105,9 +105,6 @@ def rl(
         On more starts than a race takes, starts with a policy or a cold start, or a bad training option.
     """
     _check_starts(starts, policy, warm_start)
-    if steer and (starts > 1 or policy == NO_POLICY):
-        raise PlacerError("method 'rl': steer steers the pre-trained policy's answer; it does not go with training "
-                          + ("from scratch (policy 'none')" if policy == NO_POLICY else "races (starts > 1)"))
     if on_step is not None and not callable(on_step):
         raise PlacerError(f"method 'rl': on_step must be a function of each step's statistics, got {on_step!r}")
     if policy not in (None, NO_POLICY) and budget_seconds is None and steps is None:
@@ -124,8 +121,10 @@ def rl(
     config = TrainConfig(seed=seed, warm_start=warm_start or ("none" if saved is not None else "heuristic"),
                          **({"jit": False} if budget_seconds < XLA_MIN_BUDGET_SECONDS else {}), **options).check()
     if steer and saved is None:
-        raise PlacerError(f"method 'rl': steer steers the pre-trained policy's answer; {cluster.name!r} has more "
-                          "devices than it addresses, so this run trains from scratch")
+        why = ("policy 'none'" if policy == NO_POLICY else "starts > 1" if starts > 1 else
+               f"{cluster.name!r} has more devices than the policy addresses")
+        raise PlacerError(f"method 'rl': steer steers the pre-trained policy's answer, and this run trains from "
+                          f"scratch ({why})")
     if starts > 1:
         return _race(graph, cluster, config, starts, float(budget_seconds), steps, on_step, on_imitation, limit)
     if saved is not None:

@@ -110,12 +110,13 @@ def place_zero_shot(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, sa
         return _place_on_one_node(graph, cluster, policy, samples=samples, seed=seed, groups=groups, method=method,
                                   steer=steer)
     return _place_on_all(graph, cluster, policy, samples=samples, seed=seed, groups=groups, method=method,
-                         steer=steer)
+                         steer=steer)[0]
 
 
 def _place_on_all(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, samples: int, seed: int,
-                  groups: int | None, method: str, steer: bool = False) -> Placement:
-    """`place_zero_shot` over all of `cluster`'s devices."""
+                  groups: int | None, method: str, steer: bool = False) -> tuple[Placement, np.ndarray]:
+    """`place_zero_shot` over all of `cluster`'s devices, and the policy's own answer (device per op): with
+    `steer` the placement may be a steered schedule instead."""
     t0 = time.perf_counter()
     sim = Simulator(graph, cluster)
     first_round = exploring_samples(policy, samples)
@@ -162,11 +163,12 @@ def _place_on_all(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, samp
             candidates, k, member_samples, member_seed = more, m, rest, second_seed
     chosen = "greedy" if k == 0 else f"sample {k - 1} of {member_samples}"
     t2 = time.perf_counter()
-    assignment, steered = grouping.expand(candidates[k]), None
+    own = assignment = grouping.expand(candidates[k])
+    steered = None
     if steer:
         from placer.rl.steering import DEPTHS, steer as steered_by
 
-        assignment, steered = steered_by(graph, cluster, sim, proposals(answers, assignment, max(DEPTHS)))
+        assignment, steered = steered_by(graph, cluster, sim, proposals(answers, own, max(DEPTHS)))
     placement = Placement.from_assignment(graph, cluster, assignment, method)
     placement = sim.evaluate(placement)
     decoding = ("greedy" if samples == 0 else
@@ -189,7 +191,7 @@ def _place_on_all(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *, samp
     if steered is not None:
         placement.meta["steered"] = steered
         placement.meta["seconds"]["total"] = time.perf_counter() - t0
-    return placement
+    return placement, own
 
 
 def proposals(answers: list[tuple[Grouping, np.ndarray, np.ndarray, np.ndarray]], answer: np.ndarray,
@@ -248,13 +250,14 @@ def _place_on_one_node(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *,
     nodes = cluster.nodes()
     node = _chosen_machine(cluster, nodes)
     machine = cluster.restricted(node)
-    # with steer, the steered answer on the machine, and the policy's own beside it: steering is judged on the
+    # with steer, the steered answer on the machine and the policy's own beside it: steering is judged on the
     # whole cluster, folded or not, where the faster on one machine may not be the faster
-    ones = [place_zero_shot(graph, machine, policy, samples=samples, seed=seed, groups=groups, method=method,
-                            steer=s) for s in ((False, True) if steer else (False,))]
-    candidates, made = [], []  # made: (which of `ones`, folded)
-    for j, one in enumerate(ones):
-        local = np.array([machine.index[one.devices[op.name]] for op in graph.ops], dtype=np.int64)
+    one, own = _place_on_all(graph, machine, policy, samples=samples, seed=seed, groups=groups, method=method,
+                             steer=steer)
+    locals_ = [own] + ([np.array([machine.index[one.devices[op.name]] for op in graph.ops], dtype=np.int64)]
+                       if steer else [])
+    candidates, made = [], []  # made: (which of `locals_`, folded)
+    for j, local in enumerate(locals_):
         candidates.append(np.asarray(node, dtype=np.int64)[local])
         made.append((j, False))
         if _alike(cluster, nodes):
@@ -265,12 +268,12 @@ def _place_on_one_node(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *,
     k = fastest(res.step_time, res.oom)
     if res.oom[k]:  # too big for one machine, however folded: the devices of all of them
         whole = _place_on_all(graph, cluster, policy, samples=samples, seed=seed, groups=groups, method=method,
-                              steer=steer)
+                              steer=steer)[0]
         if not whole.oom or whole.step_time < res.step_time[k]:
             return whole
-    one, folded = ones[made[k][0]], made[k][1]
+    folded = made[k][1]
     placement = sim.evaluate(Placement.from_assignment(graph, cluster, candidates[k], method))
-    placement.meta.update(one.meta)
+    placement.meta.update({key: value for key, value in one.meta.items() if key != "steered"})
     placement.meta.update({
         "machine": machine_of(cluster.devices[node[0]].name),
         "spread": ("one machine's placement folded over the machines alike by a METIS cut" if folded
@@ -278,11 +281,11 @@ def _place_on_one_node(graph: OpGraph, cluster: Cluster, policy: SavedPolicy, *,
         "seconds": {**one.meta["seconds"], "total": time.perf_counter() - t0},
     })
     if steer:  # its schedules were timed on the machine; the answer and the unsteered one on the whole cluster
-        own = [i for i, (j, _) in enumerate(made) if j == 0]
-        unsteered = own[fastest(res.step_time[own], res.oom[own])]
-        placement.meta["steered"] = {**ones[1].meta["steered"], "schedules_on": placement.meta["machine"],
+        rows = [i for i, (j, _) in enumerate(made) if j == 0]
+        unsteered = rows[fastest(res.step_time[rows], res.oom[rows])]
+        placement.meta["steered"] = {**one.meta["steered"], "schedules_on": placement.meta["machine"],
                                      "unsteered_step_time": float(res.step_time[unsteered]),
-                                     "chosen": ones[1].meta["steered"]["chosen"] if made[k][0] == 1 else None}
+                                     "chosen": one.meta["steered"]["chosen"] if made[k][0] == 1 else None}
     return placement
 
 
