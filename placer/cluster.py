@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from placer.errors import ClusterError, PlacerError
-from placer.topology import CompiledTopology, Routes, Topology, flat_routes, link_ends, positive_number
+from placer.topology import CompiledTopology, Routes, Topology, flat_routes, known_fields, link_ends, positive_number
 
 TASK_PREFIX = re.compile(r"^(/job:[^/]+/replica:\d+/task:\d+)/")
 
@@ -92,6 +92,11 @@ class Device:
 
 _OPTIONAL_DEFAULTS: dict[str, Any] = {"matrix_flops": None, "matrix_efficiency": 1.0, "memory_efficiency": 1.0,
                                       "dispatch": 0.0, "fusion": False}
+DEVICE_FIELDS = ("name", "kind", "peak_flops", "memory_bandwidth", "memory_bytes", "op_overhead",
+                 *_OPTIONAL_DEFAULTS)
+"""The fields a device of the spec takes (`Device.to_dict` writes them); any other is refused."""
+LINK_FIELDS = ("bandwidth", "latency")
+CLUSTER_FIELDS = ("name", "devices", "links", "default_link", "shared_threads", "topology", "meta")
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,6 +294,7 @@ class Cluster:
         name = data.get("name")
         if not isinstance(name, str) or not name:
             raise ClusterError("cluster: 'name' must be a non-empty string")
+        known_fields(data, CLUSTER_FIELDS, f"cluster {name!r}")
         devs = data.get("devices")
         if not isinstance(devs, list) or not devs:
             raise ClusterError(f"cluster {name!r}: 'devices' must be a non-empty list")
@@ -303,6 +309,7 @@ class Cluster:
             between = link_ends(l, where, "device")
             if between[0] == between[1]:
                 raise ClusterError(f"{where}: joins device {between[0]!r} to itself")
+            known_fields(l, ("between", *LINK_FIELDS), where)
             pair = frozenset(between)
             if pair in listed:  # the later one silently won
                 raise ClusterError(f"{where}: devices {between[0]!r} and {between[1]!r} are already joined by link "
@@ -339,6 +346,7 @@ def _device_from_dict(d: Any, k: int, cluster: str) -> Device:
     if not isinstance(name, str) or not name:
         raise ClusterError(f"cluster {cluster!r}: device #{k}: 'name' must be a non-empty string")
     where = f"cluster {cluster!r}: device {name!r}"
+    known_fields(d, DEVICE_FIELDS, where)
     kind = d.get("kind")
     if not isinstance(kind, str) or not kind:
         raise ClusterError(f"{where}: 'kind' must be a non-empty string such as 'gpu' or 'cpu'")
@@ -373,6 +381,8 @@ def _flag(value: Any, what: str, where: str) -> bool:
 def _link_from_dict(l: Any, where: str) -> Link:
     if not isinstance(l, dict):
         raise ClusterError(f"{where}: expected an object with 'bandwidth' and 'latency'")
+    if "between" not in l:  # a flat link's ends were checked by its caller
+        known_fields(l, LINK_FIELDS, where)
     return Link(
         bandwidth=_positive(l.get("bandwidth"), "'bandwidth'", where),
         latency=_positive(l.get("latency", 0.0), "'latency'", where, allow_zero=True),

@@ -26,9 +26,10 @@ is the simulator's; `docs/topology.md` states it and why.
 
 from __future__ import annotations
 
+import difflib
 import math
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Iterable, NamedTuple
 
 import numpy as np
 
@@ -129,10 +130,7 @@ class Topology:
         """Parse the ``topology`` object of a cluster spec (checked against the devices by `compile`)."""
         if not isinstance(data, dict):
             raise ClusterError(f"{where}: 'topology' must be an object with 'switches' and 'links'")
-        unknown = sorted(set(data) - {"switches", "links", "routes"})
-        if unknown:
-            raise ClusterError(f"{where}: topology has unknown field(s) {', '.join(map(repr, unknown))} "
-                               "(it takes 'switches', 'links' and 'routes')")
+        known_fields(data, ("switches", "links", "routes"), f"{where}: topology")
         raw_sw, raw_links, raw_routes = data.get("switches", []), data.get("links"), data.get("routes", [])
         if not isinstance(raw_sw, list):
             raise ClusterError(f"{where}: topology 'switches' must be a list")
@@ -144,6 +142,7 @@ class Topology:
         for k, s in enumerate(raw_sw):
             if not isinstance(s, dict) or not isinstance(s.get("name"), str) or not s["name"]:
                 raise ClusterError(f"{where}: switch #{k}: expected an object with a non-empty 'name'")
+            known_fields(s, ("name", "kind"), f"{where}: switch {s['name']!r}")
             kind = s.get("kind", "switch")
             if not isinstance(kind, str) or not kind:
                 raise ClusterError(f"{where}: switch {s['name']!r}: 'kind' must be a non-empty string")
@@ -153,6 +152,7 @@ class Topology:
             lw = f"{where}: topology link #{k}"
             between = link_ends(l, lw, "node")
             lw = f"{lw} ({between[0]!r} - {between[1]!r})"
+            known_fields(l, ("between", "bandwidth", "latency", "kind"), lw)
             kind = l.get("kind", "")
             if not isinstance(kind, str):
                 raise ClusterError(f"{lw}: 'kind' must be a string")
@@ -163,6 +163,7 @@ class Topology:
             rw = f"{where}: route #{k}"
             if not isinstance(r, dict):
                 raise ClusterError(f"{rw}: expected an object with 'from', 'to' and 'via'")
+            known_fields(r, ("from", "to", "via"), rw)
             src, dst, via = r.get("from"), r.get("to"), r.get("via", [])
             if not isinstance(src, str) or not isinstance(dst, str):
                 raise ClusterError(f"{rw}: 'from' and 'to' must be device names")
@@ -419,6 +420,25 @@ def route_facts(routes: Routes, num_devices: int) -> RouteFacts:
         if rs.size:
             sharers[k // D, k % D] = int(pairs[rs].max())
     return RouteFacts(bw, lat, hops, sharers)
+
+
+def known_fields(entry: dict, allowed: Iterable[str], where: str) -> None:
+    """Refuse fields a spec object does not take: a misspelt optional field would otherwise be dropped for its
+    default, and the cluster silently be another machine.
+
+    Raises
+    ------
+    ClusterError
+        Naming each unknown field (with the nearest allowed one, where one is close) and the fields it takes.
+    """
+    allowed = sorted(allowed)
+    unknown = sorted(set(entry) - set(allowed), key=str)
+    if unknown:
+        named = []
+        for key in unknown:
+            near = difflib.get_close_matches(str(key), allowed, n=1)
+            named.append(f"{key!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
+        raise ClusterError(f"{where}: unknown field(s) {', '.join(named)}; it takes {', '.join(map(repr, allowed))}")
 
 
 def link_ends(entry: Any, where: str, noun: str) -> list[str]:

@@ -89,6 +89,12 @@ def test_link_matrices():
     (lambda s: s["devices"][1].update(matrix_flops="fast"), "device 'g0': 'matrix_flops' must be a finite number"),
     (lambda s: s["devices"][1].update(dispatch=-1e-6), "device 'g0': 'dispatch' must be non-negative"),
     (lambda s: s["devices"][1].update(fusion="yes"), "device 'g0': 'fusion' must be true or false"),
+    # a misspelt optional field would silently be its default: another machine
+    (lambda s: s["devices"][1].update(matrix_eficiency=0.5),
+     r"device 'g0': unknown field\(s\) 'matrix_eficiency' \(did you mean 'matrix_efficiency'\?\)"),
+    (lambda s: s.update(shared_thread=True), r"unknown field\(s\) 'shared_thread' \(did you mean 'shared_threads'"),
+    (lambda s: s["links"][0].update(latncy=1e-6), r"link #0: unknown field\(s\) 'latncy' \(did you mean 'latency'"),
+    (lambda s: s["default_link"].update(colour="red"), r"default_link: unknown field\(s\) 'colour'; it takes"),
 ])
 def test_errors_name_the_problem(change, message):
     spec = json.loads(json.dumps(SPEC))

@@ -167,6 +167,8 @@ def _edit(change):
     (lambda s: s["topology"].update(routes=[{"from": "g0", "to": "g1", "via": []}] * 2), "given twice"),
     (lambda s: s.update(default_link={"bandwidth": 1e9}), "either a 'topology' or flat 'links'"),
     (lambda s: s["topology"].update(wires=[]), "unknown field.*'wires'"),
+    (lambda s: s["topology"]["links"][0].update(bandwith=1e9), r"'bandwith' \(did you mean 'bandwidth'\?\)"),
+    (lambda s: s["topology"]["switches"][0].update(knd="nic"), r"switch .*unknown field\(s\) 'knd'"),
     (lambda s: s["topology"].update(links=[]), "'links' must be a non-empty list"),
 ])
 def test_errors_name_the_bad_element(change, message):
