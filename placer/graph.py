@@ -267,6 +267,9 @@ class OpGraph:
             raise GraphError("graph: expected a JSON object with 'name' and 'nodes'")
         unknown = set(data) - _GRAPH_KEYS  # as for ops: a misspelt key must not be dropped silently
         if "devices" in data and "nodes" not in data:
+            if isinstance(data["devices"], list):
+                raise GraphError("graph: this is a cluster ('devices' lists the machine's devices), not a graph; "
+                                 "--cluster FILE reads one")
             raise GraphError("graph: this is a placement ('devices' maps ops to devices), not a graph; "
                              "`placer simulate GRAPH --placement FILE` reads one")
         if unknown:

@@ -174,3 +174,11 @@ def test_a_placement_read_as_a_graph_says_what_it_is():
 
     with pytest.raises(GraphError, match="this is a placement .* not a graph; `placer simulate GRAPH --placement"):
         OpGraph.from_dict({"graph": "g", "cluster": "4gpu", "method": "single", "devices": {"a": "/device:GPU:0"}})
+
+
+def test_a_cluster_read_as_a_graph_says_what_it_is():
+    from placer import presets
+    from placer.errors import GraphError
+
+    with pytest.raises(GraphError, match="this is a cluster .* not a graph; --cluster FILE reads one"):
+        OpGraph.from_dict(presets.get("2gpu").to_dict())
