@@ -182,10 +182,13 @@ def get_placement(placement_id: str, storage: StorageDep, tenant: TenantDep) -> 
 
 
 def _faster(job_best: dict[str, Any] | None, zero_shot: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The faster of a job's best placement and the zero-shot one (fitting in memory first; the job's on a tie).
+    """The faster of a job's best placement and the zero-shot one (fitting in memory first; the zero-shot one on
+    a tie).
 
     A short job (or a from-scratch one) can end slower than the pre-trained
-    policy's instant answer; the service never answers worse than it did at first.
+    policy's instant answer; the service never answers worse than it did at first. A job that found nothing
+    faster holds that answer itself (its start), so on a tie the answer keeps what the policy said of it
+    (its decoding, pool member, steering), not the job's ``steps: 0``.
     """
     def key(c: dict[str, Any]) -> tuple[bool, bool, float]:
         t = c.get("step_time")
@@ -193,7 +196,7 @@ def _faster(job_best: dict[str, Any] | None, zero_shot: dict[str, Any] | None) -
 
     if job_best is None or zero_shot is None:
         return job_best or zero_shot
-    return zero_shot if key(zero_shot) < key(job_best) else job_best
+    return zero_shot if key(zero_shot) <= key(job_best) else job_best
 
 
 def _first_error(e: ValidationError) -> str:

@@ -252,6 +252,16 @@ class TestRL:
         again = client.get(f"/v1/placements/{p['id']}").json()
         assert again["step_time"] == p["step_time"] and again["devices"] == p["devices"]
 
+    def test_a_job_no_faster_than_the_zero_shot_placement_keeps_its_meta(self):
+        """A job that found nothing faster holds the zero-shot answer itself: the answer keeps the policy's
+        meta (steering, decoding), not the job's ``steps: 0``."""
+        from service.api.routes.placements import _faster
+
+        zero_shot = {"devices": {"x": "g0"}, "step_time": 0.5, "oom": False, "meta": {"training_steps": 0}}
+        job = {"devices": {"x": "g0"}, "step_time": 0.5, "oom": False, "meta": {"steps": 0}}
+        assert _faster(job, zero_shot) is zero_shot
+        assert _faster({**job, "step_time": 0.4}, zero_shot)["step_time"] == 0.4
+
     def test_no_wait_answers_202_and_follows_the_job(self, client, graph_id):
         """With wait_seconds=0 the answer may come before any placement; GET follows the job."""
         r = client.post("/v1/placements", json={"graph_id": graph_id, "method": "rl", "budget_seconds": 0.5,
