@@ -7,9 +7,6 @@ import time
 
 from placer.cli.common import add_graph_and_cluster, add_json_flag, add_objective, add_refine_sweeps
 
-IMITATION_NOTE_SECONDS = 5.0
-"""method rl: how often the warm start's imitation prints a progress line (as `placer train`'s)."""
-
 
 def add_parser(sub) -> None:
     p = sub.add_parser("place", help="place a graph with one method and simulate it",
@@ -38,9 +35,10 @@ def add_parser(sub) -> None:
                         "policy folder (`placer pretrain`), or 'shipped' for the package's own; 'none': train "
                         "from scratch. Default: fine-tune the shipped policy for --budget-seconds")
     p.add_argument("--best-of", type=int, default=None, metavar="K",
-                   help="method rl with --policy: the best of the greedy placement and K seeded samples "
-                        "(default as the service answers: `placer.rl.zero_shot.default_samples`, fewer on the "
-                        "biggest graphs (docs/learned-placer.md); 0: greedy alone)")
+                   help="method rl with --policy: the answer (with --budget-seconds, the fine-tune's start) is "
+                        "the best of the greedy placement and K seeded samples (default as the service answers: "
+                        "`placer.rl.zero_shot.default_samples`, fewer on the biggest graphs "
+                        "(docs/learned-placer.md); 0: greedy alone)")
     p.add_argument("--steer", action="store_true",
                    help="method rl: also let the policy's placements steer HEFT and CPOP op by op (each op on "
                         "one of the devices they give it); zero-shot (--policy) the answer is the fastest, and a "
@@ -131,7 +129,7 @@ def run(args) -> int:
         placement, step_times = best.place_best(graph, cluster, objective=args.objective, names=names)
         placement.meta["best_seconds"] = time.perf_counter() - t0
     else:
-        bar = _training_progress(args, graph, options)
+        bar = _training_progress(args, graph, cluster, options)
         try:
             placement = registry.place(args.method, graph, cluster, objective=args.objective, **options)
         finally:
@@ -183,13 +181,13 @@ def run(args) -> int:
     return 0
 
 
-def _training_progress(args, graph, options: dict):
+def _training_progress(args, graph, cluster, options: dict):
     """For method rl when it trains (not zero-shot): a `ProgressLine` on stderr fed by each step (``on_step``
     in `options`) and each step of the warm start's imitation (``on_imitation``), its first line saying how
     long it trains and that `placer train` is the resumable form (printed with the first step, so that
     options rl refuses stay a one-line error). None for other methods."""
-    from placer.cli.output import ProgressLine, seconds_per_unit
-    from placer.rl.method import DEFAULT_BUDGET_SECONDS, NO_POLICY
+    from placer.cli.output import IMITATION_NOTE_SECONDS, ProgressLine, seconds_per_unit
+    from placer.rl.method import DEFAULT_BUDGET_SECONDS, NO_POLICY, policy_to_fine_tune
 
     if args.method != "rl" or (args.policy not in (None, NO_POLICY) and args.budget_seconds is None):
         return None
@@ -200,6 +198,8 @@ def _training_progress(args, graph, options: dict):
         what = f"racing {starts} heuristic warm starts, trained from scratch"
     elif args.policy == NO_POLICY:
         what = "training from scratch"
+    elif policy_to_fine_tune(args.policy, cluster, starts) is None:
+        what = f"training from scratch ({cluster.name!r} has more devices than the shipped policy addresses)"
     else:
         shipped = "shipped " if args.policy in (None, "shipped") else ""
         what = f"fine-tuning the {shipped}policy from its zero-shot answer"

@@ -53,9 +53,9 @@ def rl(
                                          "zero-shot, or fine-tunes it with budget_seconds or steps; 'none': "
                                          "train from scratch (default: fine-tune the shipped policy, or train "
                                          "from scratch where it cannot address the cluster or starts > 1)")] = None,
-    best_of: Annotated[int | None, Option(f"with policy, zero-shot: the best of greedy and K seeded samples "
-                                          f"(0: greedy alone; default {DEFAULT_SAMPLES}, fewer on graphs of "
-                                          f"over {SAMPLED_OPS // DEFAULT_SAMPLES:,} ops)",
+    best_of: Annotated[int | None, Option(f"the zero-shot answer (a fine-tune's start) is the best of greedy "
+                                          f"and K seeded samples (0: greedy alone; default {DEFAULT_SAMPLES}, "
+                                          f"fewer on graphs of over {SAMPLED_OPS // DEFAULT_SAMPLES:,} ops)",
                                           ge=0, le=MAX_SAMPLES)] = None,
     steer: Annotated[bool, Option("also let the policy's placements steer the list schedulers (HEFT, CPOP) "
                                   "op by op (placer.rl.steering): zero-shot, the answer is the fastest; "
@@ -86,8 +86,9 @@ def rl(
         fine-tune's default: it starts from the policy's answer).
     policy : a pre-trained policy folder (`placer pretrain`), ``"shipped"`` for the package's own (what a
         run fine-tunes by default), or ``"none"`` to train from scratch.
-    best_of : zero-shot decoding: 0 greedy, K the best of greedy plus K seeded samples (default
-        `placer.rl.zero_shot.default_samples` of the graph's ops, as the service answers).
+    best_of : zero-shot decoding, of the answer and of a fine-tune's start: 0 greedy, K the best of greedy
+        plus K seeded samples (default `placer.rl.zero_shot.default_samples` of the graph's ops, as the
+        service answers).
     steer : also the policy's placements steering HEFT and CPOP op by op (`placer.rl.steering`): the
         zero-shot answer is the fastest, and a fine-tune starts from it.
     starts : race REINFORCE from this many of the fastest distinct heuristic placements by
@@ -116,14 +117,15 @@ def rl(
     if budget_seconds is None:
         budget_seconds = DEFAULT_BUDGET_SECONDS
     options = {k: v for k, v in (("samples", samples), ("groups", groups)) if v is not None}
-    saved = _policy_to_fine_tune(policy, cluster, starts)
+    saved = policy_to_fine_tune(policy, cluster, starts)
     limit = heuristic_limit_of(budget_seconds)
     config = TrainConfig(seed=seed, warm_start=warm_start or ("none" if saved is not None else "heuristic"),
                          **({"jit": False} if budget_seconds < XLA_MIN_BUDGET_SECONDS else {}), **options).check()
-    if steer and saved is None:
+    if (steer or best_of is not None) and saved is None:
         why = ("policy 'none'" if policy == NO_POLICY else "starts > 1" if starts > 1 else
                f"{cluster.name!r} has more devices than the policy addresses")
-        raise PlacerError(f"method 'rl': steer steers the pre-trained policy's answer, and this run trains from "
+        what = "steer steers" if steer else "best_of samples"
+        raise PlacerError(f"method 'rl': {what} the pre-trained policy's answer, and this run trains from "
                           f"scratch ({why})")
     if starts > 1:
         return _race(graph, cluster, config, starts, float(budget_seconds), steps, on_step, on_imitation, limit)
@@ -131,7 +133,7 @@ def rl(
         from placer.rl.finetune import fine_tuner
 
         trainer = fine_tuner(graph, cluster, saved, config, heuristic=config.warm_start == "heuristic",
-                             groups=groups, heuristic_limit=limit, steer=steer)
+                             samples=best_of, groups=groups, heuristic_limit=limit, steer=steer)
     else:
         trainer = Trainer(graph, cluster, config, heuristic_limit=limit)
     train(trainer, budget_seconds=float(budget_seconds), max_steps=steps, on_step=on_step,
@@ -139,7 +141,7 @@ def rl(
     return trainer.best_placement()
 
 
-def _policy_to_fine_tune(policy: str | None, cluster: Cluster, starts: int):
+def policy_to_fine_tune(policy: str | None, cluster: Cluster, starts: int):
     """The `SavedPolicy` to fine-tune, or None to train from scratch: 'none', a race of heuristic starts,
     or (by default) a cluster the shipped policy cannot address."""
     if policy == NO_POLICY or (policy is None and starts > 1):

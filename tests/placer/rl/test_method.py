@@ -37,10 +37,19 @@ def test_rl_places_every_op_and_is_scored():
     ({"starts": 2, "policy": "shipped"}, "starts races heuristic warm starts; it does not go with policy"),
     ({"policy": "shipped", "best_of": 2000}, "best_of must be an integer from 0 to 1024, got 2000"),
     ({"policy": "shipped", "best_of": -1}, "best_of must be an integer"),
+    ({"policy": "none", "best_of": 4, "steps": 1}, "best_of samples the pre-trained policy's answer, and this run "
+                                                   "trains from scratch"),
 ])
 def test_bad_options_are_refused(options, message):
     with pytest.raises(PlacerError, match=message):
         registry.place("rl", layered_graph(10), presets.get("2gpu"), **options)
+
+
+def test_best_of_chooses_a_fine_tunes_start():
+    """With a budget, best_of is the K of the zero-shot start the fine-tune begins from, not dropped."""
+    p = registry.place("rl", layered_graph(30, seed=2), presets.get("2gpu"), policy="shipped", budget_seconds=600,
+                       steps=1, best_of=3)
+    assert p.meta["warm_start"]["samples"] <= 3  # the chosen pool member's share of K (the default gives more)
 
 
 def test_starts_races_heuristic_warm_starts():
