@@ -4,8 +4,9 @@ A policy places groups of ops (64-128 per graph, `placer.grouping`). On a
 graph of thousands of small ops spread over many GPUs, the list schedulers
 (`heft`, `cpop`) win by choosing a device op by op, which a group-level
 placement cannot do. Steering joins the two: d distinct placements of the
-policy (its answer, then each pool member's fastest, then each one's second
-fastest, and so on: one member's samples are much alike) propose, for every
+policy (its answer, then each pool member's first, then each one's second,
+and so on: one member's samples are much alike; a member's placements in
+`placer.rl.zero_shot.proposals`' order) propose, for every
 op, the devices they put it on (at most d), and each scheduler's processor
 selection (earliest finish time, insertion, routed transfers, live memory:
 `placer.placers.heft.heft`, and `placer.placers.cpop.cpop`, whose critical
@@ -61,7 +62,7 @@ def steer(graph: OpGraph, cluster: Cluster, sim: Simulator, ranked: list[np.ndar
           depths: tuple[int, ...] = DEPTHS) -> tuple[np.ndarray, dict]:
     """The fastest of ``ranked[0]`` (the policy's answer, device per op) and each of `SCHEDULERS` steered by
     the first d rows of `ranked` (distinct placements of the policy, `placer.rl.zero_shot.proposals`) for
-    each d of `depths`; the answer alone on graphs of more than `MAX_STEERED_OPS` ops.
+    each d of `depths`; the answer alone on graphs of more than `MAX_STEERED_OPS` ops, or from one proposal.
 
     Returns ``(assignment, meta)``; meta holds the answer's step time, each schedule's (``"heft 8"``: step
     time), the one chosen (None: the answer stood), the seconds spent, and why nothing was steered if so.
@@ -70,11 +71,14 @@ def steer(graph: OpGraph, cluster: Cluster, sim: Simulator, ranked: list[np.ndar
     answer = sim.run_batch(ranked[0][None])
     best, best_key = ranked[0], (bool(answer.oom[0]), float(answer.step_time[0]))
     meta: dict = {"unsteered_step_time": best_key[1], "schedules": {}, "chosen": None}
+    steered_depths = depths_of(depths, len(ranked))
     if len(graph) > MAX_STEERED_OPS:
         meta["not_steered"] = f"more than {MAX_STEERED_OPS:,} ops"
+    elif not steered_depths:
+        meta["not_steered"] = "the policy proposed one distinct placement, nothing to choose among"
     else:
         problem = Problem.build(graph, cluster)
-        for depth in depths_of(depths, len(ranked)):
+        for depth in steered_depths:
             offered = offered_by(ranked[:depth], len(cluster))
             for name, scheduler in SCHEDULERS.items():
                 schedule = scheduler(problem, memory=LiveMemory(problem), offered=offered)

@@ -198,8 +198,10 @@ def proposals(answers: list[tuple[Grouping, np.ndarray, np.ndarray, np.ndarray]]
               count: int) -> list[np.ndarray]:
     """`answer` (device per op), then other placements of `answers` (``(grouping, placements of its groups,
     step times, oom)`` per member and round), `count` distinct ones in all, as `placer.rl.steering.steer` takes
-    them: each member's fastest, then each one's second fastest, and so on, so that the members' different
-    ideas propose devices (one member's samples are much alike)."""
+    them: each member's first, then each one's second, and so on, so that the members' different ideas propose
+    devices (one member's samples are much alike). A member's placements come by the step times the `Screen`
+    left them: those it simulated to the end by step time, then those it cut short as slower than the fastest
+    so far (most of them; their time is ``inf``) in the order drawn, greedy first."""
     from placer.rl.steering import distinct
 
     ranked = [np.lexsort((t, o)) for _, _, t, o in answers]
