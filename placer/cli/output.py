@@ -140,6 +140,10 @@ def heuristics_shown():
         logger.setLevel(level)
 
 
+IMITATION_NOTE_SECONDS = 5.0
+"""How often a warm start's imitation prints a progress line (`placer train`, `placer place --method rl`)."""
+
+
 class ProgressLine:
     """Training progress, one live line on stderr: redrawn in place on a terminal, printed every 10 s into a
     log file (the first step at once). `placer train` and `placer place --method rl` show it."""

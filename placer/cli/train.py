@@ -34,14 +34,12 @@ import json
 from placer.cli.common import (EXIT_INTERRUPTED, WARM_STARTS, StopOnSignal, add_graph_and_cluster, add_grouping_flags,
                                add_json_flag, add_objective, add_refine_sweeps, add_run_folder, check_at_least,
                                check_budget, check_refine, claim_run_folder, config_help, run_folder)
-from placer.cli.output import ProgressLine, heuristics_shown, seconds_per_unit
+from placer.cli.output import IMITATION_NOTE_SECONDS, ProgressLine, heuristics_shown, seconds_per_unit
 from placer.cli.train_start import (DEFAULT_INIT, NO_INIT, check_starts, given_config, kept_line,
                                     policy_to_fine_tune, saved_run, scratch_only)
 
 CHECKPOINT_EVERY_SECONDS = 30.0
 RESULT_FILE = "result.json"
-IMITATION_NOTE_SECONDS = 5.0
-"""How often the warm start's imitation prints a progress line."""
 DEFAULT_BUDGET_SECONDS = 600.0
 DEFAULT_RAY_WORKERS = 2
 
@@ -391,7 +389,7 @@ class _Session:
         self._plot()
         if self.args.json:
             t = self.trainer
-            best = t.best_placement() if t.state.best.group_devices else None
+            best = t.best_placement() if t.state.returned.group_devices else None
             print_json({
                 "state": "done" if reason == "done" else "interrupted",
                 "graph": t.graph.name, "cluster": t.cluster.name, "step": t.state.step,
@@ -405,7 +403,7 @@ class _Session:
                           ("best_placement.json", "result.json", "history.csv", "curve.png", "progress.json",
                            "race_state.json" if self.racing else "trainer_state.json")},
             })
-        elif self.trainer.state.best.group_devices:
+        elif self.trainer.state.returned.group_devices:
             b = self.trainer.state.returned
             imitated = imitated_heuristic(self.trainer.state.warm_start)
             unit = self.unit
@@ -432,7 +430,7 @@ class _Session:
         from placer.fileio import write_atomic
 
         t = self.trainer
-        if not t.state.best.group_devices:
+        if not t.state.returned.group_devices:
             return None
         best = t.best_placement()
         kept = best.meta.get("kept")
@@ -448,7 +446,7 @@ class _Session:
         from placer.placers.refine import refine
 
         t = self.trainer
-        if self.args.refine_seconds is None or not t.state.best.group_devices:
+        if self.args.refine_seconds is None or not t.state.returned.group_devices:
             return None
         refined = refine(t.graph, t.cluster, t.best_placement(), seconds=self.args.refine_seconds,
                          max_sweeps=self.args.refine_sweeps)

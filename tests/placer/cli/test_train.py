@@ -326,6 +326,28 @@ def test_an_interrupt_during_the_final_refine_marks_the_run_interrupted(cli, gra
     assert (out / "refined_placement.json").exists()
 
 
+def test_a_run_stopped_before_its_first_step_reports_its_floor(cli, graph_file, tmp_path, monkeypatch):
+    """Ctrl-C before the first step of a cold start: REINFORCE has no best yet, but the run answers the best
+    heuristic (its floor), so result.json and --json name it, as best_placement.json does."""
+    from placer.rl.trainer import Trainer
+
+    real = Trainer.warm_start
+
+    def interrupted(self, *args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Trainer, "warm_start", interrupted)
+    out = tmp_path / "run"
+    r = cli("train", graph_file, "--cluster", "2gpu", "--out", out, "--steps", "2", *FAST, "--json")
+    assert r.code == 130, r.err
+    summary = json.loads(r.out)
+    result = json.loads((out / "result.json").read_text())
+    placed = json.loads((out / "best_placement.json").read_text())
+    assert summary["best_step_time"] == result["step_time"] == pytest.approx(placed["step_time"])
+    assert result["state"] == "interrupted"
+
+
 @pytest.mark.parametrize("during, saved_step", [("update", 3), ("score", 2)])
 def test_a_second_ctrl_c_in_a_step_saves_a_checkpoint_a_resume_continues_exactly(cli, graph_file, tmp_path,
                                                                                  monkeypatch, during, saved_step):
