@@ -124,7 +124,7 @@ def _plot(curve, start, trainer, path):
                 label="best so far")
     ws = trainer.state.warm_start
     if "heuristic_step_time" in ws:
-        ax.axhline(ws["heuristic_step_time"] * 1e3, color="tab:red", ls="--", lw=1, label=f"best heuristic")
+        ax.axhline(ws["heuristic_step_time"] * 1e3, color="tab:red", ls="--", lw=1, label="best heuristic")
     ax.axhline(trainer.sim.lower_bound * 1e3, color="tab:green", ls=":", lw=1, label="lower bound")
     best = trainer.state.best.step_time * 1e3
     ax.set_ylim(trainer.sim.lower_bound * 1e3 * 0.95, best * 1.6)

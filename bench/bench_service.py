@@ -42,7 +42,6 @@ import gzip
 import json
 import os
 import random
-import shlex
 import signal
 import socket
 import statistics

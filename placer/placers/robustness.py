@@ -39,7 +39,7 @@ from typing import Any, Iterator, NamedTuple
 
 import numpy as np
 
-from placer.cluster import Cluster, Link
+from placer.cluster import Cluster
 from placer.cost_model import op_time_matrix
 from placer.graph import OpGraph
 from placer.placers import registry

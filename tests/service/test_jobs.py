@@ -342,7 +342,6 @@ class _StaleReads:
 
 def test_the_guard_sets_the_parent_death_signal_then_becomes_the_command():
     """The training command runs in the guard's process (same pid) with SIGTERM as its parent-death signal."""
-    import subprocess
     import sys
 
     from service.job_processes import dying_with_the_service
@@ -359,7 +358,6 @@ def test_the_guard_sets_the_parent_death_signal_then_becomes_the_command():
 def test_jobs_start_without_a_preexec_fn(storage, settings, monkeypatch):
     """With a preexec_fn Python forks (not vfork), running the libraries' fork handlers: OpenBLAS's joins its
     threads there, and starting a job deadlocked the service now and then."""
-    import subprocess
 
     seen = []
     real = subprocess.Popen

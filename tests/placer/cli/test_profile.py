@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from placer.graph_io import load_graph, save_graph
+from placer.graph_io import load_graph
 
 
 def test_profile_writes_costs_and_the_fit(cli, tmp_path, tiny_step):

@@ -1,6 +1,5 @@
 """CPOP against the worked example of its paper (Topcuoglu, Hariri and Wu 2002), and on a graph it is for."""
 
-import numpy as np
 import pytest
 
 from placer.dag import downward_ranks, upward_ranks

@@ -5,7 +5,6 @@ import pytest
 from placer.errors import PlacerError
 from placer.rl import checkpoint
 from placer.rl.trainer import TrainConfig, Trainer, train
-from placer.synthetic import layered_graph
 from tests.placer.rl.conftest import two_chains
 
 

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from placer import machines, presets
-from placer.cluster import Cluster, Device, Link
+from placer import presets
+from placer.cluster import Cluster, Link
 from placer.simulator import Simulator
 from placer.simulator.reference import simulate_reference
 from placer.synthetic import layered_graph
