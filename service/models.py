@@ -14,7 +14,8 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Str
                       ValidatorFunctionWrapHandler, WrapValidator, model_validator)
 from pydantic_core import PydanticCustomError
 
-from placer.rl.config import WARM_STARTS, TrainConfig, rule_of
+from placer.rl.config import MAX_STARTS, SEED_LIMIT, WARM_STARTS, TrainConfig, rule_of
+from placer.rl.method import DEFAULT_BUDGET_SECONDS, DEFAULT_POLICY, NO_POLICY
 
 MAX_DEVICES = 256
 """Largest inline cluster: the simulator holds device x device link matrices and op x device times."""
@@ -197,7 +198,7 @@ class PlacementCreate(BaseModel):
     wait_seconds: float = Field(0.0, ge=0, allow_inf_nan=False,
                                 description="method rl: how long to wait for the job (0: answer the zero-shot "
                                             "placement at once; GET follows the job).")
-    budget_seconds: float = Field(60.0, gt=0, le=7 * 86400, allow_inf_nan=False,
+    budget_seconds: float = Field(DEFAULT_BUDGET_SECONDS, gt=0, le=7 * 86400, allow_inf_nan=False,
                                   description="method rl: training budget.")
     refine_seconds: float = Field(0.0, ge=0, le=60, allow_inf_nan=False,
                                   description="Then improve the answer by local search in the simulator for up to "
@@ -205,7 +206,7 @@ class PlacementCreate(BaseModel):
     refine_sweeps: int | None = Field(None, ge=1, le=100_000, description="With refine_seconds: stop the "
                                       "search after this many sweeps (the same answer on any machine when "
                                       "refine_seconds does not stop it first).")
-    seed: int = Field(0, ge=0, lt=2**31, description="method rl: random seed.")
+    seed: int = Field(0, ge=0, lt=SEED_LIMIT, description="method rl: random seed.")
 
     @model_validator(mode="after")
     def _one_graph(self) -> "PlacementCreate":
@@ -269,10 +270,10 @@ class TrainOptions(BaseModel):
         None, ge=rule_of(TrainConfig, "warm_start_search").least, le=60, allow_inf_nan=False,
         description="First improve that heuristic placement by local search for this long (seconds; default "
                     f"{TrainConfig.warm_start_search:g}: not).")
-    starts: int | None = Field(None, ge=1, le=8, description="Race REINFORCE from this many of the fastest "
+    starts: int | None = Field(None, ge=1, le=MAX_STARTS, description="Race REINFORCE from this many of the fastest "
                                                              "heuristic placements, keeping the faster half each "
                                                              "round (successive halving; default 1).")
-    init: Literal["shipped", "none"] | None = Field(
+    init: Literal[DEFAULT_POLICY, NO_POLICY] | None = Field(
         None, description="'shipped' (the default): fine-tune the shipped pre-trained policy from its zero-shot "
                           "answer (with warm_start 'heuristic': imitating the best heuristic first where it beats "
                           "the policy); 'none': train from scratch, as the default does where the policy cannot "
@@ -302,7 +303,7 @@ class TrainOptions(BaseModel):
                 else ", not warm_start 'none'"))
         if self.steer and not self.fine_tunes:
             raise ValueError("steer steers the pre-trained policy's answer: not with " + (
-                "init 'none'" if self.init == "none" else "starts > 1"))
+                "init 'none'" if self.init == NO_POLICY else "starts > 1"))
         if self.starts is not None and self.starts > 1 and (self.fine_tunes or self.warm_start == "none"):
             raise ValueError("starts races heuristic warm starts: not with " + (
                 "init" if self.fine_tunes else "warm_start 'none'"))
@@ -312,7 +313,7 @@ class TrainOptions(BaseModel):
     def fine_tunes(self) -> bool:
         """Whether the job starts from a pre-trained policy: init 'shipped', or no init and no race of
         heuristic starts (`placer.cli.train_start`'s rule)."""
-        return self.init == "shipped" or (self.init is None and not (self.starts or 1) > 1)
+        return self.init == DEFAULT_POLICY or (self.init is None and not (self.starts or 1) > 1)
 
     def flags(self) -> dict[str, Any]:
         """The options that are set, as ``placer train`` flags (whose default init is the shipped policy)."""
@@ -326,8 +327,8 @@ class JobCreate(BaseModel):
     graph_id: str | None = None
     graph: GraphSpec | None = None
     cluster: ClusterRef = "4gpu"
-    budget_seconds: float = Field(60.0, gt=0, le=7 * 86400, allow_inf_nan=False)
-    seed: int = Field(0, ge=0, lt=2**31)
+    budget_seconds: float = Field(DEFAULT_BUDGET_SECONDS, gt=0, le=7 * 86400, allow_inf_nan=False)
+    seed: int = Field(0, ge=0, lt=SEED_LIMIT)
     options: TrainOptions = Field(default_factory=TrainOptions)
 
     @model_validator(mode="after")

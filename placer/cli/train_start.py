@@ -138,7 +138,7 @@ def _check_init(init: str, saved: dict | None, out) -> None:
 def check_starts(args) -> None:
     """--starts K: a number of heuristic warm starts the trainer can race."""
     from placer.errors import PlacerError
-    from placer.rl.race import MAX_STARTS
+    from placer.rl.config import MAX_STARTS
 
     if args.starts is None:
         return

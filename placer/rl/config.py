@@ -33,6 +33,8 @@ first calls, tens of seconds on a small machine, which a short budget cannot win
 mode steps about as fast (measured in docs/service-security.md)."""
 SEED_LIMIT = 2**31
 """Seeds are in ``[0, SEED_LIMIT)``: TensorFlow's stateless ops take them as int32."""
+MAX_STARTS = 8
+"""The most heuristic warm starts a race takes (`placer.rl.race`); each start's trainer holds its own policy."""
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from placer.graph import OpGraph
 from placer.placement import Placement
 from placer.placers.options import Option
 from placer.placers.registry import register
+from placer.rl.config import MAX_STARTS
 from placer.rl.zero_shot import DEFAULT_SAMPLES, MAX_SAMPLES, SAMPLED_OPS, default_samples
 
 DEFAULT_BUDGET_SECONDS = 60.0
@@ -156,10 +157,8 @@ def policy_to_fine_tune(policy: str | None, cluster: Cluster, starts: int):
 
 def _check_starts(starts: int, policy: str | None, warm_start: str | None) -> None:
     """What the option types cannot say: a race's most starts, and that it races heuristic warm starts."""
-    if starts == 1:  # one start, no race: nothing to check (and no TensorFlow import)
+    if starts == 1:  # one start, no race: nothing to check
         return
-    from placer.rl.race import MAX_STARTS  # imports the trainer, and so TensorFlow
-
     if starts > MAX_STARTS:
         raise PlacerError(f"method 'rl': option starts must be an integer from 1 to {MAX_STARTS}, got {starts!r}")
     if starts > 1 and (policy not in (None, NO_POLICY) or warm_start == "none"):

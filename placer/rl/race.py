@@ -30,6 +30,7 @@ from placer.graph import OpGraph
 from placer.fileio import write_atomic
 from placer.placement import Placement
 from placer.rl import checkpoint
+from placer.rl.config import MAX_STARTS
 from placer.rl.starts import ranked_heuristics, searched_reference
 from placer.rl.state import StepStats, TrainerState, config_from_saved
 from placer.rl.trainer import TrainConfig, Trainer, train
@@ -37,7 +38,6 @@ from placer.rl.trainer import TrainConfig, Trainer, train
 STATE_FILE = "race_state.json"
 STARTS_DIR = "starts"
 FORMAT = 1
-MAX_STARTS = 8
 
 
 def race_starts(graph: OpGraph, cluster: Cluster, count: int, config: TrainConfig,
