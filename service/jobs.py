@@ -353,8 +353,8 @@ class JobRunner:
         ]
         for key, value in sorted(record.options.items()):
             flag = f"--{key.replace('_', '-')}"
-            if isinstance(value, bool):  # a switch (steer): given or not
-                cmd += [flag] if value else []
+            if isinstance(value, bool):  # a switch (steer): on, or off (--no-steer); unset, train's default
+                cmd += [flag if value else f"--no-{flag[2:]}"]
             else:
                 cmd += [flag, str(value)]
         if record.resume and (job_dir / "progress.json").exists():

@@ -281,10 +281,11 @@ class TrainOptions(BaseModel):
                           "worse than the zero-shot answer or the best heuristic; its result's meta.kept says "
                           "which it kept and why.")
     steer: StrictBool | None = Field(None, description="Let the policy's placements steer HEFT and CPOP op "
-                                                       "by op (placer.rl.steering): method rl's zero-shot answer is "
-                                                       "the fastest, and the job starts from it (seconds more on "
-                                                       "graphs of thousands of ops; fine-tuning only; default: "
-                                                       "not).")
+                                                       "by op (placer.rl.steering): true: method rl's zero-shot "
+                                                       "answer is the fastest (seconds more on graphs of thousands "
+                                                       "of ops), and the job starts from it; false: neither; "
+                                                       "default: only the job (a fine-tune) steers its start. "
+                                                       "True is for fine-tuning only.")
     refine_seconds: float | None = Field(None, gt=0, le=60, allow_inf_nan=False,
                                          description="When training ends, improve its best placement by local "
                                                      "search for this long (default: no search).")

@@ -39,11 +39,12 @@ def add_parser(sub) -> None:
                         "the best of the greedy placement and K seeded samples (default as the service answers: "
                         "`placer.rl.zero_shot.default_samples`, fewer on the biggest graphs "
                         "(docs/learned-placer.md); 0: greedy alone)")
-    p.add_argument("--steer", action="store_true",
+    p.add_argument("--steer", action=argparse.BooleanOptionalAction, default=None,
                    help="method rl: also let the policy's placements steer HEFT and CPOP op by op (each op on "
                         "one of the devices they give it); zero-shot (--policy) the answer is the fastest, and a "
                         "fine-tune starts from it; seconds more on graphs of thousands of ops "
-                        "(docs/pretrained-policy.md)")
+                        "(docs/pretrained-policy.md). Default: a fine-tune steers, a zero-shot answer does not; "
+                        "--no-steer: neither")
     p.add_argument("--starts", type=int, default=None, metavar="K",
                    help="method rl: race REINFORCE from the K fastest distinct heuristic placements (2-8; 1, the "
                         "default, races none) by successive halving (as `placer train --starts`), from scratch: "
@@ -110,14 +111,14 @@ def run(args) -> int:
         options["policy"] = args.policy
         if args.best_of is not None:
             options["best_of"] = args.best_of
-    if args.steer:
+    if args.steer is not None:
         from placer.rl.method import NO_POLICY
 
         if args.method != "rl":
-            raise PlacerError(f"--steer applies to method rl, not {args.method!r}")
-        if args.policy == NO_POLICY:
+            raise PlacerError(f"--steer/--no-steer apply to method rl, not {args.method!r}")
+        if args.steer and args.policy == NO_POLICY:
             raise PlacerError("--steer steers the pre-trained policy's answer; --policy none trains from scratch")
-        options["steer"] = True
+        options["steer"] = args.steer
     if args.starts is not None:
         if args.method != "rl":
             raise PlacerError(f"--starts applies to method rl, not {args.method!r}")
@@ -202,7 +203,8 @@ def _training_progress(args, graph, cluster, options: dict):
         what = f"training from scratch ({cluster.name!r} has more devices than the shipped policy addresses)"
     else:
         shipped = "shipped " if args.policy in (None, "shipped") else ""
-        what = f"fine-tuning the {shipped}policy from its zero-shot answer"
+        steered = "steered " if args.steer is not False else ""
+        what = f"fine-tuning the {shipped}policy from its {steered}zero-shot answer"
     noted = False
     last_note = -IMITATION_NOTE_SECONDS
 

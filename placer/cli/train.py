@@ -21,14 +21,14 @@ and reads the files it writes in DIR (names are a contract):
 SIGINT (Ctrl-C) and SIGTERM finish the current step, save a checkpoint, mark
 the run "interrupted" and exit with code 130.
 
-A new run fine-tunes the shipped policy unless told otherwise
-(`placer.cli.train_start`): it starts from the policy's zero-shot answer,
-and never answers worse than that answer or the best heuristic
-(`placer.rl.starts`).
+A new run fine-tunes the shipped policy unless told otherwise (`placer.cli.train_start`): it starts from the
+policy's zero-shot answer, steered op by op (`placer.rl.steering`; ``--no-steer``: as the policy gave it), and
+never answers worse than that answer or the best heuristic (`placer.rl.starts`).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 
 from placer.cli.common import (EXIT_INTERRUPTED, WARM_STARTS, StopOnSignal, add_graph_and_cluster, add_grouping_flags,
@@ -99,9 +99,11 @@ def add_parser(sub) -> None:
                         "fine-tune starts from the policy's zero-shot answer, without a heuristic warm start "
                         "unless --warm-start heuristic. With --resume it may be left out, or must name what the "
                         "run started from")
-    p.add_argument("--steer", action="store_true",
+    p.add_argument("--steer", action=argparse.BooleanOptionalAction, default=None,
                    help="a fine-tune starts from the policy's zero-shot answer steered op by op, as `placer place "
-                        "--steer` answers (docs/pretrained-policy.md); not with --init none or --starts")
+                        "--steer` answers (docs/pretrained-policy.md): the default when fine-tuning, seconds more "
+                        "on graphs of thousands of ops; --no-steer starts from the answer unsteered. --steer is "
+                        "refused with --init none or --starts")
     p.add_argument("--refine-seconds", type=float, default=None, metavar="S",
                    help="when training ends (not when interrupted), improve its best placement by S seconds of "
                         "local search in the simulator and write DIR/refined_placement.json (step time objective)")
@@ -248,7 +250,7 @@ class _Session:
                 heuristic = given.pop("warm_start", "none") == "heuristic"
                 return fine_tuner(graph, cluster, self.policy, TrainConfig(**given), heuristic=heuristic,
                                   groups=given.get("groups"), scorer=scorer, heuristic_limit=limit,
-                                  steer=getattr(args, "steer", False)), False
+                                  steer=args.steer is not False), False
             return Trainer(graph, cluster, TrainConfig(**given), scorer=scorer, heuristic_limit=limit), False
         from placer.rl.finetune import WARM_START_METHOD, FineTuner
 

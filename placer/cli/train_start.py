@@ -27,7 +27,8 @@ def scratch_only(args) -> list[str]:
 
 def policy_to_fine_tune(args, cluster):
     """The `SavedPolicy` a new run fine-tunes, or None to train from scratch (saying why on stderr when
-    the default was set aside). ``--steer`` steers the policy's answer, so a run from scratch refuses it."""
+    the default was set aside). A fine-tune steers by default; ``--steer`` given steers the policy's answer, so a
+    run from scratch refuses it."""
     import sys
 
     from placer.errors import PlacerError
@@ -35,7 +36,7 @@ def policy_to_fine_tune(args, cluster):
     from placer.rl.saved_policy import load_policy
 
     scratch = scratch_only(args)
-    if getattr(args, "steer", False):
+    if getattr(args, "steer", None):
         why = ("--init none" if args.init == NO_INIT else ", ".join(scratch) if scratch and args.init is None
                else None)
         if why:
@@ -51,7 +52,7 @@ def policy_to_fine_tune(args, cluster):
         return None
     policy = load_policy(DEFAULT_INIT)
     if not can_place(policy, cluster):
-        if getattr(args, "steer", False):
+        if getattr(args, "steer", None):
             raise PlacerError(f"--steer starts a fine-tune from the policy's steered answer, and the shipped "
                               f"policy cannot address {cluster.name!r} ({len(cluster)} devices)")
         print(f"note: the shipped policy cannot address {cluster.name!r} ({len(cluster)} devices); training "

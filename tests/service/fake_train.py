@@ -54,7 +54,7 @@ def main():
     p.add_argument("--refine-seconds", type=float, default=None)
     p.add_argument("--refine-sweeps", type=int, default=None)
     p.add_argument("--starts", type=int, default=None)
-    p.add_argument("--steer", action="store_true")
+    p.add_argument("--steer", action=argparse.BooleanOptionalAction, default=None)
     a = p.parse_args()
     with gzip.open(a.graph) as f:
         graph = json.load(f)

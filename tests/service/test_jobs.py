@@ -87,6 +87,15 @@ class TestRunner:
         assert f"--cluster {job_dir}/cluster.json --budget-seconds 0.2 --seed 0 --out {job_dir}" in log
         runner.stop()
 
+    def test_a_switch_set_false_is_passed_as_its_no_flag(self, storage, settings):
+        """steer false must reach `placer train` as --no-steer: left out, train's default (steering) would run."""
+        runner = _runner(storage, settings)
+        rec = runner.submit(graph=OpGraph.from_dict(tiny_graph()), cluster=presets.get("2gpu"), graph_id=None,
+                            budget_seconds=0.2, seed=0, options={"steer": False})
+        wait_for(lambda: _state(storage, rec.id) == "done")
+        assert "--no-steer" in (Path(rec.job_dir) / "train.log").read_text()
+        runner.stop()
+
     def test_failure_reason(self, storage, settings, monkeypatch):
         """A crashing trainer leaves the job failed with its own error message."""
         monkeypatch.setenv("FAKE_TRAIN_FAIL", "1")

@@ -122,8 +122,9 @@ async def _start_and_wait(body: PlacementCreate, options: TrainOptions, graph: O
 
     With `fine_tune` (the shipped policy placed the graph) the job fine-tunes that policy, as ``placer
     train`` does by default, unless the options say ``init: "none"`` or ask for what only a cold start does
-    (a race of heuristic starts): it starts from the answer the user already has, where from scratch it
-    takes minutes to catch up with it. Without (no zero-shot answer) it trains from scratch.
+    (a race of heuristic starts): it starts from the answer the user already has (steered op by op unless
+    ``steer`` is false), where from scratch it takes minutes to catch up with it. Without (no zero-shot
+    answer) it trains from scratch.
     """
     if options.steer and not fine_tune:  # no answer to steer: the job trains from scratch
         options = options.model_copy(update={"steer": None})

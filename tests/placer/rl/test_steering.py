@@ -130,7 +130,7 @@ def test_steering_is_a_zero_shot_option_of_method_rl(tmp_path, capsys):
                  "--steer"]) == 0
     assert "steered: " in capsys.readouterr().out
     assert main(["place", str(path), "--cluster", "2gpu", "--method", "heft", "--steer"]) == 1
-    assert "--steer applies to method rl, not 'heft'" in capsys.readouterr().err
+    assert "--steer/--no-steer apply to method rl, not 'heft'" in capsys.readouterr().err
     assert main(["compare", str(path), "--cluster", "2gpu", "--methods", "rl", "--rl-policy", "none",
                  "--rl-steer"]) == 1
     assert "--rl-policy none trains from scratch" in capsys.readouterr().err
@@ -139,6 +139,21 @@ def test_steering_is_a_zero_shot_option_of_method_rl(tmp_path, capsys):
     assert main(["train", str(path), "--cluster", "2gpu", "--init", "none", "--steer", "--out",
                  str(tmp_path / "run")]) == 1
     assert "--init none trains from scratch" in capsys.readouterr().err
+
+
+def test_placer_train_steers_a_fine_tunes_start_unless_told_not_to(tmp_path, monkeypatch):
+    from placer.cli.main import main
+    from placer.rl import steering as steering_module
+
+    path = tmp_path / "g.json.gz"
+    save_graph(layered_graph(60, seed=3), path)
+    calls = []
+    real = steering_module.steer
+    monkeypatch.setattr(steering_module, "steer", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    argv = ["train", str(path), "--cluster", "2gpu", "--steps", "1", "--samples", "8", "--json"]
+    assert main(argv + ["--out", str(tmp_path / "default")]) == 0 and len(calls) == 1
+    assert main(argv + ["--out", str(tmp_path / "plain"), "--no-steer"]) == 0 and len(calls) == 1
+    assert main(argv + ["--out", str(tmp_path / "scratch"), "--init", "none"]) == 0 and len(calls) == 1
 
 
 def test_a_fine_tune_with_steer_starts_from_the_steered_answer(shipped):
