@@ -11,8 +11,8 @@ from __future__ import annotations
 from placer.cli.common import check_resume
 
 DEFAULT_INIT = "shipped"
-"""What a new run fine-tunes without --init: the shipped policy. Fine-tuning it gave the best result on
-every unseen graph tried, and its zero-shot answer beat 60-240 s from scratch (issue #42)."""
+"""What a new run fine-tunes without --init: the shipped policy, whose zero-shot answer a run from scratch
+takes minutes to catch up with (docs/learned-placer.md)."""
 NO_INIT = "none"
 """--init none: train from scratch (with the heuristic warm start, unless --warm-start none)."""
 SCRATCH_ONLY = ("starts", "kind_groups", "balanced_groups", "critical_groups")
@@ -116,8 +116,8 @@ def saved_run(args, out, graph, cluster) -> tuple[dict | None, dict | None]:
 def _check_init(init: str, saved: dict | None, out) -> None:
     """--init with --resume: the saved run must be a fine-tune of that policy (or of a member of its pool).
 
-    It was ignored, so a mistyped folder, another policy, or a run trained from scratch resumed silently
-    as if it were the fine-tune asked for. The service resumes its jobs with the flags they began with.
+    Else a mistyped folder, another policy, or a run trained from scratch would resume silently as if it
+    were the fine-tune asked for. The service resumes its jobs with the flags they began with.
     """
     from placer.errors import PlacerError
     from placer.rl.finetune import WARM_START_METHOD

@@ -212,8 +212,8 @@ class TrainConfig(RLConfig):
     imitation_steps: int = setting(200, POSITIVE_INTEGER)
     """Most supervised steps of the warm start."""
     imitation_fraction: float = setting(0.15, Rule("fraction"))
-    """Most of the time budget the warm start's imitation may take (its heuristics and grouping not counted):
-    imitating a heuristic once took 30 s of a 60 s job, and REINFORCE then had one step."""
+    """Most of the time budget the warm start's imitation may take (its heuristics and grouping not counted),
+    so that a short job keeps most of its budget for REINFORCE."""
     entropy_floor: float = setting(0.05, Rule("fraction"))
     """Per-group entropy below which the entropy bonus grows, as a fraction of a uniform choice's (ln of the
     device count; `placer.rl.reinforce.next_entropy_scale`; 0: a fixed bonus)."""
