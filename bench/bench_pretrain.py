@@ -182,7 +182,8 @@ def stage_zero_shot(graph, cluster, policy, args) -> dict:
 
 def stage_finetune(graph, cluster, policy, target: float, heur: dict | None, args, heuristic: bool = False,
                    budget_seconds: float | None = None, max_steps: int | None = None) -> dict:
-    """Fine-tune from `policy` until the best step time reaches `target` (or the budget runs out)."""
+    """Fine-tune from `policy` until the best step time reaches `target` (or the budget runs out); from its
+    zero-shot answer unsteered (`fine_tuner`'s default), as the pre-training tables were measured."""
     from placer.rl.finetune import fine_tuner
     from placer.rl.trainer import TrainConfig, train
 

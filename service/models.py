@@ -284,7 +284,8 @@ class TrainOptions(BaseModel):
                                                        "by op (placer.rl.steering): true: method rl's zero-shot "
                                                        "answer is the fastest (seconds more on graphs of thousands "
                                                        "of ops), and the job starts from it; false: neither; "
-                                                       "default: only the job (a fine-tune) steers its start. "
+                                                       "default: only the job (a fine-tune of 30 s or more) "
+                                                       "steers its start. "
                                                        "True is for fine-tuning only.")
     refine_seconds: float | None = Field(None, gt=0, le=60, allow_inf_nan=False,
                                          description="When training ends, improve its best placement by local "

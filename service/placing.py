@@ -143,8 +143,9 @@ def zero_shot(graph: OpGraph, cluster: Cluster, seed: int = 0, steer: bool = Fal
     which its fine-tuning job is given too, so the job starts from this answer), all scored by the
     simulator: the same graph, cluster and seed always get the same answer.
     Its ``meta.policy`` names the policy (name, version, fine_tuned); it is
-    what method ``rl`` answers until its job has a placement. With `steer` (the job option), the policy's
-    placements also steer HEFT and CPOP op by op (`placer.rl.steering`), and the job starts from that answer.
+    what method ``rl`` answers until its job has a placement. With `steer` (the job option true), the policy's
+    placements also steer HEFT and CPOP op by op (`placer.rl.steering`); the job, a fine-tune, steers its
+    start anyway unless the option is false or its budget is short (`placer.rl.steering.steers_by_default`).
     """
     from placer.rl.zero_shot import default_samples, place_zero_shot
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -29,10 +30,11 @@ def add_parser(sub) -> None:
                    help="rl places zero-shot with this pre-trained policy ('shipped' for the bundled one) "
                         "instead of fine-tuning the shipped policy for 60 s (rl's default); with "
                         "--rl-budget-seconds it fine-tunes this one")
-    p.add_argument("--rl-steer", action="store_true",
+    p.add_argument("--rl-steer", action=argparse.BooleanOptionalAction, default=None,
                    help="rl also lets the policy's placements steer HEFT and CPOP op by op, as `placer place "
                         "--steer`: the zero-shot answer (--rl-policy) is the fastest, and a fine-tune starts "
-                        "from it")
+                        "from it (default: a fine-tune of 30 s or more steers, a zero-shot answer does not; "
+                        "--no-rl-steer: neither)")
     add_objective(p, help="step_time (default) or throughput: rows gain max_load (the pipelined max device "
                   "load) and the winner is the smallest max_load")
     p.add_argument("--refine-seconds", type=float, metavar="S",
@@ -127,13 +129,13 @@ def run(args) -> int:
         rl_options["budget_seconds"] = args.rl_budget_seconds
     if args.rl_policy is not None:
         rl_options["policy"] = args.rl_policy
-    if args.rl_steer:
+    if args.rl_steer is not None:
         from placer.rl.method import NO_POLICY
 
-        if args.rl_policy == NO_POLICY:
+        if args.rl_steer and args.rl_policy == NO_POLICY:
             raise PlacerError("--rl-steer steers the pre-trained policy's answer; --rl-policy none trains from "
                               "scratch")
-        rl_options["steer"] = True
+        rl_options["steer"] = args.rl_steer
     if rl_options and "rl" not in methods:
         raise PlacerError("--rl-budget-seconds/--rl-policy/--rl-steer need rl among --methods (e.g. --methods "
                           "all,rl)")

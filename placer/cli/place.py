@@ -43,8 +43,8 @@ def add_parser(sub) -> None:
                    help="method rl: also let the policy's placements steer HEFT and CPOP op by op (each op on "
                         "one of the devices they give it); zero-shot (--policy) the answer is the fastest, and a "
                         "fine-tune starts from it; seconds more on graphs of thousands of ops "
-                        "(docs/pretrained-policy.md). Default: a fine-tune steers, a zero-shot answer does not; "
-                        "--no-steer: neither")
+                        "(docs/pretrained-policy.md). Default: a fine-tune of 30 s or more steers, a zero-shot "
+                        "answer does not; --no-steer: neither")
     p.add_argument("--starts", type=int, default=None, metavar="K",
                    help="method rl: race REINFORCE from the K fastest distinct heuristic placements (2-8; 1, the "
                         "default, races none) by successive halving (as `placer train --starts`), from scratch: "
@@ -189,6 +189,7 @@ def _training_progress(args, graph, cluster, options: dict):
     options rl refuses stay a one-line error). None for other methods."""
     from placer.cli.output import IMITATION_NOTE_SECONDS, ProgressLine, seconds_per_unit
     from placer.rl.method import DEFAULT_BUDGET_SECONDS, NO_POLICY, policy_to_fine_tune
+    from placer.rl.steering import steers_by_default
 
     if args.method != "rl" or (args.policy not in (None, NO_POLICY) and args.budget_seconds is None):
         return None
@@ -203,8 +204,9 @@ def _training_progress(args, graph, cluster, options: dict):
         what = f"training from scratch ({cluster.name!r} has more devices than the shipped policy addresses)"
     else:
         shipped = "shipped " if args.policy in (None, "shipped") else ""
-        steered = "steered " if args.steer is not False else ""
-        what = f"fine-tuning the {shipped}policy from its {steered}zero-shot answer"
+        steered = steers_by_default(budget) if args.steer is None else args.steer
+        steered_note = " (steered where faster)" if steered else ""
+        what = f"fine-tuning the {shipped}policy from its zero-shot answer{steered_note}"
     noted = False
     last_note = -IMITATION_NOTE_SECONDS
 

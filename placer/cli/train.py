@@ -21,9 +21,8 @@ and reads the files it writes in DIR (names are a contract):
 SIGINT (Ctrl-C) and SIGTERM finish the current step, save a checkpoint, mark
 the run "interrupted" and exit with code 130.
 
-A new run fine-tunes the shipped policy unless told otherwise (`placer.cli.train_start`): it starts from the
-policy's zero-shot answer, steered op by op (`placer.rl.steering`; ``--no-steer``: as the policy gave it), and
-never answers worse than that answer or the best heuristic (`placer.rl.starts`).
+A new run fine-tunes the shipped policy unless told otherwise (`placer.cli.train_start`) from its zero-shot answer,
+steered op by op (`placer.rl.steering`), and never answers worse than it or the best heuristic (`placer.rl.starts`).
 """
 
 from __future__ import annotations
@@ -100,10 +99,9 @@ def add_parser(sub) -> None:
                         "unless --warm-start heuristic. With --resume it may be left out, or must name what the "
                         "run started from")
     p.add_argument("--steer", action=argparse.BooleanOptionalAction, default=None,
-                   help="a fine-tune starts from the policy's zero-shot answer steered op by op, as `placer place "
-                        "--steer` answers (docs/pretrained-policy.md): the default when fine-tuning, seconds more "
-                        "on graphs of thousands of ops; --no-steer starts from the answer unsteered. --steer is "
-                        "refused with --init none or --starts")
+                   help="a fine-tune starts from the policy's answer steered op by op (docs/pretrained-policy.md; "
+                        "the default with a budget of 30 s or more: seconds on graphs of thousands of ops); "
+                        "--no-steer: from the answer unsteered. Refused with --init none or --starts")
     p.add_argument("--refine-seconds", type=float, default=None, metavar="S",
                    help="when training ends (not when interrupted), improve its best placement by S seconds of "
                         "local search in the simulator and write DIR/refined_placement.json (step time objective)")
@@ -246,11 +244,13 @@ class _Session:
         if saved is None:  # nothing saved yet (new run, or stopped before its first checkpoint): start fresh
             if self.policy is not None:
                 from placer.rl.finetune import fine_tuner
+                from placer.rl.steering import steers_by_default
 
                 heuristic = given.pop("warm_start", "none") == "heuristic"
+                steer = steers_by_default(self.budget) if args.steer is None else args.steer
                 return fine_tuner(graph, cluster, self.policy, TrainConfig(**given), heuristic=heuristic,
                                   groups=given.get("groups"), scorer=scorer, heuristic_limit=limit,
-                                  steer=args.steer is not False), False
+                                  steer=steer), False
             return Trainer(graph, cluster, TrainConfig(**given), scorer=scorer, heuristic_limit=limit), False
         from placer.rl.finetune import WARM_START_METHOD, FineTuner
 

@@ -60,8 +60,8 @@ def rl(
                                           ge=0, le=MAX_SAMPLES)] = None,
     steer: Annotated[bool | None, Option("also let the policy's placements steer the list schedulers (HEFT, "
                                          "CPOP) op by op (placer.rl.steering): zero-shot, the answer is the "
-                                         "fastest; fine-tuning starts from it (default: fine-tuning steers, "
-                                         "zero-shot does not)")] = None,
+                                         "fastest; fine-tuning starts from it (default: a fine-tune of 30 s "
+                                         "or more steers, zero-shot does not)")] = None,
     starts: Annotated[int, Option("race REINFORCE from this many of the fastest distinct heuristic placements "
                                   "by successive halving (1: train from the fastest alone)", ge=1)] = 1,
     on_step: Callable | None = None,
@@ -92,9 +92,10 @@ def rl(
         plus K seeded samples (default `placer.rl.zero_shot.default_samples` of the graph's ops, as the
         service answers).
     steer : also the policy's placements steering HEFT and CPOP op by op (`placer.rl.steering`): the
-        zero-shot answer is the fastest, and a fine-tune starts from it. None (the default): a fine-tune
-        steers (its seconds are little of a training budget), a zero-shot answer does not (they would be most of
-        its time); given, it applies to both, and True is refused where the run trains from scratch.
+        zero-shot answer is the fastest, and a fine-tune starts from it. None (the default): a fine-tune of at
+        least `placer.rl.steering.MIN_DEFAULT_BUDGET_SECONDS` steers (its seconds are little of such a budget),
+        a zero-shot answer does not (they would be most of its time); given, it applies to both, and True is
+        refused where the run trains from scratch.
     starts : race REINFORCE from this many of the fastest distinct heuristic placements by
         successive halving (`placer.rl.race`); 1 trains from the fastest alone.
     on_step : called with each REINFORCE step's `placer.rl.trainer.StepStats` (the whole run's, when
@@ -135,9 +136,11 @@ def rl(
         return _race(graph, cluster, config, starts, float(budget_seconds), steps, on_step, on_imitation, limit)
     if saved is not None:
         from placer.rl.finetune import fine_tuner
+        from placer.rl.steering import steers_by_default
 
         trainer = fine_tuner(graph, cluster, saved, config, heuristic=config.warm_start == "heuristic",
-                             samples=best_of, groups=groups, heuristic_limit=limit, steer=steer is not False)
+                             samples=best_of, groups=groups, heuristic_limit=limit,
+                             steer=steers_by_default(budget_seconds) if steer is None else steer)
     else:
         trainer = Trainer(graph, cluster, config, heuristic_limit=limit)
     train(trainer, budget_seconds=float(budget_seconds), max_steps=steps, on_step=on_step,

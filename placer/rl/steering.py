@@ -47,6 +47,16 @@ preset), so six of them on 25k ops take some 15 s. A size, not a time limit, so 
 on the machine's speed or load."""
 
 
+MIN_DEFAULT_BUDGET_SECONDS = 30.0
+"""A fine-tune steers its start by default when its time budget is at least this: steering costs seconds on
+graphs of thousands of ops (some 7 s at 12.6k ops here), little of such a budget but most of a shorter one."""
+
+
+def steers_by_default(budget_seconds: float | None) -> bool:
+    """Whether a fine-tune of `budget_seconds` (None: bounded by steps alone) steers its start unless told."""
+    return budget_seconds is None or budget_seconds >= MIN_DEFAULT_BUDGET_SECONDS
+
+
 def distinct(rows: list[np.ndarray], count: int) -> list[np.ndarray]:
     """The first `count` distinct arrays of `rows`, in order."""
     chosen: list[np.ndarray] = []

@@ -154,6 +154,9 @@ def test_placer_train_steers_a_fine_tunes_start_unless_told_not_to(tmp_path, mon
     assert main(argv + ["--out", str(tmp_path / "default")]) == 0 and len(calls) == 1
     assert main(argv + ["--out", str(tmp_path / "plain"), "--no-steer"]) == 0 and len(calls) == 1
     assert main(argv + ["--out", str(tmp_path / "scratch"), "--init", "none"]) == 0 and len(calls) == 1
+    short = argv + ["--budget-seconds", "10"]  # steering's seconds would be much of it: only when asked
+    assert main(short + ["--out", str(tmp_path / "short")]) == 0 and len(calls) == 1
+    assert main(short + ["--out", str(tmp_path / "asked"), "--steer"]) == 0 and len(calls) == 2
 
 
 def test_a_fine_tune_with_steer_starts_from_the_steered_answer(shipped):

@@ -285,7 +285,8 @@ def test_cli_train_fine_tunes_from_the_policy(tmp_path, capsys, shipped):
     graph = layered_graph(50, seed=2)  # under 64 groups: no XLA compile (the test stays quick)
     path = tmp_path / "g.json.gz"
     save_graph(graph, path)
-    zero = place_zero_shot(graph, presets.get("2gpu"), shipped, samples=DEFAULT_SAMPLES)  # as the fine-tune starts
+    # as the fine-tune starts: the zero-shot answer, steered (a fine-tune's default)
+    zero = place_zero_shot(graph, presets.get("2gpu"), shipped, samples=DEFAULT_SAMPLES, steer=True)
     out = tmp_path / "run"
     assert main(["train", str(path), "--cluster", "2gpu", "--init", "shipped", "--steps", "3", "--samples", "4",
                  "--out", str(out), "--json"]) == 0

@@ -262,6 +262,18 @@ class TestRL:
         assert _faster(job, zero_shot) is zero_shot
         assert _faster({**job, "step_time": 0.4}, zero_shot)["step_time"] == 0.4
 
+    def test_an_answer_from_the_job_follows_the_job_on_a_tie(self, client, graph_id, settings, monkeypatch):
+        """POST answered the job's placement then; GET shows the job's latest, even when no faster (its final
+        meta), not that snapshot."""
+        monkeypatch.setenv("FAKE_TRAIN_STEP_TIME", "1e-9")
+        p = client.post("/v1/placements", json={"graph_id": graph_id, "cluster": "2gpu", "method": "rl",
+                                                "budget_seconds": 0.5, "wait_seconds": 15}).json()
+        assert p["job_state"] == "done" and "training_steps" not in p["meta"]
+        best = settings.jobs_dir / p["job_id"] / "best_placement.json"
+        later = {**json.loads(best.read_text()), "meta": {"steps": 99}}  # the same placement, its job's final word
+        best.write_text(json.dumps(later))
+        assert client.get(f"/v1/placements/{p['id']}").json()["meta"] == {"steps": 99}
+
     def test_no_wait_answers_202_and_follows_the_job(self, client, graph_id):
         """With wait_seconds=0 the answer may come before any placement; GET follows the job."""
         r = client.post("/v1/placements", json={"graph_id": graph_id, "method": "rl", "budget_seconds": 0.5,
