@@ -48,6 +48,8 @@ from placer.graph import OpGraph
 from placer.fileio import write_atomic
 from placer.graph_io import save_graph
 from placer.placement import Placement
+from placer.rl.run_folder import (BEST_FILE, PROGRESS_FILE, RACE_STATE_FILE, REFINED_FILE,
+                                   TRAINER_STATE_FILE)
 from service.core.config import Settings
 from service.graph_store import new_id
 from service.job_processes import (dying_with_the_service, lower_priority, send_signal, signal_name,
@@ -64,7 +66,7 @@ MAX_RETRIES = 1
 """Times a job whose process was killed from outside (SIGKILL from the OOM killer or ``kill -9``: it could
 neither save nor report) is resumed from its last checkpoint before it is failed. Once, since a run killed
 for its memory use is likely to be killed again at the same point."""
-CHECKPOINT_FILES = ("trainer_state.json", "race_state.json")
+CHECKPOINT_FILES = (TRAINER_STATE_FILE, RACE_STATE_FILE)
 """What `placer train` writes in the job folder once it has a checkpoint to resume from (with ``--starts K``
 the second)."""
 
@@ -265,7 +267,7 @@ class JobRunner:
     @staticmethod
     def progress(record: JobRecord) -> dict[str, Any] | None:
         """What the job's process last wrote to ``progress.json`` (None before its first write)."""
-        data = read_json(Path(record.job_dir) / "progress.json")
+        data = read_json(Path(record.job_dir) / PROGRESS_FILE)
         return data if isinstance(data, dict) else None
 
     @staticmethod
@@ -276,7 +278,7 @@ class JobRunner:
         local search); the faster of the two is the result.
         """
         found = [p for p in (_placement_file(Path(record.job_dir) / name)
-                             for name in ("best_placement.json", "refined_placement.json")) if p is not None]
+                             for name in (BEST_FILE, REFINED_FILE)) if p is not None]
         if not found:
             return None
         return min(found, key=lambda p: (p.oom, p.step_time if p.step_time is not None else math.inf)).to_dict()
@@ -357,7 +359,7 @@ class JobRunner:
                 cmd += [flag if value else f"--no-{flag[2:]}"]
             else:
                 cmd += [flag, str(value)]
-        if record.resume and (job_dir / "progress.json").exists():
+        if record.resume and (job_dir / PROGRESS_FILE).exists():
             cmd.append("--resume")
         return cmd
 

@@ -257,7 +257,9 @@ def check_resume(out: Path, saved: bool, resume: bool, what: str, orphans: bool 
     if saved and not resume:
         raise PlacerError(f"{str(out)!r} already holds a {what}; pass --resume to continue it or choose another --out")
     if resume and not saved:
-        if not (out / "progress.json").exists():
+        from placer.rl.run_folder import PROGRESS_FILE
+
+        if not (out / PROGRESS_FILE).exists():
             raise PlacerError(f"no {what} to resume in {str(out)!r}; drop --resume to start one")
         when = ("was cut off as it saved a checkpoint (there are checkpoint files but no state saying what they "
                 "are)" if orphans else "stopped before its first checkpoint")

@@ -1,15 +1,12 @@
 """`placer train GRAPH --cluster C --out DIR`: train the learned placer, resumably.
 
-The REST service runs training jobs as subprocesses of exactly this command
-and reads the files it writes in DIR (names are a contract):
+The REST service runs training jobs as subprocesses of exactly this command and reads the files it writes in
+DIR (names are a contract, `placer.rl.run_folder`):
 
-- ``progress.json``: rewritten atomically after every step: ``{"state":
-  "running"|"done"|"interrupted"|"failed", "step", "samples",
-  "elapsed_seconds", "budget_seconds", "best_step_time", "mean_reward",
-  "entropy", "error"}``;
-- ``best_placement.json``: the best placement so far (the Placement
-  contract, method "rl"), written as soon as the run has one (its start,
-  or a cold start's first step), then at each checkpoint and at the end;
+- ``progress.json``: rewritten atomically after every step: ``{"state": "running"|"done"|"interrupted"|"failed",
+  "step", "samples", "elapsed_seconds", "budget_seconds", "best_step_time", "mean_reward", "entropy", "error"}``;
+- ``best_placement.json``: the best placement so far (the Placement contract, method "rl"), written as soon as
+  the run has one (its start, or a cold start's first step), then at each checkpoint and at the end;
 - ``history.csv`` (one row per step, the policy's entropy and the entropy bonus's weight among its
   columns), ``curve.png`` (at the end);
 - ``result.json`` (at the end): which start the run kept and why (`placer.rl.starts.kept`: ``{"kept":
@@ -38,7 +35,6 @@ from placer.cli.train_start import (DEFAULT_INIT, NO_INIT, check_starts, given_c
                                     policy_to_fine_tune, saved_run, scratch_only)
 
 CHECKPOINT_EVERY_SECONDS = 30.0
-RESULT_FILE = "result.json"
 DEFAULT_BUDGET_SECONDS = 600.0
 DEFAULT_RAY_WORKERS = 2
 
@@ -376,13 +372,15 @@ class _Session:
     def _write_best(self) -> None:
         """``best_placement.json``: the best placement so far (when the run has scored one)."""
         from placer.placement import save_placement
+        from placer.rl.run_folder import BEST_FILE
 
         if self.trainer is not None and self.trainer.state.returned.group_devices:  # the floor counts (a heuristic)
-            save_placement(self.trainer.best_placement(), self.out / "best_placement.json")
+            save_placement(self.trainer.best_placement(), self.out / BEST_FILE)
             self.best_written = True
 
     def _finish(self, reason: str) -> None:
         from placer.cli.output import plural, print_json, race_line
+        from placer.rl import run_folder
 
         self._save()
         kept = self._write_result(reason)
@@ -401,9 +399,7 @@ class _Session:
                 "lower_bound": t.sim.lower_bound, "warm_start": t.state.warm_start, "kept": kept,
                 "groups": t.grouping.num_groups, "out": str(self.out),
                 "refined_step_time": refined.step_time if refined else None,
-                "files": {name: str(self.out / name) for name in
-                          ("best_placement.json", "result.json", "history.csv", "curve.png", "progress.json",
-                           "race_state.json" if self.racing else "trainer_state.json")},
+                "files": {name: str(self.out / name) for name in run_folder.written_files(self.racing)},
             })
         elif self.trainer.state.returned.group_devices:
             b = self.trainer.state.returned
@@ -420,7 +416,8 @@ class _Session:
             race = self.trainer.state.warm_start.get("race")
             if race:
                 print(race_line(race, unit))
-            print(f"wrote {self.out / 'best_placement.json'}, result.json, history.csv, curve.png")
+            print(f"wrote {self.out / run_folder.BEST_FILE}, {run_folder.RESULT_FILE}, {run_folder.HISTORY_FILE}, "
+                  f"{run_folder.CURVE_FILE}")
             if refined:
                 r = refined.meta["refined"]
                 print(f"refined by local search: {_ms(refined.step_time, unit)} ({r['moves']} group move(s), "
@@ -430,6 +427,7 @@ class _Session:
         """result.json: which start the run kept and why (`placer.rl.starts.kept`), its state, steps and best
         step time; returns the kept report (None before any placement was scored)."""
         from placer.fileio import write_atomic
+        from placer.rl.run_folder import RESULT_FILE
 
         t = self.trainer
         if not t.state.returned.group_devices:
@@ -446,13 +444,14 @@ class _Session:
         """With --refine-seconds: the best placement after local search, written to refined_placement.json."""
         from placer.placement import save_placement
         from placer.placers.refine import refine
+        from placer.rl.run_folder import REFINED_FILE
 
         t = self.trainer
         if self.args.refine_seconds is None or not t.state.returned.group_devices:
             return None
         refined = refine(t.graph, t.cluster, t.best_placement(), seconds=self.args.refine_seconds,
                          max_sweeps=self.args.refine_sweeps)
-        save_placement(refined, self.out / "refined_placement.json")
+        save_placement(refined, self.out / REFINED_FILE)
         return refined
 
     def _plot(self) -> None:

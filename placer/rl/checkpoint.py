@@ -25,10 +25,11 @@ from placer.cluster import Cluster
 from placer.errors import PlacerError
 from placer.graph import OpGraph
 from placer.fileio import read_json_file, write_atomic
+from placer.rl.run_folder import TRAINER_STATE_FILE
 from placer.rl.state import TrainerState, config_from_saved
 from placer.rl.trainer import TrainConfig, Trainer
 
-STATE_FILE = "trainer_state.json"
+STATE_FILE = TRAINER_STATE_FILE
 CHECKPOINT_DIR = "checkpoint"
 FORMAT = 1
 

@@ -31,11 +31,12 @@ from placer.fileio import write_atomic
 from placer.placement import Placement
 from placer.rl import checkpoint
 from placer.rl.config import MAX_STARTS
+from placer.rl.run_folder import RACE_STATE_FILE
 from placer.rl.starts import ranked_heuristics, searched_reference
 from placer.rl.state import StepStats, TrainerState, config_from_saved
 from placer.rl.trainer import TrainConfig, Trainer, train
 
-STATE_FILE = "race_state.json"
+STATE_FILE = RACE_STATE_FILE
 STARTS_DIR = "starts"
 FORMAT = 1
 

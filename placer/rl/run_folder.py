@@ -27,9 +27,21 @@ from typing import Any, Iterator, Sequence
 
 from placer.fileio import write_atomic
 
+# the files of a `placer train` run folder: a contract with the service, which reads them (placer/cli/train.py)
 HISTORY_FILE = "history.csv"
 PROGRESS_FILE = "progress.json"
 CURVE_FILE = "curve.png"
+BEST_FILE = "best_placement.json"
+REFINED_FILE = "refined_placement.json"
+RESULT_FILE = "result.json"
+TRAINER_STATE_FILE = "trainer_state.json"
+RACE_STATE_FILE = "race_state.json"
+
+
+def written_files(racing: bool) -> tuple[str, ...]:
+    """The files a finished run folder holds, as `placer train --json` lists them."""
+    state = RACE_STATE_FILE if racing else TRAINER_STATE_FILE
+    return BEST_FILE, RESULT_FILE, HISTORY_FILE, CURVE_FILE, PROGRESS_FILE, state
 
 
 class History:

@@ -33,6 +33,7 @@ import numpy as np
 from placer.errors import PlacerError
 from placer.fileio import read_json_file, write_atomic
 from placer.rl.features import NUM_DEVICE_FEATURES, NUM_GROUP_FEATURES, NUM_LOAD_FEATURES
+from placer.rl.run_folder import RACE_STATE_FILE, TRAINER_STATE_FILE
 
 CARD = "policy.json"
 WEIGHTS = "weights.npz"
@@ -409,7 +410,7 @@ def _what_it_is(directory: Path) -> str:
         return f"; it is a pre-training run: its policy is {str(directory / 'policy')!r}"
     if (directory / "pretrain_state.json").is_file():
         return "; it is a pre-training run that has not exported its policy yet (DIR/policy)"
-    if (directory / "trainer_state.json").is_file() or (directory / "race_state.json").is_file():
+    if (directory / TRAINER_STATE_FILE).is_file() or (directory / RACE_STATE_FILE).is_file():
         return "; it is a `placer train` run, which saves a placement (best_placement.json), not a policy"
     return ""
 

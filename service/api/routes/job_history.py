@@ -17,11 +17,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query, status
 from pydantic import BaseModel, Field
 
+from placer.rl.run_folder import HISTORY_FILE
 from service.api.deps import StorageDep, TenantDep
 from service.api.routes.graphs import ERRORS
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
-HISTORY_FILE = "history.csv"
 
 
 # A job's training curve.
