@@ -16,6 +16,7 @@ from pydantic_core import PydanticCustomError
 
 from placer.rl.config import MAX_STARTS, SEED_LIMIT, WARM_STARTS, TrainConfig, rule_of
 from placer.rl.method import DEFAULT_BUDGET_SECONDS, DEFAULT_POLICY, NO_POLICY
+from placer.rl.steering import MIN_DEFAULT_BUDGET_SECONDS
 
 MAX_DEVICES = 256
 """Largest inline cluster: the simulator holds device x device link matrices and op x device times."""
@@ -284,7 +285,8 @@ class TrainOptions(BaseModel):
                                                        "by op (placer.rl.steering): true: method rl's zero-shot "
                                                        "answer is the fastest (seconds more on graphs of thousands "
                                                        "of ops), and the job starts from it; false: neither; "
-                                                       "default: only the job (a fine-tune of 30 s or more) "
+                                                       "default: only the job (a fine-tune of "
+                                                       f"{MIN_DEFAULT_BUDGET_SECONDS:g} s or more) "
                                                        "steers its start. "
                                                        "True is for fine-tuning only.")
     refine_seconds: float | None = Field(None, gt=0, le=60, allow_inf_nan=False,

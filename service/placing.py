@@ -145,7 +145,7 @@ def zero_shot(graph: OpGraph, cluster: Cluster, seed: int = 0, steer: bool = Fal
     Its ``meta.policy`` names the policy (name, version, fine_tuned); it is
     what method ``rl`` answers until its job has a placement. With `steer` (the job option true), the policy's
     placements also steer HEFT and CPOP op by op (`placer.rl.steering`); the job, a fine-tune, steers its
-    start anyway unless the option is false or its budget is short (`placer.rl.steering.steers_by_default`).
+    start anyway unless the option is false or its budget is short (`placer.rl.steering.fine_tune_steers`).
     """
     from placer.rl.zero_shot import default_samples, place_zero_shot
 

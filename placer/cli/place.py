@@ -189,7 +189,7 @@ def _training_progress(args, graph, cluster, options: dict):
     options rl refuses stay a one-line error). None for other methods."""
     from placer.cli.output import IMITATION_NOTE_SECONDS, ProgressLine, seconds_per_unit
     from placer.rl.method import DEFAULT_BUDGET_SECONDS, NO_POLICY, policy_to_fine_tune
-    from placer.rl.steering import steers_by_default
+    from placer.rl.steering import fine_tune_steers
 
     if args.method != "rl" or (args.policy not in (None, NO_POLICY) and args.budget_seconds is None):
         return None
@@ -204,7 +204,7 @@ def _training_progress(args, graph, cluster, options: dict):
         what = f"training from scratch ({cluster.name!r} has more devices than the shipped policy addresses)"
     else:
         shipped = "shipped " if args.policy in (None, "shipped") else ""
-        steered = steers_by_default(budget) if args.steer is None else args.steer
+        steered = fine_tune_steers(args.steer, budget)
         steered_note = " (steered where faster)" if steered else ""
         what = f"fine-tuning the {shipped}policy from its zero-shot answer{steered_note}"
     noted = False

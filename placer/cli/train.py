@@ -240,13 +240,12 @@ class _Session:
         if saved is None:  # nothing saved yet (new run, or stopped before its first checkpoint): start fresh
             if self.policy is not None:
                 from placer.rl.finetune import fine_tuner
-                from placer.rl.steering import steers_by_default
+                from placer.rl.steering import fine_tune_steers
 
                 heuristic = given.pop("warm_start", "none") == "heuristic"
-                steer = steers_by_default(self.budget) if args.steer is None else args.steer
                 return fine_tuner(graph, cluster, self.policy, TrainConfig(**given), heuristic=heuristic,
                                   groups=given.get("groups"), scorer=scorer, heuristic_limit=limit,
-                                  steer=steer), False
+                                  steer=fine_tune_steers(args.steer, self.budget)), False
             return Trainer(graph, cluster, TrainConfig(**given), scorer=scorer, heuristic_limit=limit), False
         from placer.rl.finetune import WARM_START_METHOD, FineTuner
 

@@ -24,6 +24,7 @@ from placer.placement import Placement
 from placer.placers.options import Option
 from placer.placers.registry import register
 from placer.rl.config import MAX_STARTS
+from placer.rl.steering import MIN_DEFAULT_BUDGET_SECONDS, fine_tune_steers
 from placer.rl.zero_shot import DEFAULT_SAMPLES, MAX_SAMPLES, SAMPLED_OPS, default_samples
 
 DEFAULT_BUDGET_SECONDS = 60.0
@@ -60,8 +61,9 @@ def rl(
                                           ge=0, le=MAX_SAMPLES)] = None,
     steer: Annotated[bool | None, Option("also let the policy's placements steer the list schedulers (HEFT, "
                                          "CPOP) op by op (placer.rl.steering): zero-shot, the answer is the "
-                                         "fastest; fine-tuning starts from it (default: a fine-tune of 30 s "
-                                         "or more steers, zero-shot does not)")] = None,
+                                         "fastest; fine-tuning starts from it (default: a fine-tune of "
+                                         f"{MIN_DEFAULT_BUDGET_SECONDS:g} s or more steers, zero-shot does "
+                                         "not)")] = None,
     starts: Annotated[int, Option("race REINFORCE from this many of the fastest distinct heuristic placements "
                                   "by successive halving (1: train from the fastest alone)", ge=1)] = 1,
     on_step: Callable | None = None,
@@ -136,11 +138,10 @@ def rl(
         return _race(graph, cluster, config, starts, float(budget_seconds), steps, on_step, on_imitation, limit)
     if saved is not None:
         from placer.rl.finetune import fine_tuner
-        from placer.rl.steering import steers_by_default
 
         trainer = fine_tuner(graph, cluster, saved, config, heuristic=config.warm_start == "heuristic",
                              samples=best_of, groups=groups, heuristic_limit=limit,
-                             steer=steers_by_default(budget_seconds) if steer is None else steer)
+                             steer=fine_tune_steers(steer, budget_seconds))
     else:
         trainer = Trainer(graph, cluster, config, heuristic_limit=limit)
     train(trainer, budget_seconds=float(budget_seconds), max_steps=steps, on_step=on_step,

@@ -45,15 +45,16 @@ MAX_STEERED_OPS = 25_000
 """Graphs of more ops are not steered: each schedule takes about 0.1 ms per op here (pure Python, a routed
 preset), so six of them on 25k ops take some 15 s. A size, not a time limit, so that the answer never depends
 on the machine's speed or load."""
-
-
 MIN_DEFAULT_BUDGET_SECONDS = 30.0
 """A fine-tune steers its start by default when its time budget is at least this: steering costs seconds on
 graphs of thousands of ops (some 7 s at 12.6k ops here), little of such a budget but most of a shorter one."""
 
 
-def steers_by_default(budget_seconds: float | None) -> bool:
-    """Whether a fine-tune of `budget_seconds` (None: bounded by steps alone) steers its start unless told."""
+def fine_tune_steers(steer: bool | None, budget_seconds: float | None) -> bool:
+    """Whether a fine-tune of `budget_seconds` (None: bounded by steps alone) steers its start: as `steer`
+    says, or when not told (None), with a budget of at least `MIN_DEFAULT_BUDGET_SECONDS`."""
+    if steer is not None:
+        return steer
     return budget_seconds is None or budget_seconds >= MIN_DEFAULT_BUDGET_SECONDS
 
 

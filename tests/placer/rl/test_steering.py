@@ -141,6 +141,14 @@ def test_steering_is_a_zero_shot_option_of_method_rl(tmp_path, capsys):
     assert "--init none trains from scratch" in capsys.readouterr().err
 
 
+def test_a_fine_tune_steers_as_told_else_by_its_budget():
+    from placer.rl.steering import MIN_DEFAULT_BUDGET_SECONDS, fine_tune_steers
+
+    assert fine_tune_steers(None, MIN_DEFAULT_BUDGET_SECONDS) and fine_tune_steers(None, None)
+    assert not fine_tune_steers(None, MIN_DEFAULT_BUDGET_SECONDS - 1)
+    assert fine_tune_steers(True, 1.0) and not fine_tune_steers(False, 600.0)
+
+
 def test_placer_train_steers_a_fine_tunes_start_unless_told_not_to(tmp_path, monkeypatch):
     from placer.cli.main import main
     from placer.rl import steering as steering_module
