@@ -45,6 +45,7 @@ from placer.graph import OpGraph
 from placer.placement import Placement
 from placer.placers.common import LiveMemory, Problem
 from placer.placers.registry import register
+from placer.placers.routed_slots import RoutedSlots
 from placer.placers.routes import Transfers, earliest_slot
 from placer.placers.time_cap import TIME_LIMIT_SECONDS, Deadline, TimeLimit, capped_meta, place_rest
 
@@ -98,6 +99,10 @@ class ListScheduler:
     first placed op, and `LiveMemory` kept along the way. On a topology, transfers are booked on their routes'
     link directions (`Transfers`); on a flat cluster they are contention-free (see the module docstring)."""
 
+    compiled = True
+    """On a topology, place with `RoutedSlots` (the same schedule, compiled); False: the plain-Python
+    reference path, which the tests compare it with."""
+
     def __init__(self, problem: Problem, memory: LiveMemory):
         n, D = problem.num_ops, problem.num_devices
         self.problem, self.memory = problem, memory
@@ -107,7 +112,11 @@ class ListScheduler:
         self.starts: list[list[float]] = [[] for _ in range(D)]
         self.ends: list[list[float]] = [[] for _ in range(D)]
         self.p_off, self.p_idx = problem.graph.predecessors
-        self.transfers = Transfers(problem, self.assignment, self.finish, gaps=True) if problem.routed else None
+        self.transfers = self.routed_slots = None
+        if problem.routed and self.compiled:
+            self.routed_slots = RoutedSlots(problem, self.assignment, self.start, self.finish)
+        elif problem.routed:
+            self.transfers = Transfers(problem, self.assignment, self.finish, gaps=True)
 
     def allowed(self, i: int, devs: np.ndarray) -> list[int]:
         """Where op i may go: its unit's device once pinned, else the devices of `devs` with room for it
@@ -121,6 +130,18 @@ class ListScheduler:
 
     def place(self, i: int, choices: list[int]) -> int:
         """Put op i on the device of `choices` where it finishes first; returns that device."""
+        problem = self.problem
+        d = self.routed_slots.place(i, choices) if self.routed_slots is not None else self._place(i, choices)
+        u = int(problem.unit[i])
+        new_unit = None
+        if self.pinned[u] < 0:
+            self.pinned[u] = d
+            new_unit = u
+        self.memory.place(i, d, new_unit, self.assignment)
+        return d
+
+    def _place(self, i: int, choices: list[int]) -> int:
+        """`place`'s choice of device in Python: on a flat cluster, and the reference on a topology."""
         problem = self.problem
         ready = np.zeros(problem.num_devices)
         if self.transfers is None:
@@ -142,12 +163,6 @@ class ListScheduler:
             self.starts[d].insert(k, t)
             self.ends[d].insert(k, t + dur)
         self.assignment[i], self.start[i], self.finish[i] = d, t, t + dur
-        u = int(problem.unit[i])
-        new_unit = None
-        if self.pinned[u] < 0:
-            self.pinned[u] = d
-            new_unit = u
-        self.memory.place(i, d, new_unit, self.assignment)
         return d
 
     def schedule(self, devs: np.ndarray, deadline: Deadline | None = None, **notes) -> Schedule:

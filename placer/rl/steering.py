@@ -42,9 +42,9 @@ one depth was best on every graph tried (docs/experiments/world-model.md, "Steer
 SCHEDULERS = {"heft": heft, "cpop": cpop}
 """The list schedulers steered: where the policy loses to a heuristic on the presets, it is mostly to these."""
 MAX_STEERED_OPS = 25_000
-"""Graphs of more ops are not steered: each schedule takes about 0.1 ms per op here (pure Python, a routed
-preset), so six of them on 25k ops take some 15 s. A size, not a time limit, so that the answer never depends
-on the machine's speed or load."""
+"""Graphs of more ops are not steered: each schedule takes some 35 us per op here (a routed preset,
+`placer.placers.routed_slots`), so six of them on 25k ops take some 5 s. A size, not a time limit, so that the
+answer never depends on the machine's speed or load."""
 MIN_DEFAULT_BUDGET_SECONDS = 30.0
 """A fine-tune steers its start by default when its time budget is at least this: steering costs seconds on
 graphs of thousands of ops (some 7 s at 12.6k ops here), little of such a budget but most of a shorter one."""
