@@ -392,9 +392,10 @@ class LiveMemory:
         self.copies: dict[int, list[int]] = {}  # op -> devices holding a copy of its output
         self.p_off, self.p_idx = problem.graph.predecessors
 
-    def need(self, ops: np.ndarray, units: np.ndarray, pinned: np.ndarray) -> np.ndarray:
-        """Bytes each op would add on a device: its output, plus its unit's weights if unpinned."""
-        return self.problem.out_bytes[ops] + np.where(pinned < 0, self.unit_params[units], 0.0)
+    def need(self, i: int, u: int, pinned: bool) -> float:
+        """Bytes op `i` (of unit `u`) would add on a device: its output, plus its unit's weights if the unit
+        is not `pinned` yet."""
+        return float(self.problem.out_bytes[i]) + (0.0 if pinned else float(self.unit_params[u]))
 
     def room(self) -> np.ndarray:
         return self.limit - self.used

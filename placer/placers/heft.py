@@ -125,7 +125,7 @@ class ListScheduler:
         if self.pinned[u] >= 0:
             return [int(self.pinned[u])]
         room = self.memory.room()[devs]
-        need = self.memory.need(np.array([i]), np.array([u]), self.pinned[[u]])[0]
+        need = self.memory.need(i, u, pinned=False)
         return devs[room >= need].tolist() or [int(devs[np.argmax(room)])]
 
     def place(self, i: int, choices: list[int]) -> int:

@@ -12,7 +12,7 @@ path stays as the reference: the tests keep the two schedules identical.
 
 Intervals live in ``[rows, capacity]`` arrays with a count per row (sorted,
 disjoint; a link direction's touching intervals merged, as `book_interval`
-does), grown by Python before a call could overflow them.
+does), grown by Python when a call says they could overflow.
 """
 
 from __future__ import annotations
@@ -48,16 +48,22 @@ class RoutedSlots:
         self.link = _Intervals(R, 64)
         self.plan = _Intervals(R, in_degree + 1)  # one device's tentative sends, never more than its inputs
         self.device = _Intervals(D, 64)
-        self.in_degree = np.diff(self.p_off)
+        self._args = self._arguments()
+
+    def _arguments(self) -> tuple:
+        return (self.times, self.p_off, self.p_idx, self.assignment, self.start, self.finish, self.arrived,
+                self.out_bytes, self.xfer, *self.route, *self.link.arrays, *self.plan.arrays, *self.device.arrays)
 
     def place(self, i: int, choices: list[int]) -> int:
         """Put op i on the device of `choices` where it finishes first (its inputs' sends booked); that device."""
-        needed = int(self.in_degree[i]) + 1
-        self.link.make_room(needed)
-        self.device.make_room(1)
-        return int(_place(i, np.asarray(choices, dtype=np.int64), self.times, self.p_off, self.p_idx,
-                          self.assignment, self.start, self.finish, self.arrived, self.out_bytes, self.xfer,
-                          *self.route, *self.link.arrays, *self.plan.arrays, *self.device.arrays))
+        choices = np.asarray(choices, dtype=np.int64)
+        d = _place(i, choices, *self._args)
+        if d < 0:  # a row could overflow: grow the rows, then place
+            self.link.make_room(int(self.p_off[i + 1] - self.p_off[i]))
+            self.device.make_room(1)
+            self._args = self._arguments()
+            d = _place(i, choices, *self._args)
+        return int(d)
 
 
 class _Intervals:
@@ -73,7 +79,7 @@ class _Intervals:
         return self.starts, self.ends, self.count
 
     def make_room(self, more: int) -> None:
-        """Grow (double) until every row can take `more` intervals."""
+        """Grow (double) until every row can take `more` intervals (the arrays are new ones then)."""
         need = int(self.count.max(initial=0)) + more
         capacity = self.starts.shape[1]
         if need <= capacity:
@@ -204,8 +210,11 @@ def _ready(j, d, commit, inputs, p_off, finish, assignment, arrived, out_bytes, 
 def _place(i, choices, times, p_off, p_idx, assignment, start, finish, arrived, out_bytes, xfer, r_off, r_res,
            res_lat, res_bw, route_lat, route_bw, ls, le, lc, ps, pe, pc, ds, de, dc):
     """`ListScheduler.place` on a topology: op i to the device of `choices` where it finishes first
-    (insertion policy; ties: the first in `choices`), its inputs' sends booked; that device."""
+    (insertion policy; ties: the first in `choices`), its inputs' sends booked; that device, or -1 (nothing
+    done) when a link direction's row could not take a booking per input, or a device's row one more op."""
     n_in = p_off[i + 1] - p_off[i]
+    if lc.max() + n_in > ls.shape[1] or dc.max() + 1 > ds.shape[1]:
+        return -1
     inputs = p_idx[p_off[i]:p_off[i + 1]].copy()
     for a in range(1, n_in):  # insertion sort by finish: stable, as Python's sort of the pending sends
         x = inputs[a]

@@ -88,7 +88,7 @@ def place_rest(problem: Problem, memory: LiveMemory, assignment: np.ndarray, pin
         d = int(pinned[u])
         if d < 0:
             room = memory.room()
-            need = float(memory.need(np.array([i]), np.array([u]), pinned[[u]])[0])
+            need = memory.need(i, u, pinned=False)
             for m in p_idx_l[p_off_l[i]:p_off_l[i + 1]]:
                 q = int(assignment[m])
                 if q in offered and room[q] >= need:
