@@ -16,7 +16,6 @@ from pydantic_core import PydanticCustomError
 
 from placer.rl.config import MAX_STARTS, SEED_LIMIT, WARM_STARTS, TrainConfig, rule_of
 from placer.rl.method import DEFAULT_BUDGET_SECONDS, DEFAULT_POLICY, NO_POLICY
-from placer.rl.steering import MIN_DEFAULT_BUDGET_SECONDS
 
 MAX_DEVICES = 256
 """Largest inline cluster: the simulator holds device x device link matrices and op x device times."""
@@ -282,13 +281,10 @@ class TrainOptions(BaseModel):
                           "worse than the zero-shot answer or the best heuristic; its result's meta.kept says "
                           "which it kept and why.")
     steer: StrictBool | None = Field(None, description="Let the policy's placements steer HEFT and CPOP op "
-                                                       "by op (placer.rl.steering): true: method rl's zero-shot "
-                                                       "answer is the fastest (seconds more on graphs of thousands "
-                                                       "of ops), and the job starts from it; false: neither; "
-                                                       "default: only the job (a fine-tune of "
-                                                       f"{MIN_DEFAULT_BUDGET_SECONDS:g} s or more) "
-                                                       "steers its start. "
-                                                       "True is for fine-tuning only.")
+                                                       "by op (placer.rl.steering): method rl's zero-shot answer "
+                                                       "is the fastest, and the job starts from it (the default "
+                                                       "and true); false: the policy's own answer. True is for "
+                                                       "fine-tuning only.")
     refine_seconds: float | None = Field(None, gt=0, le=60, allow_inf_nan=False,
                                          description="When training ends, improve its best placement by local "
                                                      "search for this long (default: no search).")

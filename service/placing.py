@@ -136,22 +136,23 @@ def baselines(graph: OpGraph, cluster: Cluster, *, objective: str = "step_time",
     return step_times
 
 
-def zero_shot(graph: OpGraph, cluster: Cluster, seed: int = 0, steer: bool = False) -> Placement | None:
+def zero_shot(graph: OpGraph, cluster: Cluster, seed: int = 0, steer: bool | None = None) -> Placement | None:
     """The shipped pre-trained policy's best-of-K placement (no training), or None when it cannot place here.
 
     The greedy placement and `placer.rl.zero_shot.default_samples` samples seeded by `seed` (the request's,
     which its fine-tuning job is given too, so the job starts from this answer), all scored by the
     simulator: the same graph, cluster and seed always get the same answer.
     Its ``meta.policy`` names the policy (name, version, fine_tuned); it is
-    what method ``rl`` answers until its job has a placement. With `steer` (the job option true), the policy's
-    placements also steer HEFT and CPOP op by op (`placer.rl.steering`); the job, a fine-tune, steers its
-    start anyway unless the option is false or its budget is short (`placer.rl.steering.fine_tune_steers`).
+    what method ``rl`` answers until its job has a placement. Unless `steer` is False (the job option), the
+    policy's placements also steer HEFT and CPOP op by op (`placer.rl.steering.steers`), and the job, a
+    fine-tune, starts from that answer.
     """
+    from placer.rl.steering import steers
     from placer.rl.zero_shot import default_samples, place_zero_shot
 
     try:
         return place_zero_shot(graph, cluster, shipped_policy(), samples=default_samples(len(graph)), seed=seed,
-                               method=RL, steer=steer)
+                               method=RL, steer=steers(steer))
     except PlacerError as e:  # e.g. more devices than the policy addresses: the job still runs
         log.warning("zero-shot placement of %r on %r failed: %s", graph.name, cluster.name, e)
         return None

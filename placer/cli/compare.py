@@ -31,10 +31,9 @@ def add_parser(sub) -> None:
                         "instead of fine-tuning the shipped policy for 60 s (rl's default); with "
                         "--rl-budget-seconds it fine-tunes this one")
     p.add_argument("--rl-steer", action=argparse.BooleanOptionalAction, default=None,
-                   help="rl also lets the policy's placements steer HEFT and CPOP op by op, as `placer place "
+                   help="rl lets the policy's placements steer HEFT and CPOP op by op, as `placer place "
                         "--steer`: the zero-shot answer (--rl-policy) is the fastest, and a fine-tune starts "
-                        "from it (default: a fine-tune of 30 s or more steers, a zero-shot answer does not; "
-                        "--no-rl-steer: neither)")
+                        "from it (the default; --no-rl-steer: the policy's own answer)")
     add_objective(p, help="step_time (default) or throughput: rows gain max_load (the pipelined max device "
                   "load) and the winner is the smallest max_load")
     p.add_argument("--refine-seconds", type=float, metavar="S",

@@ -40,11 +40,10 @@ def add_parser(sub) -> None:
                         "`placer.rl.zero_shot.default_samples`, fewer on the biggest graphs "
                         "(docs/learned-placer.md); 0: greedy alone)")
     p.add_argument("--steer", action=argparse.BooleanOptionalAction, default=None,
-                   help="method rl: also let the policy's placements steer HEFT and CPOP op by op (each op on "
-                        "one of the devices they give it); zero-shot (--policy) the answer is the fastest, and a "
-                        "fine-tune starts from it; seconds more on graphs of thousands of ops "
-                        "(docs/pretrained-policy.md). Default: a fine-tune of 30 s or more steers, a zero-shot "
-                        "answer does not; --no-steer: neither")
+                   help="method rl: let the policy's placements steer HEFT and CPOP op by op (each op on one of "
+                        "the devices they give it); zero-shot (--policy) the answer is the fastest, and a "
+                        "fine-tune starts from it (docs/pretrained-policy.md). On by default; --no-steer: the "
+                        "policy's own answer")
     p.add_argument("--starts", type=int, default=None, metavar="K",
                    help="method rl: race REINFORCE from the K fastest distinct heuristic placements (2-8; 1, the "
                         "default, races none) by successive halving (as `placer train --starts`), from scratch: "
@@ -189,7 +188,7 @@ def _training_progress(args, graph, cluster, options: dict):
     options rl refuses stay a one-line error). None for other methods."""
     from placer.cli.output import IMITATION_NOTE_SECONDS, ProgressLine, seconds_per_unit
     from placer.rl.method import DEFAULT_BUDGET_SECONDS, NO_POLICY, policy_to_fine_tune
-    from placer.rl.steering import fine_tune_steers
+    from placer.rl.steering import steers
 
     if args.method != "rl" or (args.policy not in (None, NO_POLICY) and args.budget_seconds is None):
         return None
@@ -204,8 +203,7 @@ def _training_progress(args, graph, cluster, options: dict):
         what = f"training from scratch ({cluster.name!r} has more devices than the shipped policy addresses)"
     else:
         shipped = "shipped " if args.policy in (None, "shipped") else ""
-        steered = fine_tune_steers(args.steer, budget)
-        steered_note = " (steered where faster)" if steered else ""
+        steered_note = " (steered where faster)" if steers(args.steer) else ""
         what = f"fine-tuning the {shipped}policy from its zero-shot answer{steered_note}"
     noted = False
     last_note = -IMITATION_NOTE_SECONDS

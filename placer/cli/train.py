@@ -96,8 +96,7 @@ def add_parser(sub) -> None:
                         "run started from")
     p.add_argument("--steer", action=argparse.BooleanOptionalAction, default=None,
                    help="a fine-tune starts from the policy's answer steered op by op (docs/pretrained-policy.md; "
-                        "the default with a budget of 30 s or more: seconds on graphs of thousands of ops); "
-                        "--no-steer: from the answer unsteered. Refused with --init none or --starts")
+                        "the default); --no-steer: from the answer unsteered. Refused with --init none or --starts")
     p.add_argument("--refine-seconds", type=float, default=None, metavar="S",
                    help="when training ends (not when interrupted), improve its best placement by S seconds of "
                         "local search in the simulator and write DIR/refined_placement.json (step time objective)")
@@ -240,12 +239,12 @@ class _Session:
         if saved is None:  # nothing saved yet (new run, or stopped before its first checkpoint): start fresh
             if self.policy is not None:
                 from placer.rl.finetune import fine_tuner
-                from placer.rl.steering import fine_tune_steers
+                from placer.rl.steering import steers
 
                 heuristic = given.pop("warm_start", "none") == "heuristic"
                 return fine_tuner(graph, cluster, self.policy, TrainConfig(**given), heuristic=heuristic,
                                   groups=given.get("groups"), scorer=scorer, heuristic_limit=limit,
-                                  steer=fine_tune_steers(args.steer, self.budget)), False
+                                  steer=steers(args.steer)), False
             return Trainer(graph, cluster, TrainConfig(**given), scorer=scorer, heuristic_limit=limit), False
         from placer.rl.finetune import WARM_START_METHOD, FineTuner
 

@@ -27,7 +27,7 @@ def scratch_only(args) -> list[str]:
 
 def policy_to_fine_tune(args, cluster):
     """The `SavedPolicy` a new run fine-tunes, or None to train from scratch (saying why on stderr when
-    the default was set aside). A fine-tune may steer its start (`placer.rl.steering.fine_tune_steers`);
+    the default was set aside). A fine-tune steers its start unless told not to (`placer.rl.steering.steers`);
     ``--steer`` given steers the policy's answer, so a run from scratch refuses it."""
     import sys
 

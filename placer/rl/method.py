@@ -24,7 +24,7 @@ from placer.placement import Placement
 from placer.placers.options import Option
 from placer.placers.registry import register
 from placer.rl.config import MAX_STARTS
-from placer.rl.steering import MIN_DEFAULT_BUDGET_SECONDS, fine_tune_steers
+from placer.rl.steering import steers
 from placer.rl.zero_shot import DEFAULT_SAMPLES, MAX_SAMPLES, SAMPLED_OPS, default_samples
 
 DEFAULT_BUDGET_SECONDS = 60.0
@@ -59,11 +59,10 @@ def rl(
                                           f"and K seeded samples (0: greedy alone; default {DEFAULT_SAMPLES}, "
                                           f"fewer on graphs of over {SAMPLED_OPS // DEFAULT_SAMPLES:,} ops)",
                                           ge=0, le=MAX_SAMPLES)] = None,
-    steer: Annotated[bool | None, Option("also let the policy's placements steer the list schedulers (HEFT, "
-                                         "CPOP) op by op (placer.rl.steering): zero-shot, the answer is the "
-                                         "fastest; fine-tuning starts from it (default: a fine-tune of "
-                                         f"{MIN_DEFAULT_BUDGET_SECONDS:g} s or more steers, zero-shot does "
-                                         "not)")] = None,
+    steer: Annotated[bool | None, Option("let the policy's placements steer the list schedulers (HEFT, CPOP) "
+                                         "op by op (placer.rl.steering): the zero-shot answer is the fastest, "
+                                         "and fine-tuning starts from it (default: on; false: the policy's "
+                                         "own answer)")] = None,
     starts: Annotated[int, Option("race REINFORCE from this many of the fastest distinct heuristic placements "
                                   "by successive halving (1: train from the fastest alone)", ge=1)] = 1,
     on_step: Callable | None = None,
@@ -93,11 +92,9 @@ def rl(
     best_of : zero-shot decoding, of the answer and of a fine-tune's start: 0 greedy, K the best of greedy
         plus K seeded samples (default `placer.rl.zero_shot.default_samples` of the graph's ops, as the
         service answers).
-    steer : also the policy's placements steering HEFT and CPOP op by op (`placer.rl.steering`): the
-        zero-shot answer is the fastest, and a fine-tune starts from it. None (the default): a fine-tune of at
-        least `placer.rl.steering.MIN_DEFAULT_BUDGET_SECONDS` steers (its seconds are little of such a budget),
-        a zero-shot answer does not (they would be most of its time); given, it applies to both, and True is
-        refused where the run trains from scratch.
+    steer : the policy's placements steering HEFT and CPOP op by op (`placer.rl.steering.steers`): the
+        zero-shot answer is the fastest, and a fine-tune starts from it. None (the default) steers where there
+        is a policy's answer; False does not; True is refused where the run trains from scratch.
     starts : race REINFORCE from this many of the fastest distinct heuristic placements by
         successive halving (`placer.rl.race`); 1 trains from the fastest alone.
     on_step : called with each REINFORCE step's `placer.rl.trainer.StepStats` (the whole run's, when
@@ -116,7 +113,7 @@ def rl(
     if on_step is not None and not callable(on_step):
         raise PlacerError(f"method 'rl': on_step must be a function of each step's statistics, got {on_step!r}")
     if policy not in (None, NO_POLICY) and budget_seconds is None and steps is None:
-        return _zero_shot(graph, cluster, policy, best_of, seed, groups, bool(steer))  # NumPy only: no TensorFlow
+        return _zero_shot(graph, cluster, policy, best_of, seed, groups, steers(steer))  # NumPy only: no TensorFlow
     from placer.rl.config import XLA_MIN_BUDGET_SECONDS
     from placer.rl.starts import heuristic_limit_of
     from placer.rl.trainer import TrainConfig, Trainer, train
@@ -128,7 +125,7 @@ def rl(
     limit = heuristic_limit_of(budget_seconds)
     config = TrainConfig(seed=seed, warm_start=warm_start or ("none" if saved is not None else "heuristic"),
                          **({"jit": False} if budget_seconds < XLA_MIN_BUDGET_SECONDS else {}), **options).check()
-    if (steer or best_of is not None) and saved is None:  # steer given True; by default only a fine-tune steers
+    if (steer or best_of is not None) and saved is None:  # steer given True; by default it steers a policy's answer
         why = ("policy 'none'" if policy == NO_POLICY else "starts > 1" if starts > 1 else
                f"{cluster.name!r} has more devices than the policy addresses")
         what = "steer steers" if steer else "best_of samples"
@@ -141,7 +138,7 @@ def rl(
 
         trainer = fine_tuner(graph, cluster, saved, config, heuristic=config.warm_start == "heuristic",
                              samples=best_of, groups=groups, heuristic_limit=limit,
-                             steer=fine_tune_steers(steer, budget_seconds))
+                             steer=steers(steer))
     else:
         trainer = Trainer(graph, cluster, config, heuristic_limit=limit)
     train(trainer, budget_seconds=float(budget_seconds), max_steps=steps, on_step=on_step,

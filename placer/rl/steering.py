@@ -42,20 +42,16 @@ one depth was best on every graph tried (docs/experiments/world-model.md, "Steer
 SCHEDULERS = {"heft": heft, "cpop": cpop}
 """The list schedulers steered: where the policy loses to a heuristic on the presets, it is mostly to these."""
 MAX_STEERED_OPS = 25_000
-"""Graphs of more ops are not steered: each schedule takes some 35 us per op here (a routed preset,
-`placer.placers.routed_slots`), so six of them on 25k ops take some 5 s. A size, not a time limit, so that the
+"""Graphs of more ops are not steered: each schedule takes some 20 us per op here (a routed preset,
+`placer.placers.routed_slots`), so six of them on 25k ops take some 3 s. A size, not a time limit, so that the
 answer never depends on the machine's speed or load."""
-MIN_DEFAULT_BUDGET_SECONDS = 30.0
-"""A fine-tune steers its start by default when its time budget is at least this: steering costs seconds on
-graphs of thousands of ops (some 7 s at 12.6k ops here), little of such a budget but most of a shorter one."""
 
 
-def fine_tune_steers(steer: bool | None, budget_seconds: float | None) -> bool:
-    """Whether a fine-tune of `budget_seconds` (None: bounded by steps alone) steers its start: as `steer`
-    says, or when not told (None), with a budget of at least `MIN_DEFAULT_BUDGET_SECONDS`."""
-    if steer is not None:
-        return steer
-    return budget_seconds is None or budget_seconds >= MIN_DEFAULT_BUDGET_SECONDS
+def steers(steer: bool | None) -> bool:
+    """Whether the policy's answer is steered, zero-shot and as a fine-tune's start: as `steer` says, and when
+    not told (None) always. The answer is never slower for it, and its six schedules cost some 1.6 s at 12.6k
+    ops here; False is for an answer that must be the policy's own placement."""
+    return steer is not False
 
 
 def distinct(rows: list[np.ndarray], count: int) -> list[np.ndarray]:

@@ -57,7 +57,7 @@ async def create_placement(parsed: PlacementBody, response: Response, settings: 
         raise PlacerError(f"refine_seconds refines step time, not {body.objective!r}")
     if body.method == placing.RL:
         options = _train_options(body)
-        zero_shot = await run_in_threadpool(placing.zero_shot, graph, cluster, body.seed, bool(options.steer))
+        zero_shot = await run_in_threadpool(placing.zero_shot, graph, cluster, body.seed, options.steer)
         if body.baselines:
             steps = await run_in_threadpool(placing.baselines, graph, cluster, objective=body.objective,
                                             names=body.candidates, budget_seconds=settings.best_seconds)

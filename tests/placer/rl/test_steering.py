@@ -141,12 +141,18 @@ def test_steering_is_a_zero_shot_option_of_method_rl(tmp_path, capsys):
     assert "--init none trains from scratch" in capsys.readouterr().err
 
 
-def test_a_fine_tune_steers_as_told_else_by_its_budget():
-    from placer.rl.steering import MIN_DEFAULT_BUDGET_SECONDS, fine_tune_steers
+def test_the_answer_steers_unless_told_not_to():
+    from placer.rl.steering import steers
 
-    assert fine_tune_steers(None, MIN_DEFAULT_BUDGET_SECONDS) and fine_tune_steers(None, None)
-    assert not fine_tune_steers(None, MIN_DEFAULT_BUDGET_SECONDS - 1)
-    assert fine_tune_steers(True, 1.0) and not fine_tune_steers(False, 600.0)
+    assert steers(None) and steers(True) and not steers(False)
+
+
+def test_method_rl_answers_zero_shot_steered_by_default(shipped):
+    graph, cluster = layered_graph(300, seed=1), presets.get("8gpu-nvlink")
+    default = registry.place("rl", graph, cluster, policy="shipped", best_of=16)
+    assert default.meta["steered"]["chosen"] is not None
+    own = registry.place("rl", graph, cluster, policy="shipped", best_of=16, steer=False)
+    assert "steered" not in own.meta and own.step_time > default.step_time
 
 
 def test_placer_train_steers_a_fine_tunes_start_unless_told_not_to(tmp_path, monkeypatch):
@@ -162,9 +168,8 @@ def test_placer_train_steers_a_fine_tunes_start_unless_told_not_to(tmp_path, mon
     assert main(argv + ["--out", str(tmp_path / "default")]) == 0 and len(calls) == 1
     assert main(argv + ["--out", str(tmp_path / "plain"), "--no-steer"]) == 0 and len(calls) == 1
     assert main(argv + ["--out", str(tmp_path / "scratch"), "--init", "none"]) == 0 and len(calls) == 1
-    short = argv + ["--budget-seconds", "10"]  # steering's seconds would be much of it: only when asked
-    assert main(short + ["--out", str(tmp_path / "short")]) == 0 and len(calls) == 1
-    assert main(short + ["--out", str(tmp_path / "asked"), "--steer"]) == 0 and len(calls) == 2
+    short = argv + ["--budget-seconds", "10"]
+    assert main(short + ["--out", str(tmp_path / "short")]) == 0 and len(calls) == 2
 
 
 def test_a_fine_tune_with_steer_starts_from_the_steered_answer(shipped):
