@@ -16,10 +16,11 @@ Stages, on each cluster (``8gpu`` and ``2x-dgx-a100`` by default):
   ``time_limit`` option, `placer.placers.time_cap`; a row says ``time_capped`` when that cap hit);
 - ``grouping``: `placer.grouping.group_graph` at its defaults;
 - ``zero_shot``: the shipped policy, best of its default K (`placer.rl.zero_shot.default_samples`: 256,
-  fewer on big graphs; the row's ``samples``); the row also holds its CPU seconds (``cpu_seconds``: the
-  process's, the simulator's threads included; ``thread_cpu_seconds``: the calling thread's), which a
-  loaded machine inflates less than wall time, and the answer's own split (``breakdown``: grouping and
-  features, decoding and simulating, total);
+  fewer on big graphs; the row's ``samples``), steered as by default (`placer.rl.steering.steers`); the
+  row also holds its CPU seconds (``cpu_seconds``: the process's, the simulator's threads included;
+  ``thread_cpu_seconds``: the calling thread's), which a loaded machine inflates less than wall time, the
+  answer's own split (``breakdown``: grouping and features, decoding and simulating, total) and what
+  steering gave (``steered``: `placer.rl.steering.steer`'s meta);
 - ``rl_step``: one REINFORCE step of `placer.rl.trainer` (cold start, TensorFlow): the second step's
   seconds; the row also holds the set-up's (``rl_setup_seconds``: simulator, grouping, features, policy)
   and the first step's, which traces the step's TensorFlow functions (``rl_first_step_seconds``).
@@ -149,16 +150,17 @@ def stage_grouping(graph, cluster):
 
 def stage_zero_shot(graph, cluster):
     from placer.rl.saved_policy import load_policy
+    from placer.rl.steering import steers
     from placer.rl.zero_shot import default_samples, place_zero_shot
 
     policy = load_policy()
     samples = default_samples(len(graph))
     t0, cpu0, thread0 = time.perf_counter(), time.process_time(), time.thread_time()
-    p = place_zero_shot(graph, cluster, policy, samples=samples)
+    p = place_zero_shot(graph, cluster, policy, samples=samples, steer=steers(None))
     return time.perf_counter() - t0, {"step_time": p.step_time, "oom": p.oom, "samples": samples,
                                       "cpu_seconds": time.process_time() - cpu0,
                                       "thread_cpu_seconds": time.thread_time() - thread0,
-                                      "breakdown": p.meta["seconds"]}
+                                      "breakdown": p.meta["seconds"], "steered": p.meta.get("steered")}
 
 
 def stage_rl_step(graph, cluster):
