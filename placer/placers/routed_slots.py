@@ -3,7 +3,7 @@
 `placer.placers.heft.ListScheduler` places one op at a time at its earliest
 finish among the devices offered (insertion policy), its inputs' transfers
 booked into the idle gaps of their routes' link directions
-(`placer.placers.routes.GapBook`). In Python that costs some 50 us an op,
+(`placer.placers.routes.GapBook`). In Python that costs some 100 us an op,
 most of it searching and inserting into sorted interval lists; `RoutedSlots`
 does the same arithmetic in one compiled call per op, so a schedule of 12k ops
 takes a fraction of a second and a policy's proposals can steer six of them
