@@ -21,6 +21,7 @@ import numpy as np
 from numba import njit
 
 from placer.placers.common import Problem
+from placer.placers.routes import gap_from, inputs_by_finish
 
 
 class RoutedSlots:
@@ -94,16 +95,7 @@ class _Intervals:
 def _earliest(starts, ends, n, ready, duration):
     """`placer.placers.routes.earliest_slot` on one row: the earliest start >= ready of an idle gap of
     `duration`, and its index."""
-    k = np.searchsorted(ends[:n], ready, side="right")
-    t = ready
-    while k < n:
-        if t + duration <= starts[k]:
-            return t, k
-        e = ends[k]
-        if e > t:
-            t = e
-        k += 1
-    return t, k
+    return gap_from(starts, ends, np.searchsorted(ends[:n], ready, side="right"), n, ready, duration)
 
 
 @njit(cache=True)
@@ -215,14 +207,7 @@ def _place(i, choices, times, p_off, p_idx, assignment, start, finish, arrived, 
     n_in = p_off[i + 1] - p_off[i]
     if lc.max() + n_in > ls.shape[1] or dc.max() + 1 > ds.shape[1]:
         return -1
-    inputs = p_idx[p_off[i]:p_off[i + 1]].copy()
-    for a in range(1, n_in):  # insertion sort by finish: stable, as Python's sort of the pending sends
-        x = inputs[a]
-        b = a - 1
-        while b >= 0 and finish[inputs[b]] > finish[x]:
-            inputs[b + 1] = inputs[b]
-            b -= 1
-        inputs[b + 1] = x
+    inputs = inputs_by_finish(i, p_off, p_idx, finish)
     best_d, best_t, best_dur, best_k = -1, 0.0, 0.0, 0
     for c in range(len(choices)):
         d = choices[c]

@@ -129,14 +129,7 @@ def _ready_row(j, devices, p_off, p_idx, finish, assignment, arrived, free, r_of
     directions are free (`LinkBook.send`'s arithmetic, into `plan` instead of the book)."""
     D = arrived.shape[1]
     n_in = p_off[j + 1] - p_off[j]
-    inputs = p_idx[p_off[j]:p_off[j + 1]].copy()
-    for a in range(1, n_in):  # insertion sort by finish: stable, as Python's sort
-        x = inputs[a]
-        b = a - 1
-        while b >= 0 and finish[inputs[b]] > finish[x]:
-            inputs[b + 1] = inputs[b]
-            b -= 1
-        inputs[b + 1] = x
+    inputs = inputs_by_finish(j, p_off, p_idx, finish)
     row = np.empty(len(devices))
     for c in range(len(devices)):
         d = devices[c]
@@ -176,11 +169,31 @@ def _ready_row(j, devices, p_off, p_idx, finish, assignment, arrived, free, r_of
     return row
 
 
+@njit(cache=True)
+def inputs_by_finish(j, p_off, p_idx, finish):
+    """Op j's inputs in the order their data is ready (a stable insertion sort by finish: ties keep input
+    order, as Python's sort of the sends does)."""
+    inputs = p_idx[p_off[j]:p_off[j + 1]].copy()
+    for a in range(1, len(inputs)):
+        x = inputs[a]
+        b = a - 1
+        while b >= 0 and finish[inputs[b]] > finish[x]:
+            inputs[b + 1] = inputs[b]
+            b -= 1
+        inputs[b + 1] = x
+    return inputs
+
+
 def earliest_slot(starts: list[float], ends: list[float], ready: float, duration: float) -> tuple[float, int]:
     """Earliest start >= `ready` of an idle gap of `duration` (insertion policy), and its index."""
-    k = bisect_right(ends, ready)
+    return _py_gap_from(starts, ends, bisect_right(ends, ready), len(starts), ready, duration)
+
+
+@njit(cache=True)
+def gap_from(starts, ends, k, n, ready, duration):
+    """`earliest_slot`'s scan of the first n intervals (lists or arrays), from k, the first that ends after
+    `ready`: the earliest start >= `ready` of an idle gap of `duration`, and its index."""
     t = ready
-    n = len(starts)
     while k < n:
         if t + duration <= starts[k]:
             return t, k
@@ -189,6 +202,9 @@ def earliest_slot(starts: list[float], ends: list[float], ready: float, duration
             t = e
         k += 1
     return t, k
+
+
+_py_gap_from = gap_from.py_func
 
 
 _py_link_time = link_time.py_func
