@@ -21,7 +21,8 @@ import numpy as np
 from numba import njit
 
 from placer.placers.common import Problem
-from placer.placers.routes import gap_from, inputs_by_finish
+from placer.placers.routes import arrival, gap_from, inputs_by_finish, route_arrays
+from placer.simulator.transfer import link_time
 
 
 class RoutedSlots:
@@ -35,14 +36,12 @@ class RoutedSlots:
 
     def __init__(self, problem: Problem, assignment: np.ndarray, start: np.ndarray, finish: np.ndarray):
         book = problem.link_book()  # the route arithmetic, as the simulator and `GapBook` have it
-        routes = problem.routes
         self.assignment, self.start, self.finish = assignment, start, finish
         self.times = np.ascontiguousarray(problem.times, dtype=np.float64)
         self.p_off, self.p_idx = (np.asarray(a, dtype=np.int64) for a in problem.graph.predecessors)
         self.out_bytes = np.asarray(problem.out_bytes, dtype=np.float64)
         self.xfer = np.asarray(problem.xfer, dtype=np.float64)
-        self.route = (routes.offset.astype(np.int64), routes.resource.astype(np.int64), np.array(book.res_lat),
-                      np.array(book.res_bw), np.array(book.route_lat), np.array(book.route_bw))
+        self.route = route_arrays(problem, book)
         D, R = problem.num_devices, len(book.res_bw)
         self.arrived = np.full((problem.num_ops, D), -1.0)  # when op m's output is on device d (-1: not sent)
         in_degree = int(np.diff(self.p_off).max()) if problem.num_ops else 0
@@ -148,8 +147,8 @@ def _send(k, ready, nbytes, profiled, tentative, r_off, r_res, res_lat, res_bw, 
     holds = np.empty(b - a)
     for e in range(a, b):
         r = r_res[e]
-        holds[e - a] = profiled if profiled >= 0.0 else res_lat[r] + nbytes / res_bw[r]  # link_time
-    duration = profiled if profiled >= 0.0 else route_lat[k] + nbytes / route_bw[k]
+        holds[e - a] = profiled if profiled >= 0.0 else link_time(res_lat[r], nbytes, res_bw[r])
+    duration = profiled if profiled >= 0.0 else link_time(route_lat[k], nbytes, route_bw[k])
     t = ready
     moved = True
     while moved:  # until every direction is idle from t for its hold
@@ -183,16 +182,12 @@ def _ready(j, d, commit, inputs, p_off, finish, assignment, arrived, out_bytes, 
         pc[:] = 0
     for a in range(p_off[j + 1] - p_off[j]):
         m = inputs[a]
-        q = assignment[m]
-        if q == d:
-            t = finish[m]
-        else:
-            t = arrived[m, d]
-            if t < 0:
-                t = _send(q * D + d, finish[m], out_bytes[m], xfer[m], not commit, r_off, r_res, res_lat,
-                          res_bw, route_lat, route_bw, ls, le, lc, ps, pe, pc)
-                if commit:
-                    arrived[m, d] = t
+        t = arrival(m, d, assignment, finish, arrived)
+        if t < 0:  # not sent yet: book (or plan) it now
+            t = _send(assignment[m] * D + d, finish[m], out_bytes[m], xfer[m], not commit, r_off, r_res, res_lat,
+                      res_bw, route_lat, route_bw, ls, le, lc, ps, pe, pc)
+            if commit:
+                arrived[m, d] = t
         if t > ready:
             ready = t
     return ready

@@ -53,10 +53,7 @@ class Transfers:
             book = self.book
             self._arrived = np.full((problem.num_ops, book.num_devices), -1.0)
             self._free = np.array(book.free, dtype=np.float64)
-            routes = problem.routes
-            self._route_arrays = (routes.offset.astype(np.int64), routes.resource.astype(np.int64),
-                                  np.array(book.res_lat), np.array(book.res_bw), np.array(book.route_lat),
-                                  np.array(book.route_bw))
+            self._route_arrays = route_arrays(problem, book)
             self._plan = np.zeros(len(book.free))
             self._planned = np.zeros(len(book.free), dtype=np.bool_)
 
@@ -136,37 +133,48 @@ def _ready_row(j, devices, p_off, p_idx, finish, assignment, arrived, free, r_of
         ready = 0.0
         for a in range(n_in):
             m = inputs[a]
-            q = assignment[m]
-            if q == d:
-                t = finish[m]
-            else:
-                t = arrived[m, d]
-                if t < 0:  # not sent yet: plan it after the route's directions are free
-                    k = q * D + d
-                    s = finish[m]
+            t = arrival(m, d, assignment, finish, arrived)
+            if t < 0:  # not sent yet: plan it after the route's directions are free
+                q = assignment[m]
+                k = q * D + d
+                s = finish[m]
+                for e in range(r_off[k], r_off[k + 1]):
+                    r = r_res[e]
+                    busy = plan[r] if planned[r] else free[r]
+                    if busy > s:
+                        s = busy
+                profiled = xfer[m]
+                if profiled >= 0.0:
+                    for e in range(r_off[k], r_off[k + 1]):
+                        plan[r_res[e]] = s + profiled
+                        planned[r_res[e]] = True
+                    t = s + profiled
+                else:
+                    nbytes = out_bytes[m]
                     for e in range(r_off[k], r_off[k + 1]):
                         r = r_res[e]
-                        busy = plan[r] if planned[r] else free[r]
-                        if busy > s:
-                            s = busy
-                    profiled = xfer[m]
-                    if profiled >= 0.0:
-                        for e in range(r_off[k], r_off[k + 1]):
-                            plan[r_res[e]] = s + profiled
-                            planned[r_res[e]] = True
-                        t = s + profiled
-                    else:
-                        nbytes = out_bytes[m]
-                        for e in range(r_off[k], r_off[k + 1]):
-                            r = r_res[e]
-                            plan[r] = s + (res_lat[r] + nbytes / res_bw[r])  # link_time
-                            planned[r] = True
-                        t = s + (route_lat[k] + nbytes / route_bw[k])
+                        plan[r] = s + link_time(res_lat[r], nbytes, res_bw[r])
+                        planned[r] = True
+                    t = s + link_time(route_lat[k], nbytes, route_bw[k])
             if t > ready:
                 ready = t
         row[c] = ready
         planned[:] = False
     return row
+
+
+def route_arrays(problem: Problem, book: LinkBook) -> tuple[np.ndarray, ...]:
+    """The routes as compiled passes read them: ``(offset, resource, res_lat, res_bw, route_lat, route_bw)``,
+    each pair's route k = q * D + d being ``resource[offset[k]:offset[k + 1]]``, with `book`'s arithmetic."""
+    routes = problem.routes
+    return (routes.offset.astype(np.int64), routes.resource.astype(np.int64), np.array(book.res_lat),
+            np.array(book.res_bw), np.array(book.route_lat), np.array(book.route_bw))
+
+
+@njit(cache=True, inline="always")
+def arrival(m, d, assignment, finish, arrived):
+    """When op m's output is on device d: its finish there, the arrival of its copy, or -1 if not sent yet."""
+    return finish[m] if assignment[m] == d else arrived[m, d]
 
 
 @njit(cache=True)

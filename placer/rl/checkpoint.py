@@ -29,7 +29,6 @@ from placer.rl.run_folder import TRAINER_STATE_FILE
 from placer.rl.state import TrainerState, config_from_saved
 from placer.rl.trainer import TrainConfig, Trainer
 
-STATE_FILE = TRAINER_STATE_FILE
 CHECKPOINT_DIR = "checkpoint"
 FORMAT = 1
 
@@ -63,7 +62,7 @@ def save(trainer: Trainer, directory: str | Path) -> Path:
             "step_time": float(trainer.reference[2])},
         "checkpoint": f"{CHECKPOINT_DIR}/{prefix}",
     }
-    path = directory / STATE_FILE
+    path = directory / TRAINER_STATE_FILE
     write_atomic(path, json.dumps(state, indent=1).encode())
     for old in ckpt_dir.iterdir():  # keep only the weights the state file names
         if not old.name.startswith(prefix + ".") and old.name != "checkpoint":
@@ -73,7 +72,7 @@ def save(trainer: Trainer, directory: str | Path) -> Path:
 
 def load_state(directory: str | Path) -> dict[str, Any] | None:
     """The saved state of the run in `directory`, or None when there is none."""
-    return read_state_file(Path(directory) / STATE_FILE, "trainer state", FORMAT)
+    return read_state_file(Path(directory) / TRAINER_STATE_FILE, "trainer state", FORMAT)
 
 
 def read_state_file(path: Path, what: str, fmt: int) -> dict[str, Any] | None:
@@ -148,7 +147,7 @@ def restore(trainer: Trainer, directory: str | Path, saved: dict[str, Any] | Non
     directory = Path(directory)
     saved = load_state(directory) if saved is None else saved
     if saved is None:
-        raise PlacerError(f"no training run to resume in {str(directory)!r} (no {STATE_FILE})")
+        raise PlacerError(f"no training run to resume in {str(directory)!r} (no {TRAINER_STATE_FILE})")
     check_same_problem(saved, trainer.graph, trainer.cluster, directory)
     if saved.get("num_groups") != trainer.grouping.num_groups:
         raise PlacerError(f"cannot resume the run in {str(directory)!r}: it has num_groups "

@@ -36,7 +36,6 @@ from placer.rl.starts import ranked_heuristics, searched_reference
 from placer.rl.state import StepStats, TrainerState, config_from_saved
 from placer.rl.trainer import TrainConfig, Trainer, train
 
-STATE_FILE = RACE_STATE_FILE
 STARTS_DIR = "starts"
 FORMAT = 1
 
@@ -247,14 +246,14 @@ class Race:
                  "starts": len(self.arms), "alive": self.alive, "round": self.round,
                  "dropped_in": {str(k): v for k, v in self.dropped_in.items()},
                  "heuristic_seconds": self.heuristic_seconds, "config": asdict(self.config)}
-        path = directory / STATE_FILE
+        path = directory / RACE_STATE_FILE
         write_atomic(path, json.dumps(state, indent=1).encode())
         return path
 
 
 def load_race_state(directory: str | Path) -> dict[str, Any] | None:
     """The saved state of the race in `directory`, or None when there is none."""
-    return checkpoint.read_state_file(Path(directory) / STATE_FILE, "race state", FORMAT)
+    return checkpoint.read_state_file(Path(directory) / RACE_STATE_FILE, "race state", FORMAT)
 
 
 def check_resumable(saved: dict[str, Any], graph: OpGraph, cluster: Cluster, directory: str | Path) -> None:
