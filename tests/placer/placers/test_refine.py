@@ -13,7 +13,7 @@ from placer.errors import PlacerError
 from placer.graph import Op, OpGraph
 from placer.placement import Placement, Provenance
 from placer.placers import registry
-from placer.placers.refine import descend, refine
+from placer.placers.refine import _drawn_worlds, descend, refine
 from placer.grouping import group_graph
 from placer.simulator import Simulator
 from placer.synthetic import layered_graph
@@ -101,7 +101,7 @@ def test_meta_of_the_start_is_kept():
     better = refine(g, c, start, seconds=math.inf, max_sweeps=1)
     assert better.meta["note"] == "kept"
     assert set(better.meta["refined"]) == {"start_step_time", "moves", "sweeps", "local_optimum", "groups",
-                                           "seconds"}
+                                           "worlds", "seconds"}
     assert "refined" not in start.meta  # the start is left as it was
 
 
@@ -122,6 +122,8 @@ def test_provenance_says_it_was_searched_and_the_method_stays():
     ({"seconds": float("nan")}, "seconds must be positive"),
     ({"seconds": 1.0, "max_sweeps": 0}, "max_sweeps must be at least 1"),
     ({"seconds": 1.0, "groups": 0}, "groups must be a positive integer"),
+    ({"seconds": 1.0, "worlds": -1}, "worlds must be a non-negative integer"),
+    ({"seconds": 1.0, "worlds": 1.5}, "worlds must be a non-negative integer"),
 ])
 def test_bad_limits_are_refused(kwargs, message):
     g, c = layered_graph(40, seed=7), presets.get("2gpu")
@@ -140,7 +142,7 @@ def test_with_time_left_it_refines_down_to_single_ops():
     """Coarse to fine: each local optimum is refined with groups half the size, down to one op per group."""
     g, c = layered_graph(60, seed=9), presets.get("2gpu")
     start = registry.place("round_robin", g, c)
-    better = refine(g, c, start, seconds=math.inf, groups=16)
+    better = refine(g, c, start, seconds=math.inf, groups=16, worlds=0)
     levels = better.meta["refined"]["groups"]
     assert levels[0] <= 16 and levels == sorted(levels) and levels[-1] == len(g)
     assert better.meta["refined"]["local_optimum"]
@@ -151,3 +153,45 @@ def test_with_time_left_it_refines_down_to_single_ops():
             moved = a.copy()
             moved[i] = device
             assert sim.run(moved).step_time >= better.step_time * (1 - 1e-9)
+
+
+def _drawn(g, c, n):
+    sim = Simulator(g, c)
+    return [sim] + _drawn_worlds(g, c, sim.times, n)
+
+
+@pytest.mark.parametrize("seed", [10, 11])
+def test_a_search_in_drawn_worlds_is_slower_in_none_of_them(seed):
+    """Every move it takes is faster in the nominal world and in each drawn one, so the result is too."""
+    g, c = layered_graph(200, seed=seed), presets.get("4gpu")
+    start = registry.place("round_robin", g, c)
+    better = refine(g, c, start, seconds=math.inf, max_sweeps=6, worlds=3)
+    assert better.meta["refined"]["worlds"] == 3 and better.meta["refined"]["moves"] >= 1
+    a, b = start.assignment(g, c), better.assignment(g, c)
+    for sim in _drawn(g, c, 3):
+        assert sim.run(b).step_time < sim.run(a).step_time
+
+
+def test_in_drawn_worlds_it_stops_where_no_move_is_faster_in_all_of_them():
+    g, c = layered_graph(50, seed=12), presets.get("2gpu")
+    start = registry.place("round_robin", g, c)
+    better = refine(g, c, start, seconds=math.inf, groups=8, worlds=2)
+    assert better.meta["refined"]["local_optimum"] and better.meta["refined"]["groups"][-1] == len(g)
+    sims = _drawn(g, c, 2)
+    a = better.assignment(g, c)
+    at = [s.run(a).step_time for s in sims]
+    for i in range(len(g)):
+        for device in range(len(c)):
+            moved = a.copy()
+            moved[i] = device
+            assert not all(s.run(moved).step_time < t * (1 - 1e-6) for s, t in zip(sims, at))
+
+
+def test_the_nominal_search_finds_moves_the_drawn_worlds_refuse():
+    """Not every nominal gain holds in other worlds: on this graph the two searches part ways."""
+    g, c = layered_graph(200, seed=13), presets.get("4gpu")
+    start = registry.place("round_robin", g, c)
+    nominal = refine(g, c, start, seconds=math.inf, max_sweeps=6, worlds=0)
+    robust = refine(g, c, start, seconds=math.inf, max_sweeps=6, worlds=3)
+    assert nominal.step_time <= start.step_time and robust.step_time <= start.step_time
+    assert nominal.assignment(g, c).tolist() != robust.assignment(g, c).tolist()
