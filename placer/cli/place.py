@@ -50,7 +50,8 @@ def add_parser(sub) -> None:
                         "not with --policy, and without the shipped policy's zero-shot answer")
     p.add_argument("--refine-seconds", type=float, metavar="S",
                    help="then improve the placement by local search in the simulator (moves of whole op groups "
-                        "to other devices) for up to S seconds; any method, step time objective")
+                        "to other devices, each taken only if it also holds in worlds drawn around the "
+                        "simulator's) for up to S seconds; any method, step time objective")
     add_refine_sweeps(p)
     p.add_argument("-o", "--output", help="write the placement JSON (the Placement contract) to this file")
     add_json_flag(p, "the placement")
