@@ -91,13 +91,13 @@ def descend(sim: Simulator, group_of_op: np.ndarray, start: np.ndarray, *, secon
     Parameters
     ----------
     sim : the compiled simulator of the graph and cluster.
-    worlds : simulators of the same graph and cluster in other worlds; with them a move faster in `sim`'s
-        is also judged by its worst step time over the start's across `sim` and these (`_Judge`).
     group_of_op : ``[num_ops]`` group per op; a move sets every op of a group to one device.
     start : ``[num_ops]`` device per op to start from.
     seconds : wall-time budget; the first sweep always runs, a later one only
         if the previous sweep's time still fits.
     max_sweeps : stop after this many sweeps (repeatable results, whatever the machine's speed).
+    worlds : simulators of the same graph and cluster in other worlds; with them a move faster in `sim`'s
+        is also judged by its worst step time over the start's across `sim` and these (`_Judge`).
     """
     if not seconds > 0:
         raise PlacerError(f"refine: seconds must be positive, got {seconds!r}")
@@ -109,7 +109,7 @@ def descend(sim: Simulator, group_of_op: np.ndarray, start: np.ndarray, *, secon
     members = np.split(order, np.cumsum(np.bincount(group_of_op))[:-1])
     cur = np.array(start, dtype=np.int64)
     judge = _Judge(sim, list(worlds), cur)
-    cur_key = judge(cur[None])[0]
+    cur_key = judge.start_key
     start_step = cur_key[2]
     moves = sweeps = 0
     at_optimum = False
@@ -231,27 +231,31 @@ class _Judge:
 
     In the nominal world alone the score is the step time. With other worlds it is the largest, over the
     nominal world and those, of log(step time / the start's step time there), so the search ranks moves by
-    their worst world. Given `than` (the current key), only the assignments better than it in the nominal
-    world (fewer bytes over, or as few and faster) are simulated in the others; the rest score +inf and are
-    never taken. So a move must pay off in the nominal world and lower the worst, and a sweep costs one
-    nominal simulation per move plus the other worlds' of the few that pay off."""
+    their worst world (the start's score is 0). Only the assignments better than `than` (the current key)
+    in the nominal world (fewer bytes over, or as few and faster) are simulated in the others; the rest
+    score +inf and are never taken. So a move must pay off in the nominal world and lower the worst, and a
+    sweep costs one nominal simulation per move plus the other worlds' of the few that pay off."""
 
     def __init__(self, sim: Simulator, worlds: list[Simulator], start: np.ndarray):
         self.sim, self.worlds = sim, worlds
-        self.base = self._worlds(start[None], self.sim.run_batch(start[None]).step_time)[0] if worlds else None
+        over, nominal = self._nominal(start[None])
+        self.base = self._worlds(start[None], nominal)[0] if worlds else None  # each world's step of the start
+        self.start_key = np.array([over[0], 0.0 if worlds else nominal[0], nominal[0]])
+
+    def _nominal(self, assignments: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Bytes over capacity summed over devices, and step times, in the nominal world."""
+        res = self.sim.run_batch(assignments)
+        return np.clip(res.peak_memory - self.sim.memory_bytes[None, :], 0.0, None).sum(axis=1), res.step_time
 
     def _worlds(self, assignments: np.ndarray, nominal: np.ndarray) -> np.ndarray:
         """``[K, 1 + len(worlds)]`` step times, the nominal world's (given) first."""
         return np.stack([nominal] + [w.run_batch(assignments).step_time for w in self.worlds], axis=1)
 
-    def __call__(self, assignments: np.ndarray, than: np.ndarray | None = None) -> np.ndarray:
-        res = self.sim.run_batch(assignments)
-        over = np.clip(res.peak_memory - self.sim.memory_bytes[None, :], 0.0, None).sum(axis=1)
-        nominal = res.step_time
+    def __call__(self, assignments: np.ndarray, than: np.ndarray) -> np.ndarray:
+        over, nominal = self._nominal(assignments)
         if not self.worlds:
             return np.stack([over, nominal, nominal], axis=1)
-        judged = (np.ones(len(assignments), dtype=bool) if than is None else
-                  _less(np.stack([over, nominal], axis=1), np.array([than[0], than[2]]), relative=True))
+        judged = _less(np.stack([over, nominal], axis=1), np.array([than[0], than[2]]), relative=True)
         score = np.full(len(assignments), np.inf)
         if judged.any():
             tiny = np.finfo(np.float64).tiny  # an empty graph's step takes no time

@@ -187,11 +187,17 @@ def test_in_drawn_worlds_it_stops_where_no_move_is_faster_in_all_of_them():
             assert not all(s.run(moved).step_time < t * (1 - 1e-6) for s, t in zip(sims, at))
 
 
-def test_the_nominal_search_finds_moves_the_drawn_worlds_refuse():
-    """Not every nominal gain holds in other worlds: on this graph the two searches part ways."""
+def test_the_drawn_worlds_make_the_worst_of_them_lower_than_the_nominal_search_does():
+    """Not every nominal gain holds in other worlds: the search judged in them ends with a lower worst ratio
+    to the start across them (the nominal world included) than the search in the nominal world alone."""
     g, c = layered_graph(200, seed=13), presets.get("4gpu")
     start = registry.place("round_robin", g, c)
     nominal = refine(g, c, start, seconds=math.inf, max_sweeps=6, worlds=0)
     robust = refine(g, c, start, seconds=math.inf, max_sweeps=6, worlds=3)
     assert nominal.step_time <= start.step_time and robust.step_time <= start.step_time
-    assert nominal.assignment(g, c).tolist() != robust.assignment(g, c).tolist()
+    sims, a = _drawn(g, c, 3), start.assignment(g, c)
+
+    def worst(p):
+        return max(s.run(p.assignment(g, c)).step_time / s.run(a).step_time for s in sims)
+
+    assert worst(robust) < worst(nominal)
