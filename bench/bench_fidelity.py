@@ -29,7 +29,8 @@ Each graph's placements are simulated three ways on the same measurements:
 figures), ``roofline`` (no profile: roofline costs from the ``local``
 preset's peaks) and ``calibrated`` (what ``placer profile`` writes, with its
 roofline fit, on this machine as ``placer detect-cluster`` and ``placer
-calibrate`` describe it). For each: Spearman, MAPE and the worst ratio
+calibrate`` described it when that graph was measured: a calibration records
+the machine's load of its moment, so each graph's result keeps its own). For each: Spearman, MAPE and the worst ratio
 max(simulated / measured, measured / simulated) over the placements.
 
 Targets: Spearman >= 0.8; ``calibrated`` within 1.5x of measured for every
@@ -65,6 +66,8 @@ from placer.graph import OpGraph  # noqa: E402
 from placer.graph_io import load_graph, save_graph  # noqa: E402
 from placer.placement import Placement  # noqa: E402
 from placer.simulator import Simulator  # noqa: E402
+
+from bench.fidelity_stats import mape, max_ratio, measurement_noise, plot, spearman  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 GRAPHS = ("cnn", "lstm", "resnet")
@@ -275,17 +278,6 @@ def measure_all(graph: OpGraph, places: list[Placement], rounds: int, per_round:
             s.close()
 
 
-def spearman(a, b) -> float:
-    from scipy.stats import spearmanr
-
-    return float(spearmanr(a, b).statistic)
-
-
-def mape(sim, real) -> float:
-    sim, real = np.asarray(sim), np.asarray(real)
-    return float(np.mean(np.abs(sim - real) / real))
-
-
 def calibrated_cluster(args):
     """This machine as `placer detect-cluster` and `placer calibrate` describe it (2 logical CPUs)."""
     from placer.measure.calibrate import TFProber, calibrate
@@ -350,11 +342,6 @@ def run_graph(name: str, args, cache: Path) -> dict:
     return simulate(out, profiled, cluster)
 
 
-def max_ratio(sim, real) -> float:
-    sim, real = np.asarray(sim), np.asarray(real)
-    return float(np.max(np.maximum(sim / real, real / sim)))
-
-
 def simulate_configs(result: dict, cache: Path, calibrated) -> dict:
     """Simulate `result`'s measured placements with roofline costs on the preset, and with `placer profile`'s
     costs and fit on the calibrated cluster; Spearman, MAPE and worst ratio of each (and of the headline one).
@@ -399,66 +386,6 @@ def simulate(result: dict, profiled: OpGraph, cluster) -> dict:
     log(f"{result['graph']}: Spearman {result['spearman']:.3f}, MAPE {100 * result['mape']:.1f}% over "
         f"{len(result['rows'])} placements")
     return result
-
-
-def measurement_noise(result: dict) -> dict:
-    """How well the measurements agree with themselves: the ceiling any simulator's Spearman can reach.
-
-    ``split_half_spearman``: Spearman between the medians of the even and the
-    odd rounds (the same placements, measured twice), ``split_half_spearman_p10``
-    the same of their 10th percentiles (the ceiling of ``spearman_p10``); ``duplicate_spread``: the
-    largest relative gap between medians of placements that are the same
-    assignment (e.g. ``single`` and ``single:0``), measured as different rows.
-    """
-    out: dict = {}
-    rows, per = result["rows"], result.get("per_round", 3)
-    if all("times" in r for r in rows):
-        for key, statistic in (("split_half_spearman", np.median),
-                               ("split_half_spearman_p10", lambda ts: np.percentile(ts, 10))):
-            halves = [[float(statistic([t for k, t in enumerate(r["times"]) if (k // per) % 2 == parity]))
-                       for r in rows] for parity in (0, 1)]
-            out[key] = spearman(*halves)
-    by_assignment: dict = {}
-    for r in rows:
-        by_assignment.setdefault(tuple(r["assignment"]), []).append(r["measured"])
-    gaps = [max(v) / min(v) - 1 for v in by_assignment.values() if len(v) > 1]
-    if gaps:
-        out["duplicate_spread"] = max(gaps)
-    sims = [r["simulated"] for r in rows if "simulated" in r]
-    if sims:
-        out["simulated_spread"] = max(sims) / min(sims) - 1
-    meds = [r["measured"] for r in rows]
-    out["measured_spread"] = max(meds) / min(meds) - 1
-    return out
-
-
-def plot(results: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    names = [n for n in GRAPHS if n in results]
-    if not names:
-        return
-    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 4), squeeze=False)
-    for ax, n in zip(axes[0], names):
-        r = results[n]
-        s = np.array([x["simulated"] for x in r["rows"]]) * 1e3
-        m = np.array([x["measured"] for x in r["rows"]]) * 1e3
-        lo = np.array([x["measured_p10"] for x in r["rows"]]) * 1e3
-        ax.plot(s, m, "o", ms=5, alpha=0.75, label=f"median (Spearman {r['spearman']:.2f})")
-        ax.plot(s, lo, "x", ms=5, alpha=0.75, label=f"p10 (Spearman {r['spearman_p10']:.2f})")
-        bottom, top = min(s.min(), lo.min()) * 0.95, max(s.max(), m.max()) * 1.05
-        ax.plot([bottom, top], [bottom, top], "k--", lw=0.8, label="measured = simulated")
-        ax.set_xlim(bottom, top)
-        ax.set_ylim(bottom, top)
-        ax.legend(fontsize=8)
-        ax.set_xlabel("simulated step (ms)")
-        ax.set_ylabel("measured step (ms)")
-        ax.set_title(f"{n}: Spearman {r['spearman']:.2f}, MAPE {100 * r['mape']:.0f}%")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
 
 
 def main() -> int:
@@ -506,7 +433,6 @@ def main() -> int:
         write_atomic(out_path, json.dumps(results, indent=1).encode())
     from placer.cluster import Cluster
 
-    calibrated = Cluster.from_dict(results["calibrated_cluster"])
     c = results["calibration"]
     print(f"crossing between logical CPUs: {1e6 * c['crossing_seconds_64B']:.1f} us (64 B), "
           f"{1e6 * c['crossing_seconds_4194304B']:.1f} us (4 MiB) -> latency {1e6 * c['fitted_latency']:.1f} us, "
@@ -521,10 +447,13 @@ def main() -> int:
             log(f"{name}: already in {out_path} (use --force to redo)")
             continue
         results[name] = run_graph(name, args, cache)
+        # a calibration records the machine's load of its moment: each graph keeps the one it was measured with
+        results[name].update(calibration=results["calibration"], calibrated_cluster=results["calibrated_cluster"])
         write_atomic(out_path, json.dumps(results, indent=1).encode())
     for name in names:
         if name in results:
-            simulate_configs(results[name], cache, calibrated)
+            cluster = results[name].get("calibrated_cluster", results["calibrated_cluster"])
+            simulate_configs(results[name], cache, Cluster.from_dict(cluster))
     write_atomic(out_path, json.dumps(results, indent=1).encode())
     plot(results, out_path.with_suffix(".png"))
     print(f"{'graph':8} {'ops':>5} {'placements':>10} {'spearman':>9} {'MAPE':>7}   (vs measured p10: "

@@ -64,13 +64,22 @@ def test_out_not_ending_in_json_is_refused(monkeypatch, tmp_path, nothing_measur
     assert list(tmp_path.iterdir()) == []
 
 
-def test_the_p10_ceiling_is_computed_from_the_stored_times():
-    """README's "Spearman vs p10 (self)" comes from the results file: the split-half Spearman of the 10th
-    percentiles, as ``split_half_spearman`` is of the medians (it was computed by hand, once)."""
-    # two rounds of one step each (per_round 1): even rounds hold rows' first times, odd rounds their second
-    rows = [{"times": [a, b], "assignment": [i], "measured": (a + b) / 2} for i, (a, b) in
-            enumerate([(1.0, 1.1), (2.0, 2.2), (3.0, 3.3)])]
-    noise = bench_fidelity.measurement_noise({"rows": rows, "per_round": 1})
-    assert noise["split_half_spearman_p10"] == pytest.approx(1.0)
-    rows[0]["times"], rows[2]["times"] = [1.0, 3.3], [3.0, 1.1]  # the halves now disagree on rows 0 and 2
-    assert bench_fidelity.measurement_noise({"rows": rows, "per_round": 1})["split_half_spearman_p10"] < 0
+def test_each_graph_is_simulated_on_the_calibration_of_its_own_measurements(monkeypatch, tmp_path, nothing_measured):
+    """A calibration records the machine's load of its moment. Re-measuring one graph with --force calibrated
+    again and overwrote the one file-wide calibration, so the other graphs' calibrated figures could no longer be
+    reproduced from the file they were stored in."""
+    import json
+
+    then = presets.get("local").to_dict() | {"name": "local-then"}
+    out = tmp_path / "f.json"
+    figures = {"ops": 1, "placements": 0, "spearman": 1.0, "mape": 0.0, "spearman_p10": 1.0, "mape_p10": 0.0}
+    out.write_text(json.dumps({"lstm": {"graph": "lstm", "calibrated_cluster": then, **figures}}))
+    monkeypatch.setattr(bench_fidelity, "run_graph", lambda name, args, cache: {"graph": name, **figures})
+    simulated_on = {}
+    monkeypatch.setattr(bench_fidelity, "simulate_configs",
+                        lambda result, cache, cluster: simulated_on.update({result["graph"]: cluster.name}))
+    monkeypatch.setattr(sys, "argv", ["bench_fidelity.py", "--graphs", "cnn,lstm", "--out", str(out)])
+    assert bench_fidelity.main() == 0
+    assert simulated_on == {"cnn": "local", "lstm": "local-then"}
+    stored = json.loads(out.read_text())
+    assert stored["cnn"]["calibrated_cluster"]["name"] == "local" and stored["cnn"]["calibration"] == CALIBRATION
