@@ -45,10 +45,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.service_server import free_port, has_train_command, start_server, stop_server, summary
+from bench.service_server import free_port, start_server, stop_server, summary
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results"
+
+
+def has_train_command() -> bool:
+    """Whether this build's CLI has `placer train` (the training job the load run puts beside the requests)."""
+    from placer.cli.main import COMMANDS
+
+    return "train" in COMMANDS
 
 
 def upload(client, graph) -> str:

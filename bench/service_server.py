@@ -32,12 +32,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def has_train_command() -> bool:
-    from placer.cli.main import COMMANDS
-
-    return "train" in COMMANDS
-
-
 def start_server(data_dir: Path, port: int, train_command: str | None, workers: int = 1,
                  keys: dict[str, str] | None = None) -> subprocess.Popen:
     """`placer serve` on loopback; `keys` sets PLACER_API_KEYS / PLACER_ADMIN_KEY (default: none)."""

@@ -239,7 +239,8 @@ class _Judge:
     def __init__(self, sim: Simulator, worlds: list[Simulator], start: np.ndarray):
         self.sim, self.worlds = sim, worlds
         over, nominal = self._nominal(start[None])
-        self.base = self._worlds(start[None], nominal)[0] if worlds else None  # each world's step of the start
+        tiny = np.finfo(np.float64).tiny  # an empty graph's step takes no time
+        self.log_base = np.log(np.maximum(self._worlds(start[None], nominal)[0], tiny)) if worlds else None
         self.start_key = np.array([over[0], 0.0 if worlds else nominal[0], nominal[0]])
 
     def _nominal(self, assignments: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -258,9 +259,8 @@ class _Judge:
         judged = _less(np.stack([over, nominal], axis=1), np.array([than[0], than[2]]), relative=True)
         score = np.full(len(assignments), np.inf)
         if judged.any():
-            tiny = np.finfo(np.float64).tiny  # an empty graph's step takes no time
             steps = self._worlds(assignments[judged], nominal[judged])
-            score[judged] = (np.log(np.maximum(steps, tiny)) - np.log(np.maximum(self.base, tiny))[None, :]).max(axis=1)
+            score[judged] = (np.log(np.maximum(steps, np.finfo(np.float64).tiny)) - self.log_base).max(axis=1)
         return np.stack([over, score, nominal], axis=1)
 
 
