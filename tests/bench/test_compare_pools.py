@@ -1,0 +1,51 @@
+"""`bench/compare_pools.py`: a policy against itself is 1.0 everywhere, and bad input is one line."""
+
+import json
+import sys
+
+import pytest
+
+from bench import compare_pools
+from placer.errors import PlacerError
+from placer.synthetic import layered_graph
+
+
+@pytest.fixture
+def corpus(tmp_path, monkeypatch):
+    """A one-graph corpus (a 40-op layered graph, validation split) in tmp_path; returns its folder."""
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "manifest.json").write_text(json.dumps(
+        {"graphs": [{"name": "v", "path": "v.json.gz", "split": "validation", "family": "f"}]}))
+    monkeypatch.setattr(compare_pools, "load_graph", lambda path: layered_graph(40, seed=0))
+    return folder
+
+
+def _run(monkeypatch, *argv):
+    monkeypatch.setattr(sys, "argv", ["compare_pools.py", *argv])
+    return compare_pools.main()
+
+
+def test_the_shipped_policy_against_itself_is_even_in_every_world(corpus, monkeypatch, tmp_path, capsys):
+    out = tmp_path / "pools.json"
+    assert _run(monkeypatch, "shipped", "shipped", "--corpus", str(corpus), "--cluster", "2gpu", "4gpu",
+                "--seeds", "0", "1", "--worlds", "1", "--out", str(out)) == 0
+    written = json.loads(out.read_text())
+    assert len(written["rows"]) == 4
+    assert all(r["ratio"] == 1.0 for r in written["rows"])
+    assert [r["cluster"] for r in written["rows"] if "worlds_worst" in r] == ["2gpu", "4gpu"]
+    assert written["summary"]["pairs"] == 2
+    assert written["summary"]["geomean"] == written["summary"]["worlds_worst_geomean"] == 1.0
+    assert "B/A over 2 pairs x 2 seeds: geomean 1.0000" in capsys.readouterr().out
+
+
+def test_an_answer_that_does_not_fit_never_counts_as_fast():
+    class Answer:
+        oom, step_time = True, 0.001
+
+    assert compare_pools.step_of(Answer()) == float("inf")
+
+
+def test_a_graph_not_in_the_corpus_is_named(corpus, monkeypatch):
+    with pytest.raises(PlacerError, match=r"--graphs: not in the corpus: \['nope'\]"):
+        _run(monkeypatch, "shipped", "shipped", "--corpus", str(corpus), "--graphs", "nope")
