@@ -48,8 +48,9 @@ def graph_files(names: tuple[str, ...] | None = None) -> list[Path]:
     return files if names is None else [f for f in files if f.name.removesuffix(".json.gz") in names]
 
 
-def heuristic_entries(graphs: tuple[str, ...] | None = None, progress: bool = True) -> dict[str, Any]:
-    """``{"graph/cluster/method": entry}`` for every heuristic."""
+def heuristic_entries(graphs: tuple[str, ...] | None = None, progress: bool = True,
+                      clusters: tuple[str, ...] = CLUSTERS) -> dict[str, Any]:
+    """``{"graph/cluster/method": entry}`` for every heuristic on `clusters`."""
     from placer.presets import load_cluster
     from placer.graph_io import load_graph
     from placer.placers import registry
@@ -57,7 +58,7 @@ def heuristic_entries(graphs: tuple[str, ...] | None = None, progress: bool = Tr
     out: dict[str, Any] = {}
     for path in graph_files(graphs):
         graph = load_graph(path)
-        for cluster_name in CLUSTERS:
+        for cluster_name in clusters:
             cluster = load_cluster(cluster_name)
             for method in registry.names(heuristic_only=True):
                 key = f"{graph.name}/{cluster_name}/{method}"
