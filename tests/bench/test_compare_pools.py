@@ -11,14 +11,10 @@ from placer.synthetic import layered_graph
 
 
 @pytest.fixture
-def corpus(tmp_path, monkeypatch):
-    """A one-graph corpus (a 40-op layered graph, validation split) in tmp_path; returns its folder."""
-    folder = tmp_path / "corpus"
-    folder.mkdir()
-    (folder / "manifest.json").write_text(json.dumps(
-        {"graphs": [{"name": "v", "path": "v.json.gz", "split": "validation", "family": "f"}]}))
+def corpus(one_graph_corpus, monkeypatch):
+    """A one-graph corpus whose graph is a 40-op layered graph; returns its folder."""
     monkeypatch.setattr(compare_pools, "load_graph", lambda path: layered_graph(40, seed=0))
-    return folder
+    return one_graph_corpus
 
 
 def _run(monkeypatch, *argv):

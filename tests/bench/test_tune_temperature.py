@@ -19,16 +19,12 @@ SWEEP = {"temperature": 3.0, "samples": 4, "seed": 0, "chosen_on": ["v@2gpu"], "
 
 
 @pytest.fixture
-def nothing_swept(tmp_path, monkeypatch):
-    """A one-graph corpus in tmp_path, and a sweep that builds and samples nothing; returns the corpus folder."""
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    (corpus / "manifest.json").write_text(json.dumps(
-        {"graphs": [{"name": "v", "path": "v.json.gz", "split": "validation", "family": "f"}]}))
+def nothing_swept(one_graph_corpus, monkeypatch):
+    """A one-graph corpus, and a sweep that builds and samples nothing; returns the corpus folder."""
     monkeypatch.setattr(tune_temperature, "load_graph", lambda path: layered_graph(30, seed=0))
     monkeypatch.setattr(tune_temperature.pretrain, "make_environment", lambda *args, **kwargs: None)
     monkeypatch.setattr(tune_temperature, "choose_temperature", lambda policy, envs, samples, seed: SWEEP)
-    return corpus
+    return one_graph_corpus
 
 
 def _run(monkeypatch, *argv):
