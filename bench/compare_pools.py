@@ -16,8 +16,11 @@ the summary; ``--out`` writes them as JSON. The policies are placed as
 ``placer place --method rl --policy P --no-steer`` places (steering is the
 same for both; the policies' own answers are what differs).
 
-    .venv/bin/python -m bench.compare_pools shipped runs/v8/pool
-    .venv/bin/python -m bench.compare_pools shipped runs/v8/pool --seeds 0 --graphs bilstm_3x512_t12_b128
+``--as-main`` compares a newly trained main member in the shipped pool's place: B is then policy A's folder
+with B's weights and card as its main member (A's other members, ``pool`` and ``pool_groups`` kept).
+
+    .venv/bin/python -m bench.compare_pools shipped runs/v8/policy --as-main
+    .venv/bin/python -m bench.compare_pools shipped runs/pool --seeds 0 --graphs bilstm_3x512_t12_b128
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -39,7 +44,7 @@ from placer.fileio import write_atomic  # noqa: E402
 from placer.graph_io import load_graph  # noqa: E402
 from placer.placers.robustness import perturbed_worlds, rescore  # noqa: E402
 from placer.rl import pretrain  # noqa: E402
-from placer.rl.saved_policy import load_policy  # noqa: E402
+from placer.rl.saved_policy import CARD, SHIPPED_POLICY_DIR, load_policy  # noqa: E402
 from placer.rl.zero_shot import default_samples, place_zero_shot  # noqa: E402
 
 
@@ -55,8 +60,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--worlds", type=int, default=3, help="op-cost worlds per sigma in the rescoring "
                                                               "(0: the fixed worlds alone)")
+    parser.add_argument("--as-main", action="store_true",
+                        help="B is a main member: compare A's pool with B's weights and card in its main member's "
+                             "place")
     parser.add_argument("--out", default=None, help="also write the rows and the summary to this JSON file")
     return parser.parse_args(argv)
+
+
+def with_main_member(pool: str, member: str, into: Path) -> Path:
+    """A copy of policy folder `pool` in `into` whose main member is `member`'s (weights and card; the pool's
+    ``name``, ``pool`` and ``pool_groups`` kept, so its other members are pooled as before)."""
+    source = SHIPPED_POLICY_DIR if pool == "shipped" else Path(pool)
+    shutil.copytree(source, into)
+    shutil.copy(Path(member) / "weights.npz", into / "weights.npz")
+    card = json.loads((Path(member) / CARD).read_text())
+    kept = json.loads((source / CARD).read_text())
+    card.update({k: kept[k] for k in ("name", "pool", "pool_groups") if k in kept})
+    (into / CARD).write_text(json.dumps(card, indent=2) + "\n")
+    return into
 
 
 def geomean(values) -> float:
@@ -93,14 +114,21 @@ def summary(rows: list[dict], seeds: list[int]) -> dict:
     return {"pairs": len(rescored), "geomean": geomean(ratios), "worst_pair": max(ratios),
             "per_seed": {str(s): geomean([r["ratio"] for r in rows if r["seed"] == s]) for s in seeds},
             "worlds_geomean": geomean([r["worlds_geomean"] for r in rescored]),
-            "worlds_worst_geomean": geomean([r["worlds_worst"] for r in rescored])}
+            "worlds_worst_geomean": geomean([r["worlds_worst"] for r in rescored]),
+            "worlds_best_geomean": geomean([r["worlds_best"] for r in rescored])}
 
 
 def main() -> int:
     args = parse_args()
     if not args.seeds:
         raise PlacerError("--seeds: give at least one seed")
-    a, b = load_policy(args.a), load_policy(args.b)
+    with tempfile.TemporaryDirectory() as tmp:
+        b_folder = with_main_member(args.a, args.b, Path(tmp) / "pool") if args.as_main else args.b
+        return compare(args, load_policy(args.a), load_policy(b_folder))
+
+
+def compare(args: argparse.Namespace, a, b) -> int:
+    """Place, print and write what `main` was asked for, policies `a` and `b` loaded."""
     folder, manifest = pretrain.read_manifest(args.corpus)
     entries = {e["name"]: e for e in manifest["graphs"]}
     names = args.graphs or [e["name"] for e in pretrain.validation_entries(manifest)]
@@ -124,7 +152,8 @@ def main() -> int:
     print(f"B/A over {result['pairs']} pairs x {len(args.seeds)} seeds: geomean {result['geomean']:.4f} "
           f"(per seed {', '.join(f'{v:.4f}' for v in result['per_seed'].values())}), worst pair "
           f"{result['worst_pair']:.3f}; in the worlds: geomean {result['worlds_geomean']:.4f}, "
-          f"worst world's geomean {result['worlds_worst_geomean']:.4f}")
+          f"worst world's geomean {result['worlds_worst_geomean']:.4f}, best world's "
+          f"{result['worlds_best_geomean']:.4f}")
     if args.out:
         write_atomic(Path(args.out), (json.dumps({"a": args.a, "b": args.b, "rows": rows, "summary": result},
                                                  indent=1) + "\n").encode())

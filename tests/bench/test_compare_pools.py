@@ -7,6 +7,7 @@ import pytest
 
 from bench import compare_pools
 from placer.errors import PlacerError
+from placer.rl.saved_policy import SHIPPED_POLICY_DIR
 from placer.synthetic import layered_graph
 
 
@@ -33,6 +34,24 @@ def test_the_shipped_policy_against_itself_is_even_in_every_world(corpus, monkey
     assert written["summary"]["pairs"] == 2
     assert written["summary"]["geomean"] == written["summary"]["worlds_worst_geomean"] == 1.0
     assert "B/A over 2 pairs x 2 seeds: geomean 1.0000" in capsys.readouterr().out
+
+
+def test_as_main_pools_the_candidate_in_the_main_members_place(corpus, monkeypatch, tmp_path):
+    """--as-main: the shipped pool with another main member (here its critical member's), the shipped folder
+    untouched."""
+    shipped = {p: p.read_bytes() for p in SHIPPED_POLICY_DIR.rglob("*") if p.is_file()}
+    loaded = []
+    real_load = compare_pools.load_policy
+    monkeypatch.setattr(compare_pools, "load_policy", lambda folder: loaded.append(real_load(folder)) or loaded[-1])
+    out = tmp_path / "pools.json"
+    assert _run(monkeypatch, "shipped", str(SHIPPED_POLICY_DIR / "critical"), "--as-main", "--corpus", str(corpus),
+                "--cluster", "4gpu", "--seeds", "0", "--worlds", "0", "--out", str(out)) == 0
+    a, b = loaded
+    assert b.card["name"] == a.card["name"] and b.card["pool"] == a.card["pool"]
+    assert b.critical_groups and not a.critical_groups
+    assert len(b.members) == len(a.members)
+    assert len(json.loads(out.read_text())["rows"]) == 1
+    assert {p: p.read_bytes() for p in SHIPPED_POLICY_DIR.rglob("*") if p.is_file()} == shipped
 
 
 def test_an_answer_that_does_not_fit_never_counts_as_fast():
