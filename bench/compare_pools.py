@@ -42,7 +42,7 @@ from placer.cli.common import run_script  # noqa: E402
 from placer.errors import PlacerError  # noqa: E402
 from placer.fileio import write_atomic  # noqa: E402
 from placer.graph_io import load_graph  # noqa: E402
-from placer.placers.robustness import perturbed_worlds, rescore  # noqa: E402
+from placer.placers.robustness import MAX_COST_WORLDS, perturbed_worlds, rescore  # noqa: E402
 from placer.rl import pretrain  # noqa: E402
 from placer.rl.saved_policy import CARD, SHIPPED_POLICY_DIR, load_policy  # noqa: E402
 from placer.rl.zero_shot import default_samples, place_zero_shot  # noqa: E402
@@ -89,6 +89,13 @@ def step_of(placement) -> float:
     return float("inf") if placement.oom else float(placement.step_time)
 
 
+def ratios(b, a) -> np.ndarray:
+    """B's step times over A's; 1 where both are infinite (neither fits), so one such pair leaves a mean defined."""
+    b, a = np.asarray(b, dtype=np.float64), np.asarray(a, dtype=np.float64)
+    neither_fits = np.isinf(a) & np.isinf(b)
+    return np.where(neither_fits, 1.0, b / np.where(neither_fits, 1.0, a))
+
+
 def compare_pair(graph, cluster, a, b, seeds: list[int], worlds: int) -> list[dict]:
     """One row per seed: A's and B's step times and their ratio; the first also B over A in the worlds."""
     rows = []
@@ -96,12 +103,12 @@ def compare_pair(graph, cluster, a, b, seeds: list[int], worlds: int) -> list[di
     for i, seed in enumerate(seeds):
         xa, xb = (place_zero_shot(graph, cluster, p, samples=samples, seed=seed) for p in (a, b))
         row = {"graph": graph.name, "cluster": cluster.name, "seed": seed, "a_ms": 1e3 * step_of(xa),
-               "b_ms": 1e3 * step_of(xb), "ratio": step_of(xb) / step_of(xa)}
+               "b_ms": 1e3 * step_of(xb), "ratio": float(ratios(step_of(xb), step_of(xa)))}
         if i == 0:
             steps, ooms = rescore(list(perturbed_worlds(graph, cluster, worlds)),
                                   np.stack([xa.assignment(graph, cluster), xb.assignment(graph, cluster)]))
             steps = np.where(ooms, np.inf, steps)
-            world_ratios = steps[:, 1] / steps[:, 0]
+            world_ratios = ratios(steps[:, 1], steps[:, 0])
             row.update(worlds_geomean=geomean(world_ratios), worlds_worst=float(world_ratios.max()),
                        worlds_best=float(world_ratios.min()))
         rows.append(row)
@@ -122,6 +129,8 @@ def main() -> int:
     args = parse_args()
     if not args.seeds:
         raise PlacerError("--seeds: give at least one seed")
+    if not 0 <= args.worlds <= MAX_COST_WORLDS:
+        raise PlacerError(f"--worlds must be from 0 to {MAX_COST_WORLDS}, got {args.worlds}")
     with tempfile.TemporaryDirectory() as tmp:
         b_folder = with_main_member(args.a, args.b, Path(tmp) / "pool") if args.as_main else args.b
         return compare(args, load_policy(args.a), load_policy(b_folder))

@@ -58,7 +58,14 @@ def test_an_answer_that_does_not_fit_never_counts_as_fast():
     class Answer:
         oom, step_time = True, 0.001
 
-    assert compare_pools.step_of(Answer()) == float("inf")
+    inf = compare_pools.step_of(Answer())
+    assert inf == float("inf")
+    assert list(compare_pools.ratios([inf, 0.002, inf], [0.001, inf, inf])) == [inf, 0.0, 1.0]
+
+
+def test_bad_worlds_are_refused_before_any_placing(corpus, monkeypatch):
+    with pytest.raises(PlacerError, match="--worlds must be from 0 to"):
+        _run(monkeypatch, "shipped", "shipped", "--corpus", str(corpus), "--worlds", "-1")
 
 
 def test_a_graph_not_in_the_corpus_is_named(corpus, monkeypatch):
