@@ -203,7 +203,8 @@ def run(args) -> int:
                           "-" if r["place_seconds"] is None else f"{r['place_seconds']:.3f}",
                           r.get("error", ""))
                          + ((("-" if r.get("max_load") is None else f"{r['max_load']:.6g}")
-                             + (" (built for step_time)" if r.get("ignored_objective") else ""),) if key == "max_load" else ())
+                             + (" (built for step_time)" if r.get("ignored_objective") else ""),)
+                            if key == "max_load" else ())
                          + ((human_seconds(r.get("unrefined_step_time"), units[r["graph"]]),) if refined else ()))
         print_table(list(ROW_FIELDS) + ["error"] + (["max_load"] if key == "max_load" else [])
                     + (["unrefined_step_time"] if refined else []), table)

@@ -32,7 +32,8 @@ def add_parser(sub) -> None:
                    help=f"presets or cluster files to train on (default: {' '.join(DEFAULT_CLUSTERS)})")
     add_run_folder(p)
     p.add_argument("--budget-seconds", type=float, default=DEFAULT_BUDGET_SECONDS, metavar="S",
-                   help=f"wall-clock budget of the training steps, resumes included (default {DEFAULT_BUDGET_SECONDS:g})")
+                   help="wall-clock budget of the training steps, resumes included "
+                        f"(default {DEFAULT_BUDGET_SECONDS:g})")
     p.add_argument("--groups", type=int, default=None, metavar="G",
                    help="most groups per graph (default {groups}, or the --init policy's)")
     p.add_argument("--samples", type=int, default=None, metavar="K",

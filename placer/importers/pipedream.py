@@ -81,7 +81,8 @@ def graph_from_text(text: str, name: str, where: str = "PipeDream profile") -> O
         if line.startswith("\t"):
             m = _EDGE.match(line)
             if m is None:
-                raise ModelImportError(f"{where}: line {lineno}: expected an edge '\\tnodeA -- nodeB', got {line.strip()!r}")
+                raise ModelImportError(f"{where}: line {lineno}: expected an edge '\\tnodeA -- nodeB', "
+                                       f"got {line.strip()!r}")
             edges.append((m["src"], m["dst"], lineno))
             continue
         m = _NODE.match(line)

@@ -186,7 +186,7 @@ def refine(graph: OpGraph, cluster: Cluster, placement: Placement, *, seconds: f
     t0 = time.perf_counter()
     sim = Simulator(graph, cluster)
     assignment = placement.assignment(graph, cluster)
-    drawn = _drawn_worlds(graph, cluster, sim.times, worlds)
+    drawn = drawn_worlds(graph, cluster, sim.times, worlds)
     levels: list[Refinement] = []
     level_groups: list[int] = []
     asked = groups
@@ -216,7 +216,7 @@ def refine(graph: OpGraph, cluster: Cluster, placement: Placement, *, seconds: f
     }})
 
 
-def _drawn_worlds(graph: OpGraph, cluster: Cluster, times: np.ndarray, n: int) -> list[Simulator]:
+def drawn_worlds(graph: OpGraph, cluster: Cluster, times: np.ndarray, n: int) -> list[Simulator]:
     """Simulators of `n` worlds drawn around the nominal one (`WORLD_SIGMA`, seeded by `WORLD_SEED`)."""
     from placer.placers.robustness import random_world
 

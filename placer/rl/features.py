@@ -28,9 +28,11 @@ OP_CATEGORIES: list[tuple[str, re.Pattern]] = [
     ("matmul", re.compile(r"MatMul|Einsum|Tensordot")),
     ("norm", re.compile(r"BatchNorm|LayerNorm|Moments|L2Loss|FusedBatchNorm|Norm")),
     ("activation", re.compile(r"^(Relu|Relu6|Elu|Selu|Sigmoid|Tanh|Softmax|LogSoftmax|Softplus|Gelu)")),
-    ("elementwise", re.compile(r"^(Add|AddV2|AddN|Sub|Mul|Div|RealDiv|Neg|Square|Sqrt|Rsqrt|Exp|Log|Maximum|Minimum|BiasAdd|Cast|Pow)")),
+    ("elementwise", re.compile(r"^(Add|AddV2|AddN|Sub|Mul|Div|RealDiv|Neg|Square|Sqrt|Rsqrt|Exp|Log|Maximum|Minimum"
+                               r"|BiasAdd|Cast|Pow)")),
     ("reduction", re.compile(r"^(Sum|Mean|Max|Min|Prod|ArgMax|ArgMin|All|Any)$|Reduce")),
-    ("shape", re.compile(r"Reshape|Transpose|Concat|Split|Slice|Pack|Unpack|Squeeze|ExpandDims|Tile|Pad|Gather|Shape|Fill|Identity")),
+    ("shape", re.compile(r"Reshape|Transpose|Concat|Split|Slice|Pack|Unpack|Squeeze|ExpandDims|Tile|Pad|Gather"
+                         r"|Shape|Fill|Identity")),
     ("variable", re.compile(r"Variable|ReadVariable|Placeholder|VarHandle")),
     ("const", re.compile(r"^Const$|ZerosLike|OnesLike")),
     ("recurrent", re.compile(r"LSTM|GRU|RNN|While|Enter|Exit|NextIteration|Merge|Switch")),
@@ -236,7 +238,8 @@ def decode_context(graph: OpGraph, cluster: Cluster, grouping: Grouping, times: 
     link = np.where(off, slowest / np.where(off, bw, 1.0), 0.0)
     sent = np.where(edge, np.maximum(sent_bytes / slowest / fair, 1e-9), 0.0)
     return DecodeContext(inflow.astype(np.float32), compute.astype(np.float32),
-                         group_memory(graph, cluster, grouping).astype(np.float32), (mem / mem.min()).astype(np.float32),
+                         group_memory(graph, cluster, grouping).astype(np.float32),
+                         (mem / mem.min()).astype(np.float32),
                          slowness.astype(np.float32), (on_device / fair).astype(np.float32), sent.astype(np.float32),
                          link.astype(np.float32), (lat / fair).astype(np.float32))
 

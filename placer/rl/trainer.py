@@ -414,7 +414,8 @@ def train(trainer: Trainer, *, budget_seconds: float | None = None, max_steps: i
 
         def imitation_over() -> bool:
             spent = time.perf_counter() - t0
-            return should_stop() or (limit is not None and (spent > limit or s.elapsed_seconds + spent > budget_seconds))
+            return should_stop() or (limit is not None
+                                     and (spent > limit or s.elapsed_seconds + spent > budget_seconds))
 
         def progress(steps: int, probability: float) -> None:
             if on_imitation is not None:

@@ -62,7 +62,8 @@ def simulate_reference(sim, assignment) -> tuple[float, np.ndarray, np.ndarray, 
             dur_v = sim.times[v, d]
             if pool > 0:  # a shared pool's thread hands the output to each other device reading it
                 for e in sorted({place[w] for w in succ[v]} - {d}):
-                    dur_v += sim.xfer_time[v] if sim.xfer_time[v] >= 0 else sim.latency[d, e] + sim.out_bytes[v] / sim.bandwidth[d, e]
+                    dur_v += (sim.xfer_time[v] if sim.xfer_time[v] >= 0
+                              else sim.latency[d, e] + sim.out_bytes[v] / sim.bandwidth[d, e])
             start[v], finish[v] = now, now + dur_v
             busy[d] += dur_v
             running[d] += 1

@@ -45,7 +45,8 @@ def get_history(
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no job with id {job_id!r}")
     rows = read_history(Path(record.job_dir) / HISTORY_FILE)
     if len(rows) > limit:  # keep the first and last steps, thin the middle evenly
-        keep = sorted({round(i * (len(rows) - 1) / (limit - 1)) for i in range(limit)}) if limit > 1 else [len(rows) - 1]
+        keep = (sorted({round(i * (len(rows) - 1) / (limit - 1)) for i in range(limit)}) if limit > 1
+                else [len(rows) - 1])
         rows = [rows[i] for i in keep]
     return JobHistoryPublic(data=rows, count=len(rows))
 

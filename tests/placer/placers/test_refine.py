@@ -13,7 +13,7 @@ from placer.errors import PlacerError
 from placer.graph import Op, OpGraph
 from placer.placement import Placement, Provenance
 from placer.placers import registry
-from placer.placers.refine import _drawn_worlds, descend, refine
+from placer.placers.refine import drawn_worlds, descend, refine
 from placer.grouping import group_graph
 from placer.simulator import Simulator
 from placer.synthetic import layered_graph
@@ -157,7 +157,7 @@ def test_with_time_left_it_refines_down_to_single_ops():
 
 def _drawn(g, c, n):
     sim = Simulator(g, c)
-    return [sim] + _drawn_worlds(g, c, sim.times, n)
+    return [sim] + drawn_worlds(g, c, sim.times, n)
 
 
 @pytest.mark.parametrize("seed", [10, 11])
