@@ -4,6 +4,9 @@ import json
 
 import pytest
 
+from placer.graph_io import save_graph
+from placer.synthetic import layered_graph
+
 
 @pytest.fixture
 def one_graph_corpus(tmp_path):
@@ -14,3 +17,11 @@ def one_graph_corpus(tmp_path):
     (corpus / "manifest.json").write_text(json.dumps(
         {"graphs": [{"name": "v", "path": "v.json.gz", "split": "validation", "family": "f"}]}))
     return corpus
+
+
+@pytest.fixture
+def small_graph(tmp_path):
+    """A 120-op layered graph saved in tmp_path, for the scripts that place a graph file."""
+    path = tmp_path / "small.json.gz"
+    save_graph(layered_graph(120, seed=3), path)
+    return path

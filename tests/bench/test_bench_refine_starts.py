@@ -4,15 +4,6 @@ import pytest
 
 from bench import bench_refine_starts
 from placer.errors import PlacerError
-from placer.graph_io import save_graph
-from placer.synthetic import layered_graph
-
-
-@pytest.fixture
-def small_graph(tmp_path):
-    path = tmp_path / "small.json.gz"
-    save_graph(layered_graph(120, seed=3), path)
-    return path
 
 
 def test_a_run_refines_the_zero_shot_answer_and_the_near_heuristics_alike(tmp_path, small_graph, capsys,
