@@ -13,9 +13,10 @@ efficiency, log-spaced from 1e-4 to 100, and the overheads at the profile's
 quantiles; an efficiency above 1 is real where the peak is a measured
 streaming rate and small tensors stay in cache), exact over its grid and
 fast enough for 10k ops, with no local minima to fall into. Ops that do no
-work the roofline sees (no FLOPs, no bytes) fit the overhead alone. An efficiency at the grid's edge (1e-4 or 100) says that
-term bounds no op of the profile (on a CPU, the memory term often: the
-measured streaming rate is far below what cache-sized tensors get).
+work the roofline sees (no FLOPs, no bytes) fit the overhead alone. An
+efficiency at the grid's edge (1e-4 or 100) says that term bounds no op of
+the profile (on a CPU, the memory term often: the measured streaming rate
+is far below what cache-sized tensors get).
 """
 
 from __future__ import annotations
