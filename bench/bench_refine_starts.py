@@ -26,11 +26,11 @@ from pathlib import Path
 from placer import presets
 from placer.cli.common import check_at_least, output_file, run_script
 from placer.errors import PlacerError
-from placer.fileio import write_atomic
 from placer.graph_io import load_graph
-from placer.placers import registry
 from placer.placers.refine import refine
 from placer.placers.robustness import robustness
+
+from bench.pair_rows import place_pair, save_rows, stored_rows
 
 RESULTS = Path(__file__).resolve().parent / "results"
 GRAPHS = [f"graphs/{g}.json.gz" for g in ("inception_v3", "nmt", "nmt4", "resnet50", "rnnlm", "transformer")] + [
@@ -44,17 +44,11 @@ NO_TIME_LIMIT = 3600.0  # seconds: far more than the sweeps take, so only the sw
 
 def one_pair(path: str, cluster_name: str, sweeps: list[int], worlds: int) -> dict:
     """The row of one graph and cluster (see the module docstring)."""
-    import placer.rl  # noqa: F401 - registers method "rl"
-
     graph, cluster = load_graph(path), presets.get(cluster_name)
-    placed = {m: registry.place(m, graph, cluster) for m in registry.names(heuristic_only=True)}
-    fits = {m: p.step_time for m, p in placed.items() if not p.oom}
-    best = min(fits, key=fits.get)
-    t0 = time.perf_counter()
-    zero_shot = registry.place("rl", graph, cluster, policy="shipped")
+    placed, fits, best, zero_shot, zero_shot_seconds = place_pair(graph, cluster)
     row = {"graph": graph.name, "file": Path(path).name, "cluster": cluster_name, "ops": len(graph),
            "best_heuristic": best, "heuristics": fits,
-           "zero_shot": {"step_time": zero_shot.step_time, "seconds": time.perf_counter() - t0},
+           "zero_shot": {"step_time": zero_shot.step_time, "seconds": zero_shot_seconds},
            "zero_shot_refined": {}, "heuristics_refined": {}}
     assignments = {m: p.assignment(graph, cluster) for m, p in placed.items()}
     assignments["zero_shot"] = zero_shot.assignment(graph, cluster)
@@ -138,8 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         presets.get(name)
     out = output_file(args.out, "--out")
     settings = {"sweeps": sorted(set(args.sweeps)), "worlds": args.worlds}
-    stored = json.loads(out.read_text()) if out.exists() else {}
-    rows = [r for r in stored.get("rows", []) if stored.get("settings") == settings]
+    rows = stored_rows(out, settings)
     done = {(r["file"], r["cluster"]) for r in rows}
     rl_file = RESULTS / "rl_presets.json"
     rl = {(r["graph"], r["cluster"]): r["step_time"] for r in json.loads(rl_file.read_text())["rows"]} \
@@ -151,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         row = one_pair(path, cluster, settings["sweeps"], args.worlds)
         rows.append(row)
-        write_atomic(out, (json.dumps({"settings": settings, "rows": rows}, indent=1) + "\n").encode())
+        save_rows(out, settings, rows)
         zs, refined = row["zero_shot"]["step_time"], row["zero_shot_refined"]
         best = row["heuristics"][row["best_heuristic"]]
         print(f"[{k}/{len(pairs)}] {row['graph']} on {cluster} ({time.perf_counter() - t0:.0f} s): zero-shot "

@@ -26,7 +26,6 @@ where it stopped.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
@@ -35,13 +34,13 @@ import numpy as np
 from placer import presets
 from placer.cli.common import check_at_least, output_file, run_script
 from placer.errors import PlacerError
-from placer.fileio import write_atomic
 from placer.graph_io import load_graph
 from placer.grouping import group_graph_fitting
-from placer.placers import registry
 from placer.placers.refine import DEFAULT_GROUPS, WORLDS, descend, drawn_worlds
 from placer.placers.robustness import perturbed_worlds, robustness
 from placer.simulator import Simulator
+
+from bench.pair_rows import place_pair, save_rows, stored_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -56,14 +55,10 @@ NO_TIME_LIMIT = 3600.0  # seconds: far more than the sweeps take, so only the sw
 
 def one_pair(path: str, cluster_name: str, sweeps: int, worlds: int) -> dict:
     """The row of one graph and cluster (see the module docstring)."""
-    import placer.rl  # noqa: F401 - registers method "rl"
-
     graph, cluster = load_graph(path), presets.get(cluster_name)
-    placed = {m: registry.place(m, graph, cluster) for m in registry.names(heuristic_only=True)}
-    fits = {m: p.step_time for m, p in placed.items() if not p.oom}
-    best = min(fits, key=fits.get)
+    placed, fits, best, zero_shot, _ = place_pair(graph, cluster)
     assignments = {m: p.assignment(graph, cluster) for m, p in placed.items()}
-    assignments["zero_shot"] = registry.place("rl", graph, cluster, policy="shipped").assignment(graph, cluster)
+    assignments["zero_shot"] = zero_shot.assignment(graph, cluster)
     sim = Simulator(graph, cluster)
     judging = [Simulator(w.graph, w.cluster, times=w.times) for w in perturbed_worlds(graph, cluster, worlds)][1:]
     judges = {"oracle": judging, "drawn": drawn_worlds(graph, cluster, sim.times, WORLDS)}
@@ -118,8 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         pairs.append((graph if graph.endswith((".json", ".json.gz")) else f"{graph}.json.gz", cluster))
     out = output_file(args.out, "--out")
     settings = {"sweeps": args.sweeps, "worlds": args.worlds}
-    stored = json.loads(out.read_text()) if out.exists() else {}
-    rows = [r for r in stored.get("rows", []) if stored.get("settings") == settings]
+    rows = stored_rows(out, settings)
     done = {(r["file"], r["cluster"]) for r in rows}
     for k, (path, cluster) in enumerate(pairs, 1):
         if (Path(path).name, cluster) in done:
@@ -127,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         row = one_pair(path, cluster, args.sweeps, args.worlds)
         rows.append(row)
-        write_atomic(out, (json.dumps({"settings": settings, "rows": rows}, indent=1) + "\n").encode())
+        save_rows(out, settings, rows)
         cells = ", ".join(f"{m}: {c['nominal']:.3f} / {c['worst_ratio']:.3f}" for m, c in row["placements"].items())
         print(f"[{k}/{len(pairs)}] {row['graph']} on {cluster} ({time.perf_counter() - t0:.0f} s): {cells}",
               flush=True)
